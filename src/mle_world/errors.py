@@ -1,0 +1,20 @@
+"""Error types shared by every stage of the harness.
+
+Reads and writes nothing; `UserError` is what the CLI turns into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem with the user's input (file, flag, field); shown as one line, exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """A configuration file is malformed or inconsistent."""
+
+
+class NotPreparedError(UserError):
+    """A task's data is missing under the data dir."""

@@ -1,0 +1,272 @@
+"""Pydantic records for everything the harness writes to disk or passes into a container.
+
+`TrialSpec` (spec.json) is read by the agent; `TrialStatus` (status.json), `AgentResult`
+(result.json) and `LaunchRecord` (launch.json) are written by launch/agent and read by status/audit.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["coder", "feedback", "world"]
+ROLES: tuple[Role, ...] = ("coder", "feedback", "world")
+Regime = Literal["gated", "ungated"]
+Stage = Literal["draft", "debug", "improve"]
+
+SPEC_VERSION = 1
+
+
+class Record(BaseModel):
+    """Base of every on-disk record: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EndpointSettings(Record):
+    """One OpenAI-compatible endpoint role."""
+
+    url: str
+    """Base URL including /v1, e.g. http://localhost:8000/v1."""
+    model: str | None = None
+    """Served model id; discovered from /v1/models when null."""
+    key_env: str | None = None
+    """Name of the environment variable holding the API key (never the key itself)."""
+    temperature: float = Field(0.5, ge=0.0, le=2.0)
+    max_tokens: int = Field(4096, gt=0)
+    timeout_s: float = Field(600.0, gt=0)
+    """Per-request timeout."""
+    max_retries: int = Field(6, ge=0)
+    """Bounded retries (exponential backoff + jitter) on connection errors, 429 and 5xx."""
+
+
+class BudgetSettings(Record):
+    """Time and step budget of one trial."""
+
+    time_limit_s: float = Field(43200.0, gt=0)
+    """Wall-clock limit over LLM calls and executions (12 h in the paper)."""
+    max_steps: int = Field(500, gt=0)
+    exec_timeout_s: float = Field(32400.0, gt=0)
+    """Limit of one full execution; each run gets min(this, time left)."""
+    debug_timeout_s: float = Field(600.0, gt=0)
+    """Limit of the `--debug` pre-run."""
+    min_step_s: float = Field(120.0, ge=0)
+    """No new step starts with less than this much time left."""
+
+
+class SearchSettings(Record):
+    """AIDE's search policy parameters."""
+
+    num_drafts: int = Field(5, ge=1)
+    debug_prob: float = Field(1.0, ge=0.0, le=1.0)
+    max_debug_depth: int = Field(20, ge=0)
+
+
+class StageGuidance(Record):
+    """A Kapso-style budget stage: active while progress < `until`."""
+
+    name: str
+    until: float = Field(gt=0.0, le=1.0)
+    guidance: str
+    ensemble_top_k: int = Field(0, ge=0)
+    """When > 0, prompts in this stage show the best k nodes from history for ensembling."""
+
+
+class WorldModelSettings(Record):
+    """World-model knobs of one configuration (DESIGN §4)."""
+
+    enabled: bool = False
+    candidates: int = Field(1, ge=1)
+    """Candidates generated (concurrently) per step for the stages it applies to."""
+    selection: Literal["pointwise", "pairwise"] = "pointwise"
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    """Pointwise: a candidate passes when p_improves >= threshold."""
+    bug_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    """Pointwise: a candidate fails when p_bug >= bug_threshold."""
+    pairwise_confidence: float = Field(0.7, ge=0.0, le=1.0)
+    """Pairwise: a comparison counts only at or above this confidence."""
+    min_confidence: float = Field(0.6, ge=0.0, le=1.0)
+    """Predictions below this confidence never gate."""
+    max_consecutive_skips: int = Field(3, ge=0)
+    applies_to: tuple[Stage, ...] = ("improve",)
+    context: Literal["full", "blind"] = "full"
+    """full: task, data preview, parent code/metric/output, candidate; blind: task + candidate only."""
+    temperature: float = Field(1.0, ge=0.0, le=2.0)
+
+
+class AgentSettings(Record):
+    """Everything the in-container agent needs besides paths: the resolved science config."""
+
+    endpoints: dict[Role, EndpointSettings]
+    budget: BudgetSettings
+    search: SearchSettings
+    stages: tuple[StageGuidance, ...]
+    world_model: WorldModelSettings
+    data_preview: bool = True
+    obfuscate: bool = False
+    """Replace 'Kaggle grandmaster' with 'expert machine learning engineer' in prompts."""
+
+
+class TrialPaths(Record):
+    """Paths as the agent sees them (inside the container or sandbox)."""
+
+    trial_dir: str
+    data_dir: str
+    """The task's public data (read-only)."""
+
+
+class TrialSpec(Record):
+    """spec.json: one trial's identity and resolved settings."""
+
+    spec_version: int = SPEC_VERSION
+    trial_id: str
+    """Readable id: <regime>/<configuration>/<task>/seed<seed>."""
+    science_hash: str
+    """sha256 prefix over the fields that affect results (cluster and path settings excluded)."""
+    regime: Regime
+    configuration: str
+    task: str
+    seed: int
+    agent: AgentSettings
+    paths: TrialPaths
+
+
+class TrialStatus(Record):
+    """status.json: the trial's state machine, written atomically by the launcher."""
+
+    trial_id: str
+    state: Literal["pending", "submitted", "running", "succeeded", "failed"] = "pending"
+    attempt: int = 0
+    backend: str | None = None
+    slurm_job_id: str | None = None
+    slurm_array_id: str | None = None
+    host: str | None = None
+    gpu: str | None = None
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    failure_class: Literal["infra", "agent"] | None = None
+    cause: str | None = None
+    updated_at: datetime | None = None
+
+
+class AgentResult(Record):
+    """result.json: written by the agent when it stops."""
+
+    trial_id: str
+    status: Literal["completed", "failed"]
+    stop_reason: str
+    """e.g. time_limit, max_steps, endpoint_unavailable, error: ..."""
+    best_metric: float | None = None
+    lower_is_better: bool | None = None
+    best_node_id: str | None = None
+    steps: int = 0
+    executed: int = 0
+    skipped: int = 0
+    buggy: int = 0
+    time_used_s: float = 0.0
+    exec_time_s: float = 0.0
+    llm_time_s: float = 0.0
+    resumed: int = 0
+    """How many times the trial resumed from a checkpoint."""
+    has_submission: bool = False
+
+
+class EndpointRecord(Record):
+    """An endpoint as recorded in launch.json: URL and served model, never a key."""
+
+    role: Role
+    url: str
+    key_env: str | None = None
+    served_models: tuple[str, ...] = ()
+    probed: bool = False
+
+
+class LaunchedTrial(Record):
+    """One trial as listed in launch.json."""
+
+    trial_id: str
+    science_hash: str
+    trial_dir: str
+    command: str
+
+
+class LaunchRecord(Record):
+    """launch.json: provenance of one launch of a sweep (rewritten on every launch)."""
+
+    argv: tuple[str, ...]
+    harness_version: str
+    git_sha: str | None
+    created_at: datetime
+    regime: Regime
+    config_path: str
+    config_hash: str
+    """sha256 of the resolved science config of this regime (agent-config.yaml)."""
+    cluster_path: str | None
+    backend: str
+    runtime: str
+    dry_run: bool
+    sandbox: bool
+    warnings: tuple[str, ...] = ()
+    data_dir: str
+    image_path: str | None = None
+    image_sha256: str | None = None
+    endpoints: tuple[EndpointRecord, ...]
+    trials: tuple[LaunchedTrial, ...]
+
+
+class LLMCallEvent(Record):
+    """events.jsonl line for one endpoint call (every attempt that reached an outcome)."""
+
+    type: Literal["llm_call"] = "llm_call"
+    ts: datetime
+    role: Role
+    model: str | None
+    purpose: str
+    """e.g. draft, improve, debug, review, predict, compare."""
+    prompt_tokens: int | None
+    """None when the server returned no usage (unknown is not zero)."""
+    completion_tokens: int | None
+    latency_s: float
+    outcome: Literal["ok", "retry", "error"]
+    error: str | None = None
+
+
+class ExecutionEvent(Record):
+    """events.jsonl line for one script execution (debug pre-run or full run)."""
+
+    type: Literal["execution"] = "execution"
+    ts: datetime
+    node_id: str
+    kind: Literal["debug", "full"]
+    exec_time_s: float
+    timeout_s: float
+    timed_out: bool
+    exit_code: int | None
+    gpu: str | None = None
+    """CUDA_VISIBLE_DEVICES seen by the script; GPU-hours are accounted when set."""
+
+
+class PredictionEvent(Record):
+    """events.jsonl line for a world-model prediction and, for executed nodes, its outcome."""
+
+    type: Literal["prediction"] = "prediction"
+    ts: datetime
+    node_id: str
+    stage: Stage
+    mode: Literal["pointwise", "pairwise"]
+    valid: bool
+    """False when the output was missing or malformed (fail-open: the node executes)."""
+    p_bug: float | None = None
+    p_improves: float | None = None
+    predicted_metric: float | None = None
+    confidence: float | None = None
+    gate: Literal["execute", "skip", "forced", "not_gated"]
+    """Decision: execute, skip (gated), forced (after max consecutive skips), not_gated (ungated regime)."""
+    executed: bool
+    actual_buggy: bool | None = None
+    actual_improved: bool | None = None
+    """Known for executed nodes: the node is good and beats its reference (best node before it)."""
+    actual_metric: float | None = None

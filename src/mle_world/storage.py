@@ -1,0 +1,57 @@
+"""Atomic writes of text, JSON and pydantic records, and tolerant reads of them.
+
+Writes go to a temp file in the same directory, are fsynced, then renamed over the target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """Write `text` to `path` so that a reader sees either the old or the new file, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON (indented, trailing newline) atomically."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, allow_nan=True) + "\n")
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    """Write a pydantic record as JSON atomically."""
+    write_text_atomic(path, model.model_dump_json(indent=2) + "\n")
+
+
+def read_model(path: Path, model_type: type[M]) -> M:
+    """Read and validate a pydantic record; raises OSError or pydantic.ValidationError."""
+    return model_type.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line; a single write() of a short line is atomic on POSIX append."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, separators=(",", ":")) + "\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
