@@ -1,0 +1,343 @@
+"""Loading and validation of the paper config (paper.yaml + tasks.txt) and the cluster config.
+
+Reads YAML/text files; writes nothing. Every problem becomes one `ConfigError` line naming file and key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mle_world.errors import ConfigError
+from mle_world.records import (
+    ROLES,
+    AgentSettings,
+    BudgetSettings,
+    EndpointSettings,
+    Regime,
+    Role,
+    SearchSettings,
+    StageGuidance,
+    WorldModelSettings,
+)
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+TRANSPORT_FIELDS = ("url", "key_env", "timeout_s", "max_retries")
+"""Endpoint fields that do not change results; excluded from every science hash."""
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServeSettings(_File):
+    """How scripts/serve/ starts the model server of one role."""
+
+    model: str
+    port: int = Field(gt=0, lt=65536)
+    gpus: int = Field(1, ge=1)
+    max_model_len: int = Field(32768, gt=0)
+    extra_args: tuple[str, ...] = ()
+
+
+class AgentOptions(_File):
+    data_preview: bool = True
+    obfuscate: bool = False
+
+
+class WorldModelDefaults(_File):
+    min_confidence: float = Field(0.6, ge=0.0, le=1.0)
+    max_consecutive_skips: int = Field(3, ge=0)
+    bug_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    temperature: float = Field(1.0, ge=0.0, le=2.0)
+
+
+class ConfigurationEntry(_File):
+    world_model: dict[str, Any]
+
+
+class PaperFile(_File):
+    """The schema of paper.yaml (and of demo.yaml and any user variant)."""
+
+    version: Literal[1]
+    name: str
+    seeds: tuple[int, ...] = Field(min_length=1)
+    tasks: str | tuple[str, ...]
+    regimes: tuple[Regime, ...] = Field(min_length=1)
+    endpoints: dict[Role, EndpointSettings]
+    serve: dict[Role, ServeSettings] = Field(default_factory=dict)
+    budget: BudgetSettings
+    search: SearchSettings
+    agent: AgentOptions = AgentOptions()
+    stages: tuple[StageGuidance, ...] = Field(min_length=1)
+    world_model_defaults: WorldModelDefaults = WorldModelDefaults()
+    configurations: dict[str, ConfigurationEntry] = Field(min_length=1)
+
+    @field_validator("seeds", "regimes")
+    @classmethod
+    def _unique(cls, value: tuple[Any, ...]) -> tuple[Any, ...]:
+        dupes = sorted({str(v) for v in value if value.count(v) > 1})
+        if dupes:
+            raise ValueError(f"duplicate entries: {', '.join(dupes)}")
+        return value
+
+    @field_validator("endpoints")
+    @classmethod
+    def _all_roles(cls, value: dict[Role, EndpointSettings]) -> dict[Role, EndpointSettings]:
+        missing = [r for r in ROLES if r not in value]
+        if missing:
+            raise ValueError(f"missing roles: {', '.join(missing)}")
+        return value
+
+    @field_validator("stages")
+    @classmethod
+    def _ordered_stages(cls, value: tuple[StageGuidance, ...]) -> tuple[StageGuidance, ...]:
+        bounds = [s.until for s in value]
+        if bounds != sorted(bounds) or len(set(bounds)) != len(bounds):
+            raise ValueError("stages must have strictly increasing 'until'")
+        if bounds[-1] != 1.0:
+            raise ValueError("the last stage must have until: 1.0")
+        return value
+
+
+class SlurmSettings(_File):
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gpus_per_trial: int = Field(1, ge=0)
+    cpus_per_trial: int = Field(8, ge=1)
+    mem_gb: int = Field(64, ge=1)
+    array_parallelism: int = Field(32, ge=1)
+    grading_margin_min: int = Field(30, ge=0)
+    extra_sbatch: dict[str, str | int | None] = Field(default_factory=dict)
+    setup: tuple[str, ...] = ()
+
+
+class ContainerSettings(_File):
+    mounts: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+
+class LaunchSettings(_File):
+    max_attempts: int = Field(3, ge=1)
+    wall_grace_s: float = Field(900.0, ge=0)
+
+
+class ClusterConfig(_File):
+    """cluster.yaml: resources and placement; never part of a trial's identity."""
+
+    slurm: SlurmSettings = SlurmSettings()
+    container: ContainerSettings = ContainerSettings()
+    launch: LaunchSettings = LaunchSettings()
+
+
+@dataclass(frozen=True)
+class PaperConfig:
+    """A validated paper config with its task list resolved and configurations merged."""
+
+    path: Path
+    name: str
+    seeds: tuple[int, ...]
+    tasks: tuple[str, ...]
+    tasks_source: str
+    regimes: tuple[Regime, ...]
+    endpoints: Mapping[Role, EndpointSettings]
+    serve: Mapping[Role, ServeSettings]
+    budget: BudgetSettings
+    search: SearchSettings
+    agent: AgentOptions
+    stages: tuple[StageGuidance, ...]
+    configurations: Mapping[str, WorldModelSettings]
+
+    def agent_settings(self, configuration: str) -> AgentSettings:
+        """The resolved settings the agent of one configuration runs with."""
+        return AgentSettings(
+            endpoints=dict(self.endpoints),
+            budget=self.budget,
+            search=self.search,
+            stages=self.stages,
+            world_model=self.configurations[configuration],
+            data_preview=self.agent.data_preview,
+            obfuscate=self.agent.obfuscate,
+        )
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
+def _first_error(path: Path, exc: ValidationError, prefix: str = "") -> ConfigError:
+    err = exc.errors()[0]
+    where = _loc(tuple(err["loc"]))
+    if prefix:
+        where = f"{prefix}.{where}" if err["loc"] else prefix
+    if err["type"] == "extra_forbidden":
+        return ConfigError(f"{path}: {where}: unknown key")
+    if err["type"] == "missing":
+        return ConfigError(f"{path}: {where}: required key is missing")
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return ConfigError(f"{path}: {where}: {msg}")
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file; unreadable or malformed → one ConfigError line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError(f"{path}: invalid YAML{line}: {problem}") from None
+
+
+def read_task_list(path: Path) -> list[tuple[int, str]]:
+    """Task ids with their line numbers; '#' comments and blank lines skipped, whitespace stripped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: task list not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read task list: {exc.strerror}") from None
+    out = []
+    for number, raw in enumerate(lines, start=1):
+        text = raw.split("#", 1)[0].strip()
+        if text:
+            out.append((number, text))
+    return out
+
+
+def _check_tasks(entries: list[tuple[str, str]], known: Callable[[str], bool]) -> tuple[str, ...]:
+    seen: dict[str, str] = {}
+    for where, task in entries:
+        if task in seen:
+            raise ConfigError(f"{where}: duplicate task '{task}' (first at {seen[task]})")
+        if not known(task):
+            raise ConfigError(
+                f"{where}: unknown task id '{task}' (not an MLE-bench competition nor a local one; "
+                "see `run_paper.py --list`)"
+            )
+        seen[task] = where
+    if not seen:
+        raise ConfigError(f"{entries and entries[0][0] or 'tasks'}: the task list is empty")
+    return tuple(seen)
+
+
+def load_paper_config(path: Path, known_task: Callable[[str], bool]) -> PaperConfig:
+    """Load paper.yaml (or a variant), resolve its task list and merge configuration defaults."""
+    data = read_yaml(path, "config")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        raw = PaperFile.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(path, exc) from None
+
+    if isinstance(raw.tasks, str):
+        task_file = (path.parent / raw.tasks).resolve()
+        lines = read_task_list(task_file)
+        if not lines:
+            raise ConfigError(f"{task_file}: the task list is empty")
+        tasks = _check_tasks([(f"{task_file}:{n}", t) for n, t in lines], known_task)
+        source = str(task_file)
+    else:
+        if not raw.tasks:
+            raise ConfigError(f"{path}: tasks: the task list is empty")
+        tasks = _check_tasks([(f"{path}: tasks[{i}]", t) for i, t in enumerate(raw.tasks)], known_task)
+        source = f"{path}:tasks"
+
+    defaults = raw.world_model_defaults.model_dump()
+    merged: dict[str, WorldModelSettings] = {}
+    for name, entry in raw.configurations.items():
+        if not NAME_RE.match(name):
+            raise ConfigError(f"{path}: configurations.{name}: names use a-z, 0-9, '.', '_' and '-'")
+        try:
+            merged[name] = WorldModelSettings.model_validate({**defaults, **entry.world_model})
+        except ValidationError as exc:
+            raise _first_error(path, exc, f"configurations.{name}.world_model") from None
+
+    return PaperConfig(
+        path=path,
+        name=raw.name,
+        seeds=raw.seeds,
+        tasks=tasks,
+        tasks_source=source,
+        regimes=raw.regimes,
+        endpoints=raw.endpoints,
+        serve=raw.serve,
+        budget=raw.budget,
+        search=raw.search,
+        agent=raw.agent,
+        stages=raw.stages,
+        configurations=merged,
+    )
+
+
+def load_cluster_config(path: Path | None) -> ClusterConfig:
+    """Load cluster.yaml; None or a missing default file gives the defaults."""
+    if path is None:
+        return ClusterConfig()
+    data = read_yaml(path, "cluster config")
+    if data is None:
+        return ClusterConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        return ClusterConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(path, exc) from None
+
+
+def science_of(settings: AgentSettings) -> dict[str, Any]:
+    """The agent settings with transport-only endpoint fields removed (what identity hashes see)."""
+    data = settings.model_dump(mode="json")
+    for endpoint in data["endpoints"].values():
+        for key in TRANSPORT_FIELDS:
+            endpoint.pop(key, None)
+    return data
+
+
+def stable_hash(data: Any, length: int = 16) -> str:
+    """sha256 of canonical JSON, truncated; stable across runs and machines."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def resolved_regime(config: PaperConfig, regime: Regime, configurations: tuple[str, ...]) -> dict[str, Any]:
+    """The fully resolved config of one regime, as written to agent-config.yaml."""
+    return {
+        "name": config.name,
+        "regime": regime,
+        "source": str(config.path),
+        "seeds": list(config.seeds),
+        "tasks": list(config.tasks),
+        "configurations": {
+            name: config.agent_settings(name).model_dump(mode="json") for name in configurations
+        },
+    }
+
+
+def regime_hash(config: PaperConfig, regime: Regime, configurations: tuple[str, ...]) -> str:
+    """Hash of the science of one regime's sweep (endpoint transport fields excluded)."""
+    return stable_hash(
+        {
+            "regime": regime,
+            "seeds": list(config.seeds),
+            "tasks": list(config.tasks),
+            "configurations": {n: science_of(config.agent_settings(n)) for n in configurations},
+        },
+        length=64,
+    )
