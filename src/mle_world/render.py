@@ -24,7 +24,11 @@ CONTAINER_DATA = "/home/data"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 """What the sandbox shows of the host besides the Python prefixes: the image's equivalent."""
-GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + (
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+)
 
 
 @dataclass(frozen=True)

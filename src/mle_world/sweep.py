@@ -58,9 +58,9 @@ def task_data_dirs(data_dir: Path, task: str) -> tuple[Path, Path]:
     return base / "public", base / "private"
 
 
-def resolve_selection(config: PaperConfig, selection: Selection, known_task: Callable[[str], bool]) -> tuple[
-    tuple[str, ...], tuple[str, ...], tuple[int, ...]
-]:
+def resolve_selection(
+    config: PaperConfig, selection: Selection, known_task: Callable[[str], bool]
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]:
     """Apply the filters; every unknown name is a one-line UserError naming the flag."""
     configs = selection.configurations or tuple(config.configurations)
     for name in configs:
@@ -94,13 +94,17 @@ def expand(
 ) -> list[PlannedTrial]:
     """All trials of one regime in a stable order (configuration, task, seed)."""
     if regime not in config.regimes:
-        raise UserError(f"--regime: '{regime}' is not in {config.path}'s regimes ({', '.join(config.regimes)})")
+        raise UserError(
+            f"--regime: '{regime}' is not in {config.path}'s regimes ({', '.join(config.regimes)})"
+        )
     configs, tasks, seeds = resolve_selection(config, selection, known_task)
     trials: list[PlannedTrial] = []
     for configuration in configs:
         settings = config.agent_settings(configuration)
         if selection.max_steps is not None:
-            budget = BudgetSettings.model_validate({**settings.budget.model_dump(), "max_steps": selection.max_steps})
+            budget = BudgetSettings.model_validate(
+                {**settings.budget.model_dump(), "max_steps": selection.max_steps}
+            )
             settings = settings.model_copy(update={"budget": budget})
         science = science_of(settings)
         for task in tasks:
@@ -110,7 +114,13 @@ def expand(
                     raise UserError(f"task id '{task}' contains characters unsafe for a path")
                 trial_dir = trial_dir_for(output_dir, configuration, task, seed)
                 digest = science_hash(
-                    {"regime": regime, "configuration": configuration, "task": task, "seed": seed, "agent": science}
+                    {
+                        "regime": regime,
+                        "configuration": configuration,
+                        "task": task,
+                        "seed": seed,
+                        "agent": science,
+                    }
                 )
                 spec = TrialSpec(
                     trial_id=make_trial_id(regime, configuration, task, seed),
@@ -122,5 +132,7 @@ def expand(
                     agent=settings,
                     paths=view(trial_dir, public),
                 )
-                trials.append(PlannedTrial(spec=spec, trial_dir=trial_dir, public_dir=public, private_dir=private))
+                trials.append(
+                    PlannedTrial(spec=spec, trial_dir=trial_dir, public_dir=public, private_dir=private)
+                )
     return trials

@@ -32,7 +32,7 @@ def _competition_id(config_path: Path) -> str:
         raise UserError(f"{config_path}: unreadable competition config: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         raise UserError(f"{config_path}: competition config needs a string 'id'")
-    comp_id = data["id"]
+    comp_id: str = data["id"]
     if comp_id != config_path.parent.name:
         raise UserError(f"{config_path}: id '{comp_id}' differs from its folder name")
     return comp_id

@@ -1,0 +1,12 @@
+#!/usr/bin/env python3
+"""Thin shim: `python run_paper.py ...` runs the mle-world CLI (see README.md).
+
+Reads argv; writes what the CLI writes.
+"""
+
+import sys
+
+from mle_world.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
