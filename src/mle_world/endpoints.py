@@ -1,0 +1,307 @@
+"""Probes of the three OpenAI-compatible endpoints (coder, world, feedback) for check-endpoints and launch.
+
+Reads each role's `/v1/models`, one 1-token chat completion and one forced tool call through the
+`openai` client; writes only the rendered table to the given console. API keys are never shown.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import openai
+from openai import OpenAI
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionNamedToolChoiceParam
+from rich.console import Console
+from rich.table import Table
+
+from mle_world.errors import UserError
+from mle_world.records import ROLES, EndpointRecord, EndpointSettings, Role
+
+DEFAULT_API_KEY = "EMPTY"
+"""Key sent when `key_env` is unset or names an unset variable (vLLM without --api-key accepts any)."""
+PROBE_TIMEOUT_S = 30.0
+PROBE_TOOL_NAME = "report_ok"
+_PROBE_TOOL: ChatCompletionFunctionToolParam = {
+    "type": "function",
+    "function": {
+        "name": PROBE_TOOL_NAME,
+        "description": "Report that the endpoint works.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+        },
+    },
+}
+_PROBE_CHOICE: ChatCompletionNamedToolChoiceParam = {
+    "type": "function",
+    "function": {"name": PROBE_TOOL_NAME},
+}
+
+ClientFactory = Callable[[EndpointSettings, float], OpenAI]
+"""Builds the client for one endpoint from its settings and the probe timeout (the test seam)."""
+
+
+@dataclass(frozen=True)
+class EndpointProbe:
+    """What probing one role's endpoint found."""
+
+    role: Role
+    url: str
+    reachable: bool
+    """`/v1/models` answered."""
+    served_models: tuple[str, ...] = ()
+    model: str | None = None
+    """Model used for the completion: the configured one, else the first served id."""
+    max_model_len: int | None = None
+    """Context length from vLLM's `max_model_len` on /v1/models; None when not reported (llama.cpp)."""
+    latency_s: float | None = None
+    """Wall time of a 1-token chat completion."""
+    tool_calls: bool | None = None
+    """A forced named tool_choice produced the tool call; None when not tested."""
+    tool_error: str | None = None
+    """Why tool calling is unsupported (the agent then uses its JSON fallback)."""
+    error: str | None = None
+    """Why the endpoint is unusable; None when it works."""
+
+    @property
+    def ok(self) -> bool:
+        """The endpoint answered /v1/models and a completion with a usable model."""
+        return self.reachable and self.error is None
+
+
+def api_key_for(settings: EndpointSettings) -> str:
+    """The key to send: the value of the variable named by `key_env`, else "EMPTY"."""
+    if settings.key_env:
+        return os.environ.get(settings.key_env) or DEFAULT_API_KEY
+    return DEFAULT_API_KEY
+
+
+def default_client_factory(settings: EndpointSettings, timeout_s: float) -> OpenAI:
+    """An `OpenAI` client for the endpoint, without retries (a probe should answer fast)."""
+    return OpenAI(base_url=settings.url, api_key=api_key_for(settings), timeout=timeout_s, max_retries=0)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short, key-free reason for a failed request (e.g. "connection refused", "HTTP 404: ...")."""
+    if isinstance(exc, openai.APITimeoutError):
+        return "timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        cause: BaseException | None = exc
+        texts = []
+        while cause is not None:
+            texts.append(str(cause))
+            cause = cause.__cause__ or cause.__context__
+        joined = " ".join(texts).lower()
+        if "refused" in joined:
+            return "connection refused"
+        if "name or service not known" in joined or "nodename nor servname" in joined:
+            return "unknown host"
+        if "timed out" in joined or "timeout" in joined:
+            return "timed out"
+        detail = next((t for t in reversed(texts) if t and t != "Connection error."), "")
+        return f"connection error: {detail}".rstrip(": ") if detail else "connection error"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {_status_message(exc)}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return _one_line(inner["message"])
+        if isinstance(inner, str):
+            return _one_line(inner)
+        if isinstance(body.get("message"), str):
+            return _one_line(body["message"])
+    return _one_line(exc.message)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _max_model_len(model: Any) -> int | None:
+    extra = getattr(model, "model_extra", None) or {}
+    value = extra.get("max_model_len")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def probe_endpoint(
+    role: Role,
+    settings: EndpointSettings,
+    *,
+    client_factory: ClientFactory = default_client_factory,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    check_tools: bool = True,
+) -> EndpointProbe:
+    """Probe one endpoint: /v1/models, a 1-token completion, and a forced named tool call.
+
+    Never raises for endpoint failures; they are reported in `EndpointProbe.error`
+    (fatal) or `EndpointProbe.tool_error` (tool calling unsupported, not fatal).
+    """
+    client = client_factory(settings, timeout_s)
+    url = settings.url
+    try:
+        page = client.models.list()
+        models = list(page.data)
+    except openai.OpenAIError as exc:
+        return EndpointProbe(role=role, url=url, reachable=False, error=f"unreachable: {describe_error(exc)}")
+    served = tuple(m.id for m in models)
+    if not served:
+        return EndpointProbe(
+            role=role, url=url, reachable=True, error="serves no model (/v1/models is empty)"
+        )
+    if settings.model is not None and settings.model not in served:
+        return EndpointProbe(
+            role=role,
+            url=url,
+            reachable=True,
+            served_models=served,
+            error=f"does not serve the configured model {settings.model!r} (serves {', '.join(served)})",
+        )
+    model_id = settings.model or served[0]
+    max_len = next((_max_model_len(m) for m in models if m.id == model_id), None)
+    base = EndpointProbe(
+        role=role, url=url, reachable=True, served_models=served, model=model_id, max_model_len=max_len
+    )
+
+    started = time.perf_counter()
+    try:
+        client.chat.completions.create(
+            model=model_id,
+            messages=[{"role": "user", "content": "Reply with OK."}],
+            max_tokens=1,
+            temperature=0.0,
+        )
+    except openai.OpenAIError as exc:
+        return replace(base, error=f"completion failed: {describe_error(exc)}")
+    latency = time.perf_counter() - started
+    probe = replace(base, latency_s=latency)
+    if not check_tools:
+        return probe
+
+    try:
+        response = client.chat.completions.create(
+            model=model_id,
+            messages=[{"role": "user", "content": f"Call {PROBE_TOOL_NAME} with ok=true."}],
+            tools=[_PROBE_TOOL],
+            tool_choice=_PROBE_CHOICE,
+            max_tokens=64,
+            temperature=0.0,
+        )
+    except openai.OpenAIError as exc:
+        return replace(probe, tool_calls=False, tool_error=describe_error(exc))
+    calls = response.choices[0].message.tool_calls if response.choices else None
+    names = [getattr(getattr(c, "function", None), "name", None) for c in calls or ()]
+    if PROBE_TOOL_NAME in names:
+        return replace(probe, tool_calls=True)
+    return replace(probe, tool_calls=False, tool_error="the reply had no tool call for a forced tool_choice")
+
+
+def probe_all(
+    endpoints: Mapping[Role, EndpointSettings],
+    *,
+    client_factory: ClientFactory = default_client_factory,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    check_tools: bool = True,
+) -> list[EndpointProbe]:
+    """Probe every configured role concurrently; results in ROLES order (coder, feedback, world)."""
+    roles = [r for r in ROLES if r in endpoints]
+    with ThreadPoolExecutor(max_workers=max(1, len(roles))) as pool:
+        futures = [
+            pool.submit(
+                probe_endpoint,
+                role,
+                endpoints[role],
+                client_factory=client_factory,
+                timeout_s=timeout_s,
+                check_tools=check_tools,
+            )
+            for role in roles
+        ]
+        return [f.result() for f in futures]
+
+
+def render_probe_table(probes: list[EndpointProbe]) -> Table:
+    """A rich table: role, URL, served model, max context, latency, tool calls, status."""
+    table = Table(title="Endpoints", show_lines=False)
+    for column in ("role", "url", "served model", "max context", "latency", "tool calls", "status"):
+        table.add_column(column, justify="right" if column in ("max context", "latency") else "left")
+    for p in probes:
+        if p.tool_calls is None:
+            tools = "-"
+        else:
+            tools = "yes" if p.tool_calls else "no"
+        table.add_row(
+            p.role,
+            p.url,
+            p.model or (", ".join(p.served_models) if p.served_models else "-"),
+            str(p.max_model_len) if p.max_model_len is not None else "n/a",
+            f"{p.latency_s * 1000:.0f} ms" if p.latency_s is not None else "-",
+            tools,
+            "ok" if p.ok else (p.error or "failed"),
+        )
+    return table
+
+
+def failure_line(probes: list[EndpointProbe], prefix: str = "check-endpoints") -> str | None:
+    """One line naming every failed role, or None when all are usable."""
+    failed = [f"{p.role} endpoint {p.url} {p.error}" for p in probes if not p.ok]
+    return f"{prefix}: " + "; ".join(failed) if failed else None
+
+
+def check_endpoints(
+    endpoints: Mapping[Role, EndpointSettings],
+    console: Console,
+    *,
+    client_factory: ClientFactory = default_client_factory,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    prefix: str = "check-endpoints",
+) -> list[EndpointProbe]:
+    """Probe all roles, print the table to `console`, and raise `UserError` if any role is unusable.
+
+    The error is one line, e.g. `check-endpoints: world endpoint http://h:8001/v1 unreachable:
+    connection refused`. Tool-call support missing is reported in the table, not an error.
+    """
+    probes = probe_all(endpoints, client_factory=client_factory, timeout_s=timeout_s)
+    console.print(render_probe_table(probes))
+    for p in probes:
+        if p.ok and p.tool_calls is False:
+            note = f"note: {p.role} endpoint has no tool calling ({p.tool_error})"
+            console.print(note + "; the agent uses its JSON fallback", markup=False)
+    line = failure_line(probes, prefix)
+    if line is not None:
+        raise UserError(line)
+    return probes
+
+
+def endpoint_records(
+    endpoints: Mapping[Role, EndpointSettings], probes: list[EndpointProbe] | None = None
+) -> tuple[EndpointRecord, ...]:
+    """launch.json entries: URL, key variable name and served model ids (never a key value)."""
+    by_role = {p.role: p for p in probes or []}
+    records = []
+    for role in ROLES:
+        if role not in endpoints:
+            continue
+        settings = endpoints[role]
+        probe = by_role.get(role)
+        records.append(
+            EndpointRecord(
+                role=role,
+                url=settings.url,
+                key_env=settings.key_env,
+                served_models=probe.served_models if probe else (),
+                probed=probe is not None,
+            )
+        )
+    return tuple(records)

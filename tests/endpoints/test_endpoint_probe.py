@@ -1,0 +1,149 @@
+"""check-endpoints probes against a loopback OpenAI-compatible server (real HTTP, real client).
+
+Reads the probe results and the rendered rich table; writes nothing outside pytest's tmp dirs.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from mle_world.endpoints import (
+    check_endpoints,
+    endpoint_records,
+    probe_all,
+    probe_endpoint,
+    render_probe_table,
+)
+from mle_world.errors import UserError
+from mle_world.records import EndpointSettings
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, width=200, color_system=None), buffer
+
+
+def test_healthy_endpoints_table(start_server) -> None:
+    servers = {role: start_server(models=(f"{role}-model",)) for role in ("coder", "world", "feedback")}
+    endpoints = {role: EndpointSettings(url=srv.url) for role, srv in servers.items()}
+    console, out = _console()
+
+    probes = check_endpoints(endpoints, console)
+
+    assert [p.role for p in probes] == ["coder", "feedback", "world"]
+    for p in probes:
+        assert p.ok and p.reachable and p.error is None
+        assert p.served_models == (f"{p.role}-model",)
+        assert p.model == f"{p.role}-model"
+        assert p.max_model_len == 32768
+        assert p.tool_calls is True
+        assert p.latency_s is not None and p.latency_s >= 0
+    text = out.getvalue()
+    for header in ("url", "served model", "max context", "latency", "tool calls"):
+        assert header in text
+    assert "coder-model" in text and "32768" in text and "yes" in text
+    # the probe used a 1-token completion and a forced named tool choice
+    posts = [r["body"] for r in servers["coder"].options.requests if r["method"] == "POST"]
+    assert posts[0]["max_tokens"] == 1
+    assert posts[1]["tool_choice"] == {"type": "function", "function": {"name": "report_ok"}}
+
+
+def test_one_role_down_is_one_line_user_error(start_server, dead_url) -> None:
+    coder, feedback = start_server(), start_server()
+    endpoints = {
+        "coder": EndpointSettings(url=coder.url),
+        "world": EndpointSettings(url=dead_url),
+        "feedback": EndpointSettings(url=feedback.url),
+    }
+    console, out = _console()
+
+    with pytest.raises(UserError) as info:
+        check_endpoints(endpoints, console)
+
+    message = str(info.value)
+    assert message == f"check-endpoints: world endpoint {dead_url} unreachable: connection refused"
+    assert "\n" not in message
+    assert info.value.exit_code == 2
+    # the table still shows every role, including the healthy ones
+    assert "unreachable: connection refused" in out.getvalue()
+    assert out.getvalue().count("test-model") == 2
+
+
+def test_server_without_tool_calling_is_reported_not_fatal(start_server) -> None:
+    srv = start_server(tools=False, max_model_len=None, models=("gemma3-270m",))
+    console, out = _console()
+
+    probes = check_endpoints({"feedback": EndpointSettings(url=srv.url)}, console)
+
+    (probe,) = probes
+    assert probe.ok
+    assert probe.tool_calls is False
+    assert probe.tool_error == "HTTP 400: tools are not supported"
+    assert probe.max_model_len is None  # llama.cpp-like: no max_model_len on /v1/models
+    text = out.getvalue()
+    assert "no tool calling" in text and "JSON fallback" in text
+    assert "n/a" in text
+
+
+def test_configured_model_not_served(start_server) -> None:
+    srv = start_server(models=("other",))
+    probe = probe_endpoint("coder", EndpointSettings(url=srv.url, model="wanted"))
+    assert probe.reachable and not probe.ok
+    assert probe.error == "does not serve the configured model 'wanted' (serves other)"
+
+
+def test_configured_model_is_used(start_server) -> None:
+    srv = start_server(models=("a", "b"))
+    probe = probe_endpoint("coder", EndpointSettings(url=srv.url, model="b"))
+    assert probe.ok and probe.model == "b" and probe.served_models == ("a", "b")
+
+
+def test_key_from_key_env_is_sent_never_shown(start_server, monkeypatch) -> None:
+    secret = "sk-very-secret-value"
+    srv = start_server(required_key=secret)
+    monkeypatch.setenv("MLEW_TEST_KEY", secret)
+    settings = EndpointSettings(url=srv.url, key_env="MLEW_TEST_KEY")
+    console, out = _console()
+
+    probes = check_endpoints({"coder": settings}, console)
+
+    assert probes[0].ok
+    assert secret not in out.getvalue()
+    assert secret not in repr(probes)
+    records = endpoint_records({"coder": settings}, probes)
+    assert records[0].served_models == ("test-model",) and records[0].probed
+    assert records[0].key_env == "MLEW_TEST_KEY"
+    assert secret not in records[0].model_dump_json()
+
+
+def test_wrong_key_is_an_http_error(start_server, monkeypatch) -> None:
+    srv = start_server(required_key="right")
+    monkeypatch.delenv("MLEW_UNSET_KEY", raising=False)
+    probe = probe_endpoint("world", EndpointSettings(url=srv.url, key_env="MLEW_UNSET_KEY"))
+    assert not probe.ok
+    assert probe.error == "unreachable: HTTP 401: invalid api key"
+
+
+def test_all_down_lists_every_role(dead_url) -> None:
+    endpoints = {role: EndpointSettings(url=dead_url) for role in ("coder", "world", "feedback")}
+    console, _ = _console()
+    with pytest.raises(UserError) as info:
+        check_endpoints(endpoints, console, prefix="launch")
+    message = str(info.value)
+    assert message.startswith("launch: coder endpoint")
+    assert message.count("unreachable: connection refused") == 3
+
+
+def test_render_and_records_without_probe(start_server) -> None:
+    srv = start_server()
+    endpoints = {"coder": EndpointSettings(url=srv.url)}
+    probes = probe_all(endpoints, check_tools=False)
+    assert probes[0].tool_calls is None
+    console, out = _console()
+    console.print(render_probe_table(probes))
+    assert "ok" in out.getvalue()
+    (record,) = endpoint_records(endpoints)
+    assert record.probed is False and record.served_models == ()
