@@ -163,16 +163,15 @@ class Journal:
 
     def top_nodes(self, k: int) -> list[Node]:
         good = [n for n in self.good_nodes if n.metric is not None]
-        good.sort(key=lambda n: n.metric if self.lower_is_better else -(n.metric or 0.0))
+        sign = 1.0 if self.lower_is_better else -1.0
+        good.sort(key=lambda n: sign * (n.metric or 0.0))
         return good[:k]
 
     def memory(self) -> str:
         """AIDE's Memory section: design, results and metric of every good node."""
         parts = []
         for node in self.good_nodes:
-            parts.append(
-                f"Design: {node.plan}\nResults: {node.analysis}\nValidation Metric: {node.metric}"
-            )
+            parts.append(f"Design: {node.plan}\nResults: {node.analysis}\nValidation Metric: {node.metric}")
         return "\n-------------------------------\n".join(parts)
 
 

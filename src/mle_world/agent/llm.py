@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import openai
 
@@ -164,7 +164,7 @@ class EndpointClient:
         purpose: str,
         model: str | None,
         latency: float,
-        outcome: str,
+        outcome: Literal["ok", "retry", "error"],
         error: str | None = None,
         usage: tuple[int | None, int | None] = (None, None),
     ) -> None:
@@ -177,7 +177,7 @@ class EndpointClient:
                 prompt_tokens=usage[0],
                 completion_tokens=usage[1],
                 latency_s=latency,
-                outcome=outcome,  # type: ignore[arg-type]
+                outcome=outcome,
                 error=error,
             )
         )
@@ -222,7 +222,9 @@ class EndpointClient:
                     raise ToolsUnsupported(str(error)) from error
                 raise EndpointFailure(self.role, f"request rejected: {error}") from error
             except openai.APIStatusError as error:
-                self._event(purpose, model, time.monotonic() - start, "error", f"{type(error).__name__}: {error}")
+                self._event(
+                    purpose, model, time.monotonic() - start, "error", f"{type(error).__name__}: {error}"
+                )
                 raise EndpointFailure(self.role, f"{type(error).__name__}: {error}") from error
             latency = time.monotonic() - start
             usage = _usage(response)

@@ -20,9 +20,7 @@ def select_parent(journal: Journal, search: SearchSettings, rng: random.Random) 
         return None
     if rng.random() < search.debug_prob:
         candidates = [
-            n
-            for n in journal.buggy_nodes
-            if journal.is_leaf(n) and n.debug_depth <= search.max_debug_depth
+            n for n in journal.buggy_nodes if journal.is_leaf(n) and n.debug_depth <= search.max_debug_depth
         ]
         if candidates:
             return rng.choice(candidates)
