@@ -1,0 +1,125 @@
+"""Golden tests of each runtime's rendered command, with shell-hostile paths.
+
+Golden files live in tests/plan/golden/; delete one (or set UPDATE_GOLDEN=1) to re-record it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mle_world.config import load_paper_config
+from mle_world.errors import UserError
+from mle_world.render import RuntimeSpec, render_command, view_paths
+from mle_world.sweep import Selection, expand
+from mle_world.tasks import load_registry
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden"
+HOSTILE_OUT = Path('/scratch/my runs/it\'s "quoted" $HOME;ls')
+KEYS = ("CUDA_VISIBLE_DEVICES", "CODER_API_KEY", "WORLD_API_KEY", "FEEDBACK_API_KEY")
+
+RUNTIMES = {
+    "enroot": RuntimeSpec("enroot", image="/images/aide x86.sqsh", env_names=KEYS),
+    "pyxis": RuntimeSpec("pyxis", image="/images/aide.sqsh", env_names=KEYS),
+    "process-sandbox": RuntimeSpec(
+        "process",
+        python="/opt/py/bin/python",
+        host_paths=("/opt/py", "/src tree"),
+        env_names=KEYS,
+        path_env="/opt/py/bin:/usr/bin:/bin",
+    ),
+    "process": RuntimeSpec("process", sandbox=False, python="/opt/py/bin/python", env_names=KEYS),
+}
+
+
+def _trial(runtime: RuntimeSpec, output_dir: Path = HOSTILE_OUT, data_dir: Path = Path("/data sets/mle")):
+    registry = load_registry()
+    config = load_paper_config(REPO / "configs" / "paper.yaml", registry.__contains__)
+    return expand(
+        config,
+        "gated",
+        Selection(tasks=("spooky-author-identification",), configurations=("wm-rank4",), seeds=(34,)),
+        output_dir=output_dir,
+        data_dir=data_dir,
+        known_task=registry.__contains__,
+        view=lambda t, p: view_paths(runtime, t, p),
+    )[0]
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
+def test_rendered_command_matches_golden(name: str) -> None:
+    runtime = RUNTIMES[name]
+    command = render_command(_trial(runtime), runtime)
+    golden = GOLDEN / f"{name}.sh"
+    if os.environ.get("UPDATE_GOLDEN") or not golden.exists():
+        golden.write_text(command + "\n")
+    assert command + "\n" == golden.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
+def test_rendered_command_is_one_valid_shell_command_with_hostile_paths_intact(name: str) -> None:
+    runtime = RUNTIMES[name]
+    command = render_command(_trial(runtime), runtime)
+    # bash -n parses without running; then the tokens must carry the hostile path unmangled.
+    subprocess.run(["bash", "-n", "-c", command], check=True)
+    tokens = shlex.split(command.replace("\\\n", " "))
+    trial_dir = str(HOSTILE_OUT / "runs/wm-rank4/spooky-author-identification_seed34")
+    assert any(trial_dir in token for token in tokens)
+    assert "secret" not in command
+
+
+def test_enroot_passes_every_variable_by_name_and_mounts_data_read_only() -> None:
+    runtime = RUNTIMES["enroot"]
+    tokens = shlex.split(render_command(_trial(runtime), runtime).replace("\\\n", " "))
+    assert tokens[:2] == ["enroot", "start"]
+    env_args = [tokens[i + 1] for i, t in enumerate(tokens) if t == "-e"]
+    for key in KEYS:
+        assert key in env_args  # by name: enroot copies the host's value
+    mounts = [tokens[i + 1] for i, t in enumerate(tokens) if t == "-m"]
+    assert any(m.endswith(":/home/data:none:rbind,ro,x-create=dir") for m in mounts)
+    assert "--workdir" not in tokens and "-w" not in tokens
+    assert tokens[-3:-1] == ["sh", "-c"] and tokens[-1].startswith("cd /home/trial && exec ")
+
+
+def test_sandboxed_process_command_runs_with_keys_only_by_reference(tmp_path: Path) -> None:
+    """Executing the rendered env prefix shows that keys travel by variable, not by value."""
+    runtime = RuntimeSpec("process", sandbox=False, python="python3", env_names=("CODER_API_KEY",))
+    trial = _trial(runtime, output_dir=tmp_path / "o u t", data_dir=tmp_path / "data")
+    command = render_command(trial, runtime)
+    assert "sk-live-123" not in command
+    trial.trial_dir.mkdir(parents=True)
+    probe = (
+        command.split(" python3 ")[0] + " python3 -c 'import os; print(os.environ.get(\"CODER_API_KEY\"))'"
+    )
+    out = subprocess.run(
+        ["bash", "-c", probe],
+        env={"CODER_API_KEY": "sk-live-123", "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "sk-live-123"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "out", "message"),
+    [
+        ("enroot", Path("/a:b"), "enroot mounts cannot express ':'"),
+        ("pyxis", Path("/a,b"), "pyxis --container-mounts cannot express"),
+    ],
+)
+def test_inexpressible_paths_are_refused(runtime: str, out: Path, message: str) -> None:
+    spec = RUNTIMES[runtime]
+    with pytest.raises(UserError, match=message):
+        render_command(_trial(spec, output_dir=out), spec)
+
+
+def test_sandbox_refuses_data_dir_under_a_bound_path() -> None:
+    spec = RUNTIMES["process-sandbox"]
+    with pytest.raises(UserError, match="--data-dir"):
+        render_command(_trial(spec, data_dir=Path("/opt/py/data")), spec)
