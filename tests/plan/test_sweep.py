@@ -15,7 +15,8 @@ from mle_world.tasks import load_registry
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _expand(regime: str = "gated", selection: Selection = Selection(), **endpoint_urls: str):
+def _expand(regime: str = "gated", selection: Selection | None = None, **endpoint_urls: str):
+    selection = selection or Selection()
     registry = load_registry()
     config = load_paper_config(REPO / "configs" / "paper.yaml", registry.__contains__)
     if endpoint_urls:

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The test command: installs everything the suite needs on a fresh Debian 12 machine (as root),
+# starts the local Slurm cluster, runs lint, types, import contracts and the whole pytest suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+
+APT_PACKAGES=(squashfs-tools bubblewrap shellcheck rsync busybox-static git procps)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+if ((${#missing[@]})); then
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+log "pip install -e .[dev,llama]"
+python3 -m pip install -q --disable-pip-version-check -e '.[dev,llama]'
+
+log "ruff"
+ruff check src tests benchmarks run_paper.py scripts
+ruff format --check src tests benchmarks run_paper.py scripts
+log "mypy"
+mypy
+log "import contracts"
+lint-imports
+
+cluster=scripts/slurm/local_cluster.sh
+stop_cluster() { bash "$cluster" down >/dev/null 2>&1 || true; }
+if [[ -f $cluster ]]; then
+  log "local Slurm cluster up"
+  bash "$cluster" up
+  trap stop_cluster EXIT
+fi
+
+log "pytest"
+python3 -m pytest "$@"
