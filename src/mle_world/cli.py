@@ -115,10 +115,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     g.add_argument("--dry-run", action="store_true", help="render and record everything, execute nothing")
     g.add_argument("--summary", action="store_true", help="with --dry-run: a table instead of every command")
     g.add_argument("--retry-failed", nargs="?", const="infra", choices=["infra", "all"])
-    e = p.add_argument_group("endpoints")
-    for role in ROLES:
-        e.add_argument(f"--{role}-url", help=f"{role} endpoint base URL")
-        e.add_argument(f"--{role}-model", help=f"{role} served model id (default: discovered)")
+    _endpoint_flags(p.add_argument_group("endpoints"))  # type: ignore[arg-type]
     r = p.add_argument_group("execution")
     r.add_argument("--backend", choices=["local", "slurm"], default="local")
     r.add_argument("--runtime", choices=list(RUNTIMES), default="enroot")
@@ -372,14 +369,110 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     raise UserError("running sweeps is not available yet: only --dry-run works in this version")
 
 
+def _endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    for role in ROLES:
+        parser.add_argument(f"--{role}-url", help=f"{role} endpoint base URL")
+        parser.add_argument(f"--{role}-model", help=f"{role} served model id (default: discovered)")
+
+
+def build_sub_parser(command: str) -> argparse.ArgumentParser:
+    p = _Parser(prog=f"{PROG} {command}")
+    if command == "status":
+        p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
+    elif command == "audit":
+        p.add_argument("output_dirs", type=Path, nargs="+", metavar="OUTPUT_DIR")
+        p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
+        p.add_argument("--pad-missing", action="store_true", help="count missing seeds as failures")
+        p.add_argument("--out", type=Path, help="where audit/ goes (default: the first OUTPUT_DIR)")
+    elif command == "grade":
+        p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
+        p.add_argument("--data-dir", type=Path)
+        p.add_argument("--competitions-dir", type=Path, action="append", default=[])
+        p.add_argument("--missing-only", action="store_true", help="keep existing reports")
+    elif command == "prepare":
+        p.add_argument("--config", type=Path)
+        p.add_argument("--data-dir", type=Path)
+        p.add_argument("--tasks", type=_csv, help="comma-separated ids (default: the config's task list)")
+        p.add_argument("--competitions-dir", type=Path, action="append", default=[])
+    elif command == "check-endpoints":
+        p.add_argument("--config", type=Path)
+        _endpoint_flags(p)
+    return p
+
+
+def cmd_grade(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.grading import grade_output_dir
+
+    registry = load_registry(list(args.competitions_dir))
+    data_dir = (args.data_dir or default_data_dir()).absolute()
+    result = grade_output_dir(args.output_dir, data_dir, registry.local, force=not args.missing_only)
+    for report in result.graded:
+        score = "invalid" if not report.valid_submission else f"{report.score}"
+        medal = (
+            "gold"
+            if report.gold_medal
+            else "silver"
+            if report.silver_medal
+            else ("bronze" if report.bronze_medal else "-")
+        )
+        print(f"{report.trial_id}\tscore={score}\tmedal={medal}")
+    for line in result.errors:
+        print(f"error: {line}", file=sys.stderr)
+    print(f"graded {len(result.graded)}, kept {len(result.skipped)}, errors {len(result.errors)}")
+    return 1 if result.errors else 0
+
+
+def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.preparation import prepare_tasks
+
+    registry = load_registry(list(args.competitions_dir))
+    if args.tasks:
+        tasks = list(args.tasks)
+        for task in tasks:
+            if task not in registry:
+                raise UserError(f"--tasks: unknown task id '{task}' (see `run_paper.py --list`)")
+    else:
+        config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
+        tasks = list(config.tasks)
+    data_dir = (args.data_dir or default_data_dir()).absolute()
+    outcomes = prepare_tasks(
+        tasks, data_dir, registry.local, on_progress=lambda t: print(f"preparing {t} ...")
+    )
+    for outcome in outcomes:
+        print(f"{outcome.task}\t{outcome.kind}\t{outcome.prepared_dir}")
+    return 0
+
+
+def cmd_check_endpoints(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.endpoints import check_endpoints
+
+    registry = load_registry()
+    config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
+    check_endpoints(_endpoints(config, args), console)
+    return 0
+
+
+def dispatch(command: str, rest: list[str], console: Console) -> int:
+    args = build_sub_parser(command).parse_args(rest)
+    if command == "grade":
+        return cmd_grade(args, console)
+    if command == "prepare":
+        return cmd_prepare(args, console)
+    if command == "check-endpoints":
+        return cmd_check_endpoints(args, console)
+    raise UserError(f"{PROG} {command}: not available yet in this version")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: user errors print one line and return 2; Ctrl-C returns 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    console = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    # Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80-column default.
+    width = None if sys.stdout.isatty() else 160
+    console = Console(highlight=False, width=width)
+    err = Console(stderr=True, highlight=False, width=width)
     try:
         if argv and argv[0] in SUBCOMMANDS:
-            raise UserError(f"{PROG} {argv[0]}: not available yet in this version")
+            return dispatch(argv[0], argv[1:], console)
         args = build_run_parser().parse_args(argv)
         return cmd_run(args, argv, console, err)
     except UserError as exc:
