@@ -1,0 +1,68 @@
+"""Audit one or more output dirs: completeness, medal rates, paired deltas, costs, world model.
+
+Reads launch.json, grading reports, status.json, events.jsonl, journal.json and costs/*.csv;
+writes `<out_dir>/summary.csv`, `report.md` and PNG plots, and prints rich tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from mle_world.audit.analysis import best_metric_curves, cost_rows, delta_rows, rate_rows, world_rows
+from mle_world.audit.collect import Sweep as Sweep
+from mle_world.audit.collect import collect as collect
+from mle_world.audit.report import AuditResult as AuditResult
+from mle_world.audit.report import print_tables, write_outputs
+from mle_world.errors import UserError
+
+
+def audit(dirs: Sequence[Path], *, pad_missing: bool = False, curves: bool = True) -> AuditResult:
+    """Collect and compute every audit table (no output)."""
+    sweep = collect(dirs)
+    return AuditResult(
+        sweep=sweep,
+        rates=rate_rows(sweep, pad_missing),
+        deltas=delta_rows(sweep),
+        costs=cost_rows(sweep),
+        world=world_rows(sweep),
+        curves=best_metric_curves(sweep) if curves else [],
+        pad_missing=pad_missing,
+    )
+
+
+def default_out_dir(dirs: Sequence[Path]) -> Path:
+    """`<first dir>/audit` (also when several dirs are audited together)."""
+    return dirs[0] / "audit"
+
+
+def run_audit(
+    dirs: Sequence[Path],
+    *,
+    strict: bool = False,
+    pad_missing: bool = False,
+    console: Console | None = None,
+    out_dir: Path | None = None,
+    plots: bool = True,
+) -> int:
+    """Audit `dirs`, print tables, write outputs; exit code 1 under `strict` if anything is off.
+
+    "Off" means a missing, invalid or duplicate trial report, or an unreadable/missing launch.json.
+    Raises UserError when an input dir does not exist.
+    """
+    if not dirs:
+        raise UserError("audit: give at least one output dir")
+    for directory in dirs:
+        if not directory.is_dir():
+            raise UserError(f"audit: {directory}: no such directory")
+    result = audit(dirs, pad_missing=pad_missing)
+    target = out_dir if out_dir is not None else default_out_dir(dirs)
+    written = write_outputs(result, target, plots=plots)
+    out = console if console is not None else Console()
+    print_tables(result, out)
+    out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+    sweep = result.sweep
+    bad = bool(sweep.missing or sweep.invalid or sweep.duplicates or sweep.problems)
+    return 1 if strict and bad else 0

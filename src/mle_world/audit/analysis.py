@@ -1,0 +1,290 @@
+"""Audit tables computed from a collected sweep: medal rates, paired deltas, costs, world model.
+
+Reads the `Sweep` built by `collect` (and events/journals through it); writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mle_world.audit.collect import Sweep, Trial, journal_curve, trial_events
+from mle_world.audit.stats import (
+    CalibrationBin,
+    MeanSem,
+    accuracy_at,
+    brier_score,
+    calibration_bins,
+    compare_scores,
+    mean_sem,
+    seed_rates,
+)
+
+RATE_METRICS: tuple[str, ...] = (
+    "valid_submission",
+    "any_medal",
+    "gold_medal",
+    "silver_medal",
+    "bronze_medal",
+    "above_median",
+)
+DELTA_METRICS: tuple[str, ...] = ("any_medal", "above_median", "valid_submission")
+Group = tuple[str, str]
+
+
+def groups_of(trials: Sequence[Trial]) -> dict[Group, list[Trial]]:
+    """Trials by (regime, configuration), sorted."""
+    out: dict[Group, list[Trial]] = defaultdict(list)
+    for trial in trials:
+        out[(trial.regime, trial.configuration)].append(trial)
+    return dict(sorted(out.items()))
+
+
+@dataclass
+class RateRow:
+    """Rates of one regime x configuration, as mean ± SEM over seeds (percent)."""
+
+    regime: str
+    configuration: str
+    tasks: int
+    seeds_expected: list[int]
+    seeds_used: list[int]
+    rates: dict[str, MeanSem]
+
+
+def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
+    """Per regime x configuration: complete seeds only, or every seed zero-padded with --pad-missing."""
+    rows = []
+    for (regime, cfg), trials in groups_of(sweep.trials).items():
+        tasks = sorted({t.task for t in trials})
+        seeds = sorted({t.seed for t in trials})
+        values: dict[str, dict[int, dict[str, bool]]] = {m: defaultdict(dict) for m in RATE_METRICS}
+        present: dict[int, set[str]] = defaultdict(set)
+        for trial in trials:
+            if trial.report is None:
+                continue
+            present[trial.seed].add(trial.task)
+            for metric in RATE_METRICS:
+                values[metric][trial.seed][trial.task] = bool(getattr(trial.report, metric))
+        used = seeds if pad_missing else [s for s in seeds if present[s] >= set(tasks)]
+        rates = {m: mean_sem(seed_rates(values[m], tasks, used)) for m in RATE_METRICS}
+        rows.append(RateRow(regime, cfg, len(tasks), seeds, used, rates))
+    return rows
+
+
+@dataclass
+class DeltaRow:
+    """Gated − ungated on the same task and seed, for one configuration (percentage points)."""
+
+    configuration: str
+    pairs: int
+    deltas: dict[str, MeanSem]
+    gated_better: int
+    gated_worse: int
+    ties: int
+
+
+def delta_rows(sweep: Sweep) -> list[DeltaRow]:
+    """Paired deltas over (task, seed) pairs where both regimes have a valid report."""
+    by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
+    for trial in sweep.found:
+        by_key[(trial.configuration, trial.task, trial.seed)][trial.regime] = trial
+    per_cfg: dict[str, list[tuple[Trial, Trial]]] = defaultdict(list)
+    for (cfg, _, _), regimes in sorted(by_key.items()):
+        if "gated" in regimes and "ungated" in regimes:
+            per_cfg[cfg].append((regimes["gated"], regimes["ungated"]))
+    rows = []
+    for cfg, pairs in sorted(per_cfg.items()):
+        deltas = {}
+        for metric in DELTA_METRICS:
+            diffs = [
+                100.0 * (float(getattr(g.report, metric)) - float(getattr(u.report, metric)))
+                for g, u in pairs
+            ]
+            deltas[metric] = mean_sem(diffs)
+        outcomes = [
+            compare_scores(g.report.score, u.report.score, g.report.is_lower_better)  # type: ignore[union-attr]
+            for g, u in pairs
+        ]
+        rows.append(
+            DeltaRow(cfg, len(pairs), deltas, outcomes.count(1), outcomes.count(-1), outcomes.count(0))
+        )
+    return rows
+
+
+@dataclass
+class CostRow:
+    """Cost per trial and per medal of one regime x configuration (trials with fully known cost)."""
+
+    regime: str
+    configuration: str
+    trials: int
+    with_costs: int
+    cost_known: int
+    cost_per_trial: MeanSem
+    total_cost: float | None
+    medals: int
+    cost_per_medal: float | None
+    tokens_per_trial: float | None
+    gpu_hours_per_trial: float | None
+
+
+def cost_rows(sweep: Sweep) -> list[CostRow]:
+    """Cost per trial (mean ± SEM over trials with known cost) and total known cost / medals."""
+    rows = []
+    for (regime, cfg), trials in groups_of(sweep.trials).items():
+        with_costs = [t for t in trials if t.has_costs]
+        known = [t for t in with_costs if t.cost_known and t.cost_usd is not None]
+        costs = [t.cost_usd for t in known if t.cost_usd is not None]
+        total = sum(costs) if known else None
+        medals = sum(1 for t in known if t.report is not None and t.report.any_medal)
+        tokens = [t.tokens for t in with_costs if t.tokens is not None]
+        gpu = [t.gpu_hours for t in with_costs if t.gpu_hours is not None]
+        rows.append(
+            CostRow(
+                regime=regime,
+                configuration=cfg,
+                trials=len(trials),
+                with_costs=len(with_costs),
+                cost_known=len(known),
+                cost_per_trial=mean_sem(costs),
+                total_cost=total,
+                medals=medals,
+                cost_per_medal=total / medals if total is not None and medals else None,
+                tokens_per_trial=sum(tokens) / len(tokens) if tokens else None,
+                gpu_hours_per_trial=sum(gpu) / len(gpu) if gpu else None,
+            )
+        )
+    return rows
+
+
+@dataclass
+class WorldRow:
+    """World-model statistics of one regime x configuration (or 'all' ungated)."""
+
+    regime: str
+    configuration: str
+    predictions: int = 0
+    invalid: int = 0
+    decisions: int = 0
+    skipped: int = 0
+    forced: int = 0
+    labelled: int = 0
+    accuracy: float | None = None
+    brier: float | None = None
+    bug_labelled: int = 0
+    bug_brier: float | None = None
+    bins: list[CalibrationBin] = field(default_factory=list)
+    bad_event_lines: int = 0
+
+    @property
+    def skip_rate(self) -> float | None:
+        """Skipped / (executed + skipped + forced) gate decisions."""
+        return self.skipped / self.decisions if self.decisions else None
+
+
+def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
+    """Gate skip rate (gated) and, from ungated trials, accuracy/Brier/calibration of p_improves."""
+    rows = []
+    all_p: list[float] = []
+    all_y: list[bool] = []
+    for (regime, cfg), trials in groups_of(sweep.trials).items():
+        row = WorldRow(regime, cfg)
+        probs: list[float] = []
+        outcomes: list[bool] = []
+        bug_p: list[float] = []
+        bug_y: list[bool] = []
+        for trial in trials:
+            events = trial_events(trial)
+            row.bad_event_lines += events.bad_lines
+            for pred in events.predictions:
+                row.predictions += 1
+                row.invalid += 0 if pred.valid else 1
+                if pred.gate in ("execute", "skip", "forced"):
+                    row.decisions += 1
+                    row.skipped += pred.gate == "skip"
+                    row.forced += pred.gate == "forced"
+                if regime != "ungated" or not pred.valid or not pred.executed:
+                    continue
+                if pred.p_improves is not None and pred.actual_improved is not None:
+                    probs.append(pred.p_improves)
+                    outcomes.append(pred.actual_improved)
+                if pred.p_bug is not None and pred.actual_buggy is not None:
+                    bug_p.append(pred.p_bug)
+                    bug_y.append(pred.actual_buggy)
+        if row.predictions == 0:
+            continue
+        row.labelled, row.accuracy, row.brier = (
+            len(probs),
+            accuracy_at(probs, outcomes),
+            brier_score(probs, outcomes),
+        )
+        row.bug_labelled, row.bug_brier = len(bug_p), brier_score(bug_p, bug_y)
+        row.bins = calibration_bins(probs, outcomes, n_bins) if probs else []
+        all_p.extend(probs)
+        all_y.extend(outcomes)
+        rows.append(row)
+    if all_p:
+        total = WorldRow("ungated", "all", labelled=len(all_p))
+        total.accuracy, total.brier = accuracy_at(all_p, all_y), brier_score(all_p, all_y)
+        total.bins = calibration_bins(all_p, all_y, n_bins)
+        rows.append(total)
+    return rows
+
+
+@dataclass
+class Curve:
+    """Mean normalised best-so-far metric of one regime x configuration over time."""
+
+    regime: str
+    configuration: str
+    trials: int
+    times: list[float]
+    values: list[float]
+
+
+def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
+    """Per trial best-so-far journal metric, min-max normalised per task (1 = best seen), averaged."""
+    raw: dict[str, tuple[Trial, list[tuple[float, float]], bool]] = {}
+    for trial in sweep.trials:
+        curve, lower = journal_curve(trial)
+        if curve:
+            raw[trial.trial_id] = (trial, curve, bool(lower))
+    if not raw:
+        return []
+    bounds: dict[str, tuple[float, float]] = {}
+    for trial, curve, _ in raw.values():
+        lo, hi = bounds.get(trial.task, (float("inf"), float("-inf")))
+        metrics = [m for _, m in curve]
+        bounds[trial.task] = (min(lo, *metrics), max(hi, *metrics))
+    horizon = max(t for _, curve, _ in raw.values() for t, _ in curve) or 1.0
+    grid = [horizon * i / (points - 1) for i in range(points)]
+    sums: dict[Group, list[float]] = {}
+    counts: dict[Group, int] = defaultdict(int)
+    for trial, curve, lower in raw.values():
+        lo, hi = bounds[trial.task]
+        span = hi - lo
+        values = []
+        best: float | None = None
+        index = 0
+        for t in grid:
+            while index < len(curve) and curve[index][0] <= t:
+                m = curve[index][1]
+                best = m if best is None or (m < best if lower else m > best) else best
+                index += 1
+            if best is None:
+                values.append(0.0)
+            elif span == 0:
+                values.append(1.0)
+            else:
+                values.append((hi - best) / span if lower else (best - lo) / span)
+        key = (trial.regime, trial.configuration)
+        acc = sums.setdefault(key, [0.0] * points)
+        for i, v in enumerate(values):
+            acc[i] += v
+        counts[key] += 1
+    return [
+        Curve(regime, cfg, counts[(regime, cfg)], grid, [v / counts[(regime, cfg)] for v in acc])
+        for (regime, cfg), acc in sorted(sums.items())
+    ]

@@ -1,0 +1,274 @@
+"""Collect a sweep's records for the audit: expected trials, grading reports, statuses, costs, events.
+
+Reads `launch.json`, `runs/<cfg>/<task>_seed<seed>_grading_report.json`, `status.json`,
+`events.jsonl`, `journal.json` and `costs/*.csv` of one or more output dirs; writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mle_world.costs import EventLog, read_cost_rows, read_events
+from mle_world.grading import GradingReport
+from mle_world.records import LaunchRecord, TrialStatus
+
+TRIAL_ID = re.compile(r"^(?P<regime>gated|ungated)/(?P<cfg>[^/]+)/(?P<task>[^/]+)/seed(?P<seed>-?\d+)$")
+REPORT_NAME = re.compile(r"^(?P<task>.+)_seed(?P<seed>-?\d+)_grading_report\.json$")
+
+
+@dataclass
+class Trial:
+    """One expected trial and what was found for it."""
+
+    trial_id: str
+    regime: str
+    configuration: str
+    task: str
+    seed: int
+    output_dir: Path
+    trial_dir: Path
+    report: GradingReport | None = None
+    problem: str | None = None
+    """'missing' or 'invalid: …' when there is no usable report."""
+    state: str | None = None
+    cause: str | None = None
+    cost_usd: float | None = None
+    cost_known: bool = False
+    has_costs: bool = False
+    tokens: int | None = None
+    gpu_hours: float | None = None
+
+    @property
+    def report_path(self) -> Path:
+        """Where the grading report of this trial lives."""
+        return (
+            self.output_dir / "runs" / self.configuration / f"{self.task}_seed{self.seed}_grading_report.json"
+        )
+
+
+@dataclass
+class Sweep:
+    """Everything the audit found in its input dirs."""
+
+    dirs: list[Path]
+    trials: list[Trial] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    """Reports on disk that no launch.json lists."""
+    problems: list[str] = field(default_factory=list)
+    """Dir-level problems (missing/corrupt launch.json, unreadable cost files, bad trial ids)."""
+
+    @property
+    def found(self) -> list[Trial]:
+        """Trials with a valid report."""
+        return [t for t in self.trials if t.report is not None]
+
+    @property
+    def missing(self) -> list[Trial]:
+        """Trials without a report."""
+        return [t for t in self.trials if t.problem == "missing"]
+
+    @property
+    def invalid(self) -> list[Trial]:
+        """Trials whose report is corrupt or inconsistent."""
+        return [t for t in self.trials if t.problem is not None and t.problem != "missing"]
+
+    @property
+    def failed(self) -> list[Trial]:
+        """Trials whose status.json says failed."""
+        return [t for t in self.trials if t.state == "failed"]
+
+
+def parse_trial_id(trial_id: str) -> tuple[str, str, str, int] | None:
+    """`<regime>/<configuration>/<task>/seed<seed>` → parts, or None."""
+    match = TRIAL_ID.match(trial_id)
+    if match is None:
+        return None
+    return match["regime"], match["cfg"], match["task"], int(match["seed"])
+
+
+def _expected_from_launch(output_dir: Path, sweep: Sweep) -> list[tuple[str, Path | None]]:
+    path = output_dir / "launch.json"
+    if path.is_file():
+        try:
+            record = LaunchRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            out: list[tuple[str, Path | None]] = []
+            for trial in record.trials:
+                trial_dir = Path(trial.trial_dir)
+                out.append((trial.trial_id, trial_dir if trial_dir.is_absolute() else output_dir / trial_dir))
+            return out
+        except (OSError, ValueError, ValidationError) as exc:
+            sweep.problems.append(
+                f"{path}: unreadable launch.json ({type(exc).__name__}); using files on disk"
+            )
+    else:
+        sweep.problems.append(f"{path}: missing; expected trials taken from the files on disk")
+    return _expected_from_disk(output_dir)
+
+
+def _expected_from_disk(output_dir: Path) -> list[tuple[str, Path | None]]:
+    """Fallback: trials with a spec.json or a report; the regime comes from spec.json when present."""
+    found: dict[str, Path | None] = {}
+    for spec in sorted((output_dir / "runs").glob("*/*/spec.json")):
+        try:
+            data = json.loads(spec.read_text(encoding="utf-8"))
+            found[str(data["trial_id"])] = spec.parent
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    for report in sorted((output_dir / "runs").glob("*/*_grading_report.json")):
+        try:
+            data = json.loads(report.read_text(encoding="utf-8"))
+            found.setdefault(str(data["trial_id"]), None)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return list(found.items())
+
+
+def load_report(trial: Trial) -> None:
+    """Attach the trial's report, or record why there is none (never raises)."""
+    path = trial.report_path
+    if not path.exists():
+        trial.problem = "missing"
+        return
+    try:
+        report = GradingReport.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        trial.problem = f"invalid: unreadable ({type(exc).__name__})"
+        return
+    except ValidationError as exc:
+        kind = "corrupt JSON" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        trial.problem = f"invalid: {kind} ({where}: {first['msg']})" if where else f"invalid: {kind}"
+        return
+    if report.trial_id != trial.trial_id:
+        trial.problem = f"invalid: report is for {report.trial_id}"
+        return
+    trial.report = report
+
+
+def load_status(trial: Trial) -> None:
+    """Attach state and cause from status.json when readable."""
+    path = trial.trial_dir / "status.json"
+    if not path.is_file():
+        return
+    try:
+        status = TrialStatus.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, ValidationError):
+        trial.cause = "unreadable status.json"
+        return
+    trial.state = status.state
+    trial.cause = status.cause
+
+
+def attach_costs(sweep: Sweep) -> None:
+    """Per-trial totals from costs/*.csv: cost (known only if every row is), tokens, GPU-hours."""
+    by_id = {t.trial_id: t for t in sweep.trials}
+    for output_dir in sweep.dirs:
+        costs_dir = output_dir / "costs"
+        if not costs_dir.is_dir():
+            continue
+        rows, bad = read_cost_rows(costs_dir)
+        sweep.problems.extend(f"{costs_dir / name}: unreadable cost CSV" for name in bad)
+        totals: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            total = totals.setdefault(row["trial_id"], {"cost": 0.0, "known": True, "tokens": 0, "gpu": 0.0})
+            cost = row.get("cost_usd", "")
+            if cost in ("", None):
+                total["known"] = False
+            else:
+                total["cost"] += float(cost)
+            for column in ("prompt_tokens", "completion_tokens"):
+                if row.get(column):
+                    total["tokens"] += int(float(row[column]))
+            if row.get("gpu_hours"):
+                total["gpu"] += float(row["gpu_hours"])
+        for trial_id, total in totals.items():
+            trial = by_id.get(trial_id)
+            if trial is None or trial.output_dir != output_dir:
+                continue
+            trial.has_costs = True
+            trial.cost_known = bool(total["known"])
+            trial.cost_usd = total["cost"] if total["known"] else None
+            trial.tokens = int(total["tokens"])
+            trial.gpu_hours = float(total["gpu"])
+
+
+def collect(dirs: Iterable[Path]) -> Sweep:
+    """Read every input dir into one Sweep; nothing here raises for a bad file."""
+    sweep = Sweep(dirs=list(dirs))
+    seen: set[str] = set()
+    expected_paths: set[Path] = set()
+    for output_dir in sweep.dirs:
+        for trial_id, trial_dir in _expected_from_launch(output_dir, sweep):
+            parts = parse_trial_id(trial_id)
+            if parts is None:
+                sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")
+                continue
+            if trial_id in seen:
+                sweep.duplicates.append(trial_id)
+                continue
+            seen.add(trial_id)
+            regime, cfg, task, seed = parts
+            canonical = output_dir / "runs" / cfg / f"{task}_seed{seed}"
+            trial = Trial(
+                trial_id=trial_id,
+                regime=regime,
+                configuration=cfg,
+                task=task,
+                seed=seed,
+                output_dir=output_dir,
+                trial_dir=trial_dir if trial_dir is not None and trial_dir.is_dir() else canonical,
+            )
+            load_report(trial)
+            load_status(trial)
+            sweep.trials.append(trial)
+            expected_paths.add(trial.report_path.resolve())
+    for output_dir in sweep.dirs:
+        for report in sorted((output_dir / "runs").glob("*/*_grading_report.json")):
+            if report.resolve() not in expected_paths:
+                sweep.unexpected.append(str(report))
+    attach_costs(sweep)
+    return sweep
+
+
+def trial_events(trial: Trial) -> EventLog:
+    """The trial's events.jsonl (tolerant)."""
+    return read_events(trial.trial_dir / "events.jsonl")
+
+
+def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]:
+    """(hours since the first node, metric) of good executed nodes in journal.json, and direction.
+
+    Tolerant: an absent or corrupt journal gives an empty curve. Times come from node `ctime`;
+    when the journal has no times, the node's step is used as a stand-in in hours.
+    """
+    path = trial.trial_dir / "journal.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        nodes = data["nodes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [], None
+    points: list[tuple[float, float]] = []
+    ctimes = [float(n.get("ctime") or 0.0) for n in nodes if isinstance(n, dict)]
+    origin = min((c for c in ctimes if c > 0), default=0.0)
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or node.get("is_buggy") or not node.get("executed", True):
+            continue
+        metric = node.get("metric")
+        if isinstance(metric, dict):
+            metric = metric.get("value")
+        if not isinstance(metric, int | float) or isinstance(metric, bool) or metric != metric:
+            continue
+        ctime = float(node.get("ctime") or 0.0)
+        hours = (ctime - origin) / 3600.0 if origin > 0 and ctime > 0 else float(node.get("step", index))
+        points.append((hours, float(metric)))
+    lower = data.get("lower_is_better") if isinstance(data, dict) else None
+    return sorted(points), lower if isinstance(lower, bool) else None

@@ -1,0 +1,426 @@
+"""Render the audit: rich tables, `audit/summary.csv`, `audit/report.md` and PNG plots.
+
+Reads the computed audit tables; writes `<out_dir>/summary.csv`, `report.md`, `medal_rates.png`,
+`calibration.png` and `best_metric_over_time.png` (atomically where it writes text).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from mle_world.audit.analysis import (
+    DELTA_METRICS,
+    RATE_METRICS,
+    CostRow,
+    Curve,
+    DeltaRow,
+    RateRow,
+    WorldRow,
+)
+from mle_world.audit.collect import Sweep
+from mle_world.audit.stats import MeanSem
+from mle_world.storage import write_text_atomic
+
+SUMMARY_COLUMNS = ("section", "regime", "configuration", "metric", "value", "sem", "n")
+LABELS = {
+    "valid_submission": "valid %",
+    "any_medal": "any medal %",
+    "gold_medal": "gold %",
+    "silver_medal": "silver %",
+    "bronze_medal": "bronze %",
+    "above_median": "above median %",
+}
+
+
+@dataclass
+class AuditResult:
+    """Everything the audit computed."""
+
+    sweep: Sweep
+    rates: list[RateRow]
+    deltas: list[DeltaRow]
+    costs: list[CostRow]
+    world: list[WorldRow]
+    curves: list[Curve]
+    pad_missing: bool
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _ms(value: MeanSem, digits: int = 2) -> str:
+    if value.mean is None:
+        return "–"
+    return f"{value.mean:.{digits}f} ± {(value.sem or 0.0):.{digits}f}"
+
+
+# --------------------------------------------------------------------------- summary.csv
+
+
+def summary_rows(result: AuditResult) -> list[dict[str, object]]:
+    """Long-format rows: one value per section x regime x configuration x metric."""
+    rows: list[dict[str, object]] = []
+
+    def add(
+        section: str, regime: str, cfg: str, metric: str, value: object, sem: object = None, n: object = None
+    ) -> None:
+        rows.append(
+            {"section": section, "regime": regime, "configuration": cfg, "metric": metric,
+             "value": value, "sem": sem, "n": n}
+        )  # fmt: skip
+
+    sweep = result.sweep
+    add("completeness", "", "", "expected", len(sweep.trials))
+    add("completeness", "", "", "found", len(sweep.found))
+    add("completeness", "", "", "missing", len(sweep.missing))
+    add("completeness", "", "", "invalid", len(sweep.invalid))
+    add("completeness", "", "", "duplicate", len(sweep.duplicates))
+    add("completeness", "", "", "failed", len(sweep.failed))
+    add("completeness", "", "", "unexpected", len(sweep.unexpected))
+    for r in result.rates:
+        add("rates", r.regime, r.configuration, "seeds_used", len(r.seeds_used), None, len(r.seeds_expected))
+        for metric in RATE_METRICS:
+            ms = r.rates[metric]
+            add("rates", r.regime, r.configuration, metric, ms.mean, ms.sem, ms.n)
+    for d in result.deltas:
+        for metric in DELTA_METRICS:
+            ms = d.deltas[metric]
+            add("paired_delta", "gated-ungated", d.configuration, metric, ms.mean, ms.sem, ms.n)
+        add(
+            "paired_delta",
+            "gated-ungated",
+            d.configuration,
+            "score_gated_better",
+            d.gated_better,
+            None,
+            d.pairs,
+        )
+        add(
+            "paired_delta",
+            "gated-ungated",
+            d.configuration,
+            "score_gated_worse",
+            d.gated_worse,
+            None,
+            d.pairs,
+        )
+        add("paired_delta", "gated-ungated", d.configuration, "score_ties", d.ties, None, d.pairs)
+    for c in result.costs:
+        add("costs", c.regime, c.configuration, "cost_per_trial_usd", c.cost_per_trial.mean,
+            c.cost_per_trial.sem, c.cost_per_trial.n)  # fmt: skip
+        add("costs", c.regime, c.configuration, "total_cost_usd", c.total_cost, None, c.cost_known)
+        add("costs", c.regime, c.configuration, "cost_per_medal_usd", c.cost_per_medal, None, c.medals)
+        add("costs", c.regime, c.configuration, "tokens_per_trial", c.tokens_per_trial, None, c.with_costs)
+        add(
+            "costs",
+            c.regime,
+            c.configuration,
+            "gpu_hours_per_trial",
+            c.gpu_hours_per_trial,
+            None,
+            c.with_costs,
+        )
+    for w in result.world:
+        add("world", w.regime, w.configuration, "skip_rate", w.skip_rate, None, w.decisions)
+        add("world", w.regime, w.configuration, "accuracy", w.accuracy, None, w.labelled)
+        add("world", w.regime, w.configuration, "brier", w.brier, None, w.labelled)
+        add("world", w.regime, w.configuration, "bug_brier", w.bug_brier, None, w.bug_labelled)
+        for b in w.bins:
+            add("calibration", w.regime, w.configuration, f"bin_{b.lower:.1f}_{b.upper:.1f}_observed",
+                b.observed_rate, b.mean_predicted, b.size)  # fmt: skip
+    return rows
+
+
+def summary_csv(result: AuditResult) -> str:
+    """`audit/summary.csv` text; unknown values are empty cells."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, SUMMARY_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in summary_rows(result):
+        writer.writerow({k: "" if v is None else (repr(round(v, 6)) if isinstance(v, float) else v)
+                         for k, v in row.items()})  # fmt: skip
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def completeness_table(sweep: Sweep) -> Table:
+    """Expected vs found and the problem lists."""
+    table = Table(title="Completeness")
+    for column in ("expected", "found", "missing", "invalid", "duplicate", "failed", "unexpected"):
+        table.add_column(column, justify="right")
+    table.add_row(*(str(x) for x in (
+        len(sweep.trials), len(sweep.found), len(sweep.missing), len(sweep.invalid),
+        len(sweep.duplicates), len(sweep.failed), len(sweep.unexpected))))  # fmt: skip
+    return table
+
+
+def rates_table(rows: Sequence[RateRow], pad_missing: bool) -> Table:
+    """Medal rates per regime x configuration."""
+    note = "all seeds, missing = 0" if pad_missing else "complete seeds only"
+    table = Table(title=f"Rates, mean ± SEM over seeds (%; {note})")
+    table.add_column("regime")
+    table.add_column("configuration")
+    table.add_column("tasks", justify="right")
+    table.add_column("seeds", justify="right")
+    for metric in RATE_METRICS:
+        table.add_column(LABELS[metric], justify="right")
+    for r in rows:
+        table.add_row(
+            r.regime, r.configuration, str(r.tasks), f"{len(r.seeds_used)}/{len(r.seeds_expected)}",
+            *(_ms(r.rates[m]) for m in RATE_METRICS),
+        )  # fmt: skip
+    return table
+
+
+def deltas_table(rows: Sequence[DeltaRow]) -> Table:
+    """Paired gated − ungated deltas."""
+    table = Table(title="Paired gated − ungated (same task and seed; percentage points, mean ± SEM)")
+    table.add_column("configuration")
+    table.add_column("pairs", justify="right")
+    for metric in DELTA_METRICS:
+        table.add_column(f"Δ {LABELS[metric]}", justify="right")
+    table.add_column("score better/worse/tie", justify="right")
+    for d in rows:
+        table.add_row(d.configuration, str(d.pairs), *(_ms(d.deltas[m]) for m in DELTA_METRICS),
+                      f"{d.gated_better}/{d.gated_worse}/{d.ties}")  # fmt: skip
+    return table
+
+
+def costs_table(rows: Sequence[CostRow]) -> Table:
+    """Cost per trial and per medal."""
+    table = Table(title="Costs (USD; trials whose every cost row is priced)")
+    for column in ("regime", "configuration", "trials", "priced", "$/trial", "total $", "medals", "$/medal",
+                   "tokens/trial", "GPU-h/trial"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("regime", "configuration") else "right")
+    for c in rows:
+        table.add_row(
+            c.regime, c.configuration, str(c.trials), f"{c.cost_known}/{c.with_costs}", _ms(c.cost_per_trial),
+            _num(c.total_cost), str(c.medals), _num(c.cost_per_medal), _num(c.tokens_per_trial, 0),
+            _num(c.gpu_hours_per_trial, 3),
+        )  # fmt: skip
+    return table
+
+
+def world_table(rows: Sequence[WorldRow]) -> Table:
+    """World-model statistics."""
+    table = Table(title="World model (skip rate from gated; accuracy/Brier of p_improves from ungated)")
+    for column in ("regime", "configuration", "predictions", "invalid", "skip rate", "labelled", "accuracy",
+                   "Brier", "bug Brier"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("regime", "configuration") else "right")
+    for w in rows:
+        table.add_row(
+            w.regime, w.configuration, str(w.predictions), str(w.invalid), _num(w.skip_rate, 3), str(w.labelled),
+            _num(w.accuracy, 3), _num(w.brier, 4), _num(w.bug_brier, 4),
+        )  # fmt: skip
+    return table
+
+
+def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
+    """One line per problem (missing, invalid, duplicate, failed, unexpected, dir-level)."""
+    lines = [f"dir: {p}" for p in sweep.problems]
+    lines += [f"missing: {t.trial_id}" + (f" (status {t.state}: {t.cause})" if t.state else "")
+              for t in sweep.missing]  # fmt: skip
+    lines += [f"{t.problem}: {t.trial_id}" for t in sweep.invalid]
+    lines += [f"duplicate: {trial_id}" for trial_id in sweep.duplicates]
+    lines += [f"failed: {t.trial_id}: {t.cause or 'no cause recorded'}" for t in sweep.failed]
+    lines += [f"unexpected report: {path}" for path in sweep.unexpected]
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"… and {len(lines) - limit} more (see report.md)"]
+    return lines
+
+
+def print_tables(result: AuditResult, console: Console) -> None:
+    """Rich tables on the terminal."""
+    console.print(completeness_table(result.sweep))
+    for line in problem_lines(result.sweep):
+        console.print(f"  {line}", markup=False, highlight=False)
+    console.print(rates_table(result.rates, result.pad_missing))
+    if result.deltas:
+        console.print(deltas_table(result.deltas))
+    if any(c.with_costs for c in result.costs):
+        console.print(costs_table(result.costs))
+    if result.world:
+        console.print(world_table(result.world))
+
+
+# --------------------------------------------------------------------------- report.md
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
+    """`audit/report.md`."""
+    sweep = result.sweep
+    parts = [
+        "# Audit report",
+        "",
+        "Inputs: " + ", ".join(f"`{d}`" for d in sweep.dirs),
+        "",
+        "## Completeness",
+        "",
+    ]
+    parts.append(_md_table(
+        ["expected", "found", "missing", "invalid", "duplicate", "failed", "unexpected"],
+        [[str(x) for x in (len(sweep.trials), len(sweep.found), len(sweep.missing), len(sweep.invalid),
+                           len(sweep.duplicates), len(sweep.failed), len(sweep.unexpected))]],
+    ))  # fmt: skip
+    problems = problem_lines(sweep, limit=10_000)
+    if problems:
+        parts += ["", *(f"- {line}" for line in problems)]
+    note = "every seed, missing reports count as failures (--pad-missing)" if result.pad_missing else (
+        "complete seeds only (every task of the configuration has a report)")  # fmt: skip
+    parts += ["", "## Rates", "", f"Mean ± SEM over seeds (%, ddof=1), {note}.", ""]
+    parts.append(_md_table(
+        ["regime", "configuration", "tasks", "seeds", *(LABELS[m] for m in RATE_METRICS)],
+        [[r.regime, r.configuration, str(r.tasks), f"{len(r.seeds_used)}/{len(r.seeds_expected)}",
+          *(_ms(r.rates[m]) for m in RATE_METRICS)] for r in result.rates],
+    ))  # fmt: skip
+    if result.deltas:
+        parts += [
+            "",
+            "## Paired gated − ungated",
+            "",
+            "Same task and seed; percentage points, mean ± SEM over pairs.",
+            "",
+        ]
+        parts.append(_md_table(
+            ["configuration", "pairs", *(f"Δ {LABELS[m]}" for m in DELTA_METRICS), "score better/worse/tie"],
+            [[d.configuration, str(d.pairs), *(_ms(d.deltas[m]) for m in DELTA_METRICS),
+              f"{d.gated_better}/{d.gated_worse}/{d.ties}"] for d in result.deltas],
+        ))  # fmt: skip
+    if any(c.with_costs for c in result.costs):
+        parts += [
+            "",
+            "## Costs",
+            "",
+            "USD, from costs/*.csv; a trial counts as priced when every row has a cost.",
+            "",
+        ]
+        parts.append(_md_table(
+            ["regime", "configuration", "trials", "priced", "$/trial", "total $", "medals", "$/medal",
+             "tokens/trial", "GPU-h/trial"],
+            [[c.regime, c.configuration, str(c.trials), f"{c.cost_known}/{c.with_costs}", _ms(c.cost_per_trial),
+              _num(c.total_cost), str(c.medals), _num(c.cost_per_medal), _num(c.tokens_per_trial, 0),
+              _num(c.gpu_hours_per_trial, 3)] for c in result.costs],
+        ))  # fmt: skip
+    if result.world:
+        parts += ["", "## World model", "",
+                  "Skip rate = skipped / gate decisions (gated). Accuracy (p_improves ≥ 0.5) and Brier score "
+                  "of p_improves against real improvement, from executed ungated nodes.", ""]  # fmt: skip
+        parts.append(_md_table(
+            ["regime", "configuration", "predictions", "invalid", "skip rate", "labelled", "accuracy", "Brier",
+             "bug Brier"],
+            [[w.regime, w.configuration, str(w.predictions), str(w.invalid), _num(w.skip_rate, 3),
+              str(w.labelled), _num(w.accuracy, 3), _num(w.brier, 4), _num(w.bug_brier, 4)] for w in result.world],
+        ))  # fmt: skip
+        overall = next((w for w in result.world if w.configuration == "all"), None)
+        if overall is not None:
+            parts += ["", "Calibration (all ungated predictions):", ""]
+            parts.append(_md_table(
+                ["bin", "count", "mean predicted", "observed"],
+                [[f"{b.lower:.1f}–{b.upper:.1f}", str(b.size), _num(b.mean_predicted, 3), _num(b.observed_rate, 3)]
+                 for b in overall.bins],
+            ))  # fmt: skip
+    if plots:
+        parts += ["", "## Plots", "", *(f"![{name}]({name})" for name in plots)]
+    return "\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def write_plots(result: AuditResult, out_dir: Path) -> list[str]:
+    """Write the PNGs that have data; returns their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[str] = []
+    rates = [r for r in result.rates if r.rates["any_medal"].mean is not None]
+    if rates:
+        configs = sorted({r.configuration for r in rates})
+        regimes = sorted({r.regime for r in rates})
+        metrics = ("any_medal", "gold_medal", "silver_medal", "bronze_medal")
+        fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.8), sharey=True)
+        width = 0.8 / max(1, len(regimes))
+        for ax, metric in zip(axes, metrics, strict=True):
+            for j, regime in enumerate(regimes):
+                xs, ys, errs = [], [], []
+                for i, cfg in enumerate(configs):
+                    row = next((r for r in rates if r.regime == regime and r.configuration == cfg), None)
+                    if row is None or row.rates[metric].mean is None:
+                        continue
+                    xs.append(i + (j - (len(regimes) - 1) / 2) * width)
+                    ys.append(row.rates[metric].mean)
+                    errs.append(row.rates[metric].sem or 0.0)
+                ax.bar(xs, ys, width=width, yerr=errs, capsize=3, label=regime)
+            ax.set_title(LABELS[metric])
+            ax.set_xticks(range(len(configs)))
+            ax.set_xticklabels(configs, rotation=45, ha="right", fontsize=8)
+        axes[0].set_ylabel("% of tasks (mean ± SEM over seeds)")
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "medal_rates.png", dpi=120)
+        plt.close(fig)
+        written.append("medal_rates.png")
+    calibrated = [w for w in result.world if w.bins]
+    if calibrated:
+        fig, ax = plt.subplots(figsize=(4.8, 4.5))
+        ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
+        for w in calibrated:
+            pts = [
+                (b.mean_predicted, b.observed_rate)
+                for b in w.bins
+                if b.mean_predicted is not None and b.observed_rate is not None
+            ]
+            if pts:
+                label = f"{w.configuration} (n={w.labelled})"
+                ax.plot([p for p, _ in pts], [o for _, o in pts], marker="o", linewidth=2 if w.configuration == "all" else 1, label=label)  # fmt: skip
+        ax.set_xlabel("predicted p_improves")
+        ax.set_ylabel("observed improvement rate")
+        ax.set_title("World-model calibration (ungated)")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out_dir / "calibration.png", dpi=120)
+        plt.close(fig)
+        written.append("calibration.png")
+    if result.curves:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for c in result.curves:
+            style = "-" if c.regime == "gated" else "--"
+            ax.plot(c.times, c.values, style, label=f"{c.regime}/{c.configuration} (n={c.trials})")
+        ax.set_xlabel("hours since first node (steps when the journal has no times)")
+        ax.set_ylabel("best metric so far (normalised per task)")
+        ax.set_title("Best metric over time")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out_dir / "best_metric_over_time.png", dpi=120)
+        plt.close(fig)
+        written.append("best_metric_over_time.png")
+    return written
+
+
+def write_outputs(result: AuditResult, out_dir: Path, plots: bool = True) -> list[Path]:
+    """summary.csv, report.md and the PNGs into `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = write_plots(result, out_dir) if plots else []
+    write_text_atomic(out_dir / "summary.csv", summary_csv(result))
+    write_text_atomic(out_dir / "report.md", report_markdown(result, names))
+    return [out_dir / "summary.csv", out_dir / "report.md", *(out_dir / n for n in names)]

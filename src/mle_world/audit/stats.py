@@ -1,0 +1,105 @@
+"""Pure audit maths: mean ± SEM over seeds, paired deltas, Brier score, calibration bins.
+
+Reads and writes nothing; every function takes plain numbers so tests can hand-compute results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class MeanSem(NamedTuple):
+    """Mean and standard error of the mean (ddof=1; 0 for one value; None for none)."""
+
+    mean: float | None
+    sem: float | None
+    n: int
+
+
+def mean_sem(values: Sequence[float]) -> MeanSem:
+    """MLE-bench's convention: `scipy.stats.sem` with ddof=1, and 0 for a single value."""
+    n = len(values)
+    if n == 0:
+        return MeanSem(None, None, 0)
+    mean = sum(values) / n
+    if n == 1:
+        return MeanSem(mean, 0.0, 1)
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return MeanSem(mean, math.sqrt(var) / math.sqrt(n), n)
+
+
+def brier_score(probabilities: Sequence[float], outcomes: Sequence[bool]) -> float | None:
+    """Mean squared difference between predicted probability and the 0/1 outcome."""
+    if not probabilities:
+        return None
+    return sum((p - float(y)) ** 2 for p, y in zip(probabilities, outcomes, strict=True)) / len(probabilities)
+
+
+def accuracy_at(
+    probabilities: Sequence[float], outcomes: Sequence[bool], threshold: float = 0.5
+) -> float | None:
+    """Fraction of predictions whose `p >= threshold` equals the outcome."""
+    if not probabilities:
+        return None
+    hits = sum((p >= threshold) == bool(y) for p, y in zip(probabilities, outcomes, strict=True))
+    return hits / len(probabilities)
+
+
+class CalibrationBin(NamedTuple):
+    """One equal-width probability bin: [lower, upper) (the last bin includes 1.0)."""
+
+    lower: float
+    upper: float
+    size: int
+    mean_predicted: float | None
+    observed_rate: float | None
+
+
+def calibration_bins(
+    probabilities: Sequence[float], outcomes: Sequence[bool], n_bins: int = 10
+) -> list[CalibrationBin]:
+    """Reliability-diagram bins: mean prediction and observed frequency per equal-width bin."""
+    members: list[list[tuple[float, bool]]] = [[] for _ in range(n_bins)]
+    for p, y in zip(probabilities, outcomes, strict=True):
+        index = min(max(int(p * n_bins), 0), n_bins - 1)
+        members[index].append((p, bool(y)))
+    bins = []
+    for i, items in enumerate(members):
+        lower, upper = i / n_bins, (i + 1) / n_bins
+        if items:
+            mean_p = sum(p for p, _ in items) / len(items)
+            rate = sum(1 for _, y in items if y) / len(items)
+            bins.append(CalibrationBin(lower, upper, len(items), mean_p, rate))
+        else:
+            bins.append(CalibrationBin(lower, upper, 0, None, None))
+    return bins
+
+
+def seed_rates(
+    indicators: dict[int, dict[str, bool]], tasks: Sequence[str], seeds: Sequence[int]
+) -> list[float]:
+    """Percentage per seed: sum of the indicator over `tasks` / len(tasks) × 100; missing = failure.
+
+    `indicators[seed][task]` holds the value of one report; a task absent for a seed counts as 0.
+    """
+    if not tasks:
+        return []
+    return [100.0 * sum(indicators.get(s, {}).get(t, False) for t in tasks) / len(tasks) for s in seeds]
+
+
+def compare_scores(
+    gated: float | None, ungated: float | None, lower_is_better: bool, tol: float = 1e-12
+) -> int:
+    """+1 when the gated score is better, -1 when worse, 0 on a tie; a missing score loses."""
+    if gated is None and ungated is None:
+        return 0
+    if gated is None:
+        return -1
+    if ungated is None:
+        return 1
+    if abs(gated - ungated) <= tol:
+        return 0
+    better = gated < ungated if lower_is_better else gated > ungated
+    return 1 if better else -1
