@@ -1,0 +1,121 @@
+"""Entry point inside the container: `python -m mle_world.agent --spec PATH/spec.json`.
+
+Reads spec.json and the endpoint key variables; writes the trial dir's agent outputs (never status.json).
+Exit codes: 0 completed, 1 failed (infra, see result.json), 2 bad spec/checkpoint, 143 preempted, 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from pydantic import ValidationError
+
+from mle_world.agent.budget import MonotonicClock
+from mle_world.agent.events import EventLog
+from mle_world.agent.interpreter import ProcessRunner, enable_subreaper
+from mle_world.agent.llm import Backoff, EndpointClient
+from mle_world.agent.loop import Agent, CheckpointMismatch, Preempted, Services
+from mle_world.agent.workspace import TrialLayout
+from mle_world.records import TrialSpec
+from mle_world.storage import read_model
+
+log = logging.getLogger("mle_world.agent")
+
+
+def _configure_logging(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    file_handler = logging.FileHandler(path, encoding="utf-8")
+    file_handler.setFormatter(fmt)
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(fmt)
+    root = logging.getLogger("mle_world")
+    root.setLevel(logging.INFO)
+    root.addHandler(file_handler)
+    root.addHandler(stream)
+
+
+def _install_signal_handlers() -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        # A second signal while checkpointing must not interrupt the checkpoint.
+        for sig in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        raise Preempted(signum, 130 if signum == signal.SIGINT else 143)
+
+    for sig in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
+        signal.signal(sig, handler)
+
+
+def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s: float = 5.0) -> Agent:
+    """Wire the real implementations: endpoint clients, process runner, monotonic clock, event log."""
+    layout = TrialLayout(Path(spec.paths.trial_dir), Path(spec.paths.data_dir))
+    events = EventLog(layout.events)
+    clients = {
+        role: EndpointClient(
+            role,
+            settings,
+            events,
+            backoff=backoff,
+            rng=random.Random(f"{spec.seed}:{role}"),
+        )
+        for role, settings in spec.agent.endpoints.items()
+    }
+    world_needed = spec.agent.world_model.enabled
+    services = Services(
+        coder=clients["coder"],
+        feedback=clients.get("feedback", clients["coder"]),
+        world=clients.get("world") if world_needed else None,
+        runner=ProcessRunner(layout.workspace, kill_grace_s=kill_grace_s),
+        clock=MonotonicClock(),
+        events=events,
+        llm_time=lambda: events.llm_time_s,
+        gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
+    return Agent(spec, layout, services)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mle_world.agent", description=__doc__)
+    parser.add_argument("--spec", required=True, type=Path, help="path to the trial's spec.json")
+    args = parser.parse_args(argv)
+    try:
+        spec = read_model(args.spec, TrialSpec)
+    except (OSError, ValidationError) as error:
+        print(f"error: cannot read spec {args.spec}: {error}", file=sys.stderr)
+        return 2
+    if spec.agent.world_model.enabled and "world" not in spec.agent.endpoints:
+        print(f"error: {args.spec}: world_model.enabled needs a 'world' endpoint", file=sys.stderr)
+        return 2
+    if "coder" not in spec.agent.endpoints:
+        print(f"error: {args.spec}: no 'coder' endpoint", file=sys.stderr)
+        return 2
+    _configure_logging(Path(spec.paths.trial_dir) / "logs" / "agent.log")
+    enable_subreaper()
+    _install_signal_handlers()
+    try:
+        agent = build_agent(spec)
+        result = agent.run()
+    except CheckpointMismatch as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Preempted as stop:
+        log.warning("preempted by %s: checkpointed, exiting %d", stop, stop.exit_code)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Threads may still wait on HTTP responses; the checkpoint is on disk, so leave now.
+        os._exit(stop.exit_code)
+    log.info("trial %s: %s (%s)", spec.trial_id, result.status, result.stop_reason)
+    return 0 if result.status == "completed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Review of an executed node by the feedback model (`submit_review` tool call, JSON fallback).
+
+Reads the node's code and output and whether its submission file exists; writes nothing itself.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from mle_world.agent.journal import Node, valid_metric
+from mle_world.agent.llm import ChatModel, ToolsUnsupported
+from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE, review_messages, strip_think
+from mle_world.agent.world import parse_json_object
+
+
+@dataclass(frozen=True)
+class Review:
+    """The feedback model's verdict and AIDE's buggy-node decision derived from it."""
+
+    is_buggy: bool
+    summary: str
+    metric: float | None
+    lower_is_better: bool | None
+    has_csv_submission: bool | None
+    parsed: bool
+    """False when neither a tool call nor a JSON object could be read (the node counts as buggy)."""
+
+
+def buggy_verdict(node: Node, answer: dict[str, Any] | None, submission_exists: bool) -> Review:
+    """AIDE's rules (the fork's): buggy if the reviewer says so, the run raised, the metric is not a
+    number, the reviewer says there is no CSV, or the CSV is missing on disk.
+    """
+    if answer is None:
+        return Review(True, "The review could not be parsed.", None, None, None, False)
+    metric = valid_metric(answer.get("metric"))
+    is_bug = answer.get("is_bug")
+    has_csv = answer.get("has_csv_submission")
+    lower = answer.get("lower_is_better")
+    buggy = (
+        is_bug is not False
+        or node.exc_type is not None
+        or metric is None
+        or has_csv is False
+        or not submission_exists
+    )
+    summary = str(answer.get("summary") or "")
+    if not submission_exists and not buggy_summary_mentions_submission(summary):
+        summary = (summary + " " if summary else "") + "No ./submission/submission.csv was written."
+    return Review(
+        is_buggy=buggy,
+        summary=summary,
+        metric=None if buggy else metric,
+        lower_is_better=lower if isinstance(lower, bool) else None,
+        has_csv_submission=has_csv if isinstance(has_csv, bool) else None,
+        parsed=True,
+    )
+
+
+def buggy_summary_mentions_submission(summary: str) -> bool:
+    return "submission" in summary.lower()
+
+
+class Reviewer:
+    """Asks the feedback endpoint for a forced `submit_review` call.
+
+    If the server rejects tools (400 mentioning tools/functions) the reviewer switches to the JSON
+    fallback for the rest of the trial; a reply without the tool call is read as JSON too.
+    """
+
+    def __init__(
+        self, model: ChatModel, task: str, *, obfuscate: bool = False, use_tools: bool = True
+    ) -> None:
+        self.model = model
+        self.task = task
+        self.obfuscate = obfuscate
+        self._use_tools = use_tools
+        self._lock = threading.Lock()
+
+    @property
+    def uses_tools(self) -> bool:
+        return self._use_tools
+
+    def review(self, node: Node, submission_exists: bool, timeout_s: float | None = None) -> Review:
+        answer: dict[str, Any] | None = None
+        if self._use_tools:
+            try:
+                reply = self.model.chat(
+                    review_messages(self.task, node, obfuscate=self.obfuscate, json_fallback=False),
+                    purpose="review",
+                    tools=[REVIEW_TOOL],
+                    tool_choice=REVIEW_TOOL_CHOICE,
+                    timeout_s=timeout_s,
+                )
+                if reply.tool_arguments is not None:
+                    answer = _loads(reply.tool_arguments)
+                else:
+                    answer = parse_json_object(strip_think(reply.content))
+                if answer is not None:
+                    return buggy_verdict(node, answer, submission_exists)
+            except ToolsUnsupported:
+                with self._lock:
+                    self._use_tools = False
+        reply = self.model.chat(
+            review_messages(self.task, node, obfuscate=self.obfuscate, json_fallback=True),
+            purpose="review",
+            timeout_s=timeout_s,
+        )
+        answer = parse_json_object(strip_think(reply.content))
+        return buggy_verdict(node, answer, submission_exists)
+
+
+def _loads(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return parse_json_object(text)
+    return value if isinstance(value, dict) else None
