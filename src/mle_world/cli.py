@@ -452,8 +452,17 @@ def cmd_check_endpoints(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.audit import run_audit
+
+    dirs = [d.absolute() for d in args.output_dirs]
+    return run_audit(dirs, strict=args.strict, pad_missing=args.pad_missing, console=console, out_dir=args.out)
+
+
 def dispatch(command: str, rest: list[str], console: Console) -> int:
     args = build_sub_parser(command).parse_args(rest)
+    if command == "audit":
+        return cmd_audit(args, console)
     if command == "grade":
         return cmd_grade(args, console)
     if command == "prepare":

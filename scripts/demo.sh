@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The main job on one machine: a tiny real sweep of configs/demo.yaml in both regimes (local backend,
+# sandboxed `process` runtime, local competitions, a real llama.cpp model on loopback), then the audit.
+# Re-running resumes: finished trials are skipped. Knobs: OUT (runs/demo), DATA_DIR, PORT (8011),
+# N_WORKERS (2), CODER_URL/FEEDBACK_URL/WORLD_URL (use your own servers instead of llama.cpp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-runs/demo}
+DATA_DIR=${DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/demo-data}
+PORT=${PORT:-8011}
+N_WORKERS=${N_WORKERS:-2}
+log() { printf '\n==> %s\n' "$*"; }
+
+if ! command -v bwrap >/dev/null; then
+  log "apt-get install bubblewrap"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null
+fi
+log "pip install -e .[llama]   (compiles llama.cpp once: ~4 minutes on 2 cores)"
+python3 -m pip install -q --disable-pip-version-check -e '.[llama]'
+
+log "prepare the local competitions into $DATA_DIR"
+python3 run_paper.py prepare --config configs/demo.yaml --data-dir "$DATA_DIR"
+
+if [[ -z ${CODER_URL:-} ]]; then
+  log "start llama.cpp (gemma3 270M) on port $PORT for all three roles"
+  URL=$(DAEMON=1 PORT=$PORT bash scripts/serve/serve_llama_local.sh)
+  pidfile="${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/llama-$PORT.pid"
+  trap '[[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null; rm -f "$pidfile"' EXIT
+  CODER_URL=$URL FEEDBACK_URL=$URL WORLD_URL=$URL
+fi
+python3 run_paper.py check-endpoints --config configs/demo.yaml \
+  --coder-url "$CODER_URL" --feedback-url "$FEEDBACK_URL" --world-url "${WORLD_URL:-$CODER_URL}"
+
+RUN_OPTIONS=(--config configs/demo.yaml --grade --runtime process --backend local
+  --coder-url "$CODER_URL" --feedback-url "$FEEDBACK_URL" --world-url "${WORLD_URL:-$CODER_URL}"
+  --data-dir "$DATA_DIR" --n-workers "$N_WORKERS" --gpu-device none)
+rc=0
+for regime in ungated gated; do
+  log "sweep: $regime"
+  python3 run_paper.py "${RUN_OPTIONS[@]}" --regime "$regime" --output-dir "$OUT-$regime" || rc=$?
+done
+
+log "audit"
+python3 run_paper.py audit "$OUT-ungated" "$OUT-gated"
+# A sweep with failed trials exits non-zero after the audit has shown them.
+exit "$rc"
