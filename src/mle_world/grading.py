@@ -187,6 +187,13 @@ def build_report(
     )
 
 
+def read_csv_exact(path: Path) -> pd.DataFrame:
+    """`read_csv` with round-trip float parsing (MLE-bench's choice; pandas >= 3 does it by default)."""
+    if int(pd.__version__.split(".", 1)[0]) >= 3:
+        return pd.read_csv(path)
+    return pd.read_csv(path, float_precision="round_trip")
+
+
 def submission_exists(path: Path) -> bool:
     """MLE-bench's rule: a file whose suffix is .csv."""
     return path.is_file() and path.suffix.lower() == ".csv"
@@ -288,7 +295,7 @@ def _call_grade_fn(
 ) -> float | None:
     """Run a grader like MLE-bench does: any exception means an invalid submission."""
     try:
-        submission = pd.read_csv(submission_path, float_precision="round_trip")
+        submission = read_csv_exact(submission_path)
         return normalise_score(grade_fn(submission, answers()))
     except InvalidSubmissionError as exc:
         log.warning("%s: invalid submission: %s", task, exc)

@@ -158,9 +158,11 @@ def load_grade_fn(comp: LocalCompetition) -> Callable[[pd.DataFrame, Any], Any]:
 
 def load_answers(path: Path) -> Any:
     """Answers as MLE-bench reads them: CSV with round-trip floats, or JSONL records."""
+    from mle_world.grading import read_csv_exact
+
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return pd.read_csv(path, float_precision="round_trip")
+    return read_csv_exact(path)
 
 
 def is_prepared(data_dir: Path, task: str) -> bool:

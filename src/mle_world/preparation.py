@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mle_world.errors import UserError
-from mle_world.localcomp import prepare_local
+from mle_world.localcomp import is_prepared, prepare_local
 
 INSTALL_HINT = "mlebench is not installed; run scripts/install_mlebench.sh"
 NETWORK_MARKERS = (
@@ -162,5 +162,9 @@ def prepare_tasks(
             raise UserError(f"{exe}: cannot run ({exc}); {INSTALL_HINT}") from exc
         if done.returncode != 0:
             raise UserError(explain_prepare_failure(task, done.stdout or ""))
+        if not is_prepared(data_dir, task):
+            raise UserError(
+                f"{task}: mlebench prepare exited 0 but {data_dir / task / 'prepared'} has no public/private data"
+            )
         outcomes.append(PrepareOutcome(task, "mlebench", data_dir / task / "prepared"))
     return outcomes

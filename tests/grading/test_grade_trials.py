@@ -1,0 +1,167 @@
+"""grade_trial / grade_output_dir / make_grader, and the MLE-bench grader against a fake mlebench."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from gradekit import spec_for, submit
+
+from mle_world.errors import UserError
+from mle_world.grading import (
+    MLEBENCH_MISSING,
+    BuiltinGrader,
+    MLEBenchGrader,
+    grade_output_dir,
+    grade_trial,
+    import_mlebench,
+    make_grader,
+)
+from mle_world.storage import write_model
+
+
+def test_grade_trial_without_submission_writes_invalid_report(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    spec = spec_for("diabetes-progression", seed=36)
+    trial = tmp_path / "runs" / "wm-point" / "diabetes-progression_seed36"
+    trial.mkdir(parents=True)
+    report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
+    assert report.valid_submission is False and report.submission_exists is False
+    path = tmp_path / "runs" / "wm-point" / "diabetes-progression_seed36_grading_report.json"
+    assert json.loads(path.read_text())["valid_submission"] is False
+    assert not list(path.parent.glob(".*.tmp"))  # atomic write leaves no temp file
+
+
+def test_grade_output_dir_regrades_every_trial(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    out = tmp_path / "out"
+    for seed in (34, 35):
+        spec = spec_for("iris-species", seed=seed)
+        trial = out / "runs" / "wm-point" / f"iris-species_seed{seed}"
+        write_model(trial / "spec.json", spec)
+        if seed == 34:
+            truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+            submit(trial / "submission" / "submission.csv", truth)
+    (out / "runs" / "wm-point" / "broken_seed1").mkdir()
+    (out / "runs" / "wm-point" / "broken_seed1" / "spec.json").write_text("{not json")
+    result = grade_output_dir(out, prepared_data, local_comps)
+    assert sorted(r.seed for r in result.graded) == [34, 35]
+    assert [r.valid_submission for r in sorted(result.graded, key=lambda r: r.seed)] == [True, False]
+    assert len(result.errors) == 1 and "broken_seed1" in result.errors[0]
+    again = grade_output_dir(out, prepared_data, local_comps, force=False)
+    assert again.graded == [] and len(again.skipped) == 2
+
+
+def test_make_grader_picks_builtin_for_local(prepared_data: Path, local_comps: dict[str, Path]) -> None:
+    assert isinstance(make_grader("iris-species", prepared_data, local_comps), BuiltinGrader)
+
+
+def test_missing_mlebench_is_one_clear_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "mlebench", None)  # import fails like an absent package
+    monkeypatch.setitem(sys.modules, "mlebench.registry", None)
+    with pytest.raises(UserError) as info:
+        make_grader("spooky-author-identification", tmp_path, {})
+    assert str(info.value) == MLEBENCH_MISSING == "mlebench is not installed; run scripts/install_mlebench.sh"
+
+
+def test_import_mlebench_uses_scratch_cwd_and_undoes_basicconfig(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A fake mlebench with MLE-bench's import side effects (./cache, logging.basicConfig)."""
+    pkg = tmp_path / "site" / "mlebench"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "registry.py").write_text(
+        "import logging, pathlib\nlogging.basicConfig(level=logging.INFO)\n"
+        "pathlib.Path('cache').mkdir()\nregistry = 'REG'\n"
+    )
+    (pkg / "grade.py").write_text("def grade_csv(path, competition):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.chdir(tmp_path)
+    handlers = list(logging.getLogger().handlers)
+    mods = import_mlebench()
+    assert mods["registry"] == "REG"
+    assert not (tmp_path / "cache").exists() and Path.cwd() == tmp_path
+    assert logging.getLogger().handlers == handlers
+    for name in ("mlebench", "mlebench.registry", "mlebench.grade"):
+        sys.modules.pop(name, None)
+
+
+class FakeReport:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+def fake_mlebench(tmp_path: Path, score: Any, crash: bool = False) -> dict[str, Any]:
+    leaderboard = tmp_path / "leaderboard.csv"
+    leaderboard.write_text("score\n0.9\n0.8\n0.7\n")
+    competition = SimpleNamespace(id="fake-comp", leaderboard=leaderboard)
+    registry = SimpleNamespace(set_data_dir=lambda d: SimpleNamespace(get_competition=lambda i: competition))
+
+    def grade_csv(path: Path, comp: Any) -> FakeReport:
+        assert Path.cwd() != tmp_path  # scratch cwd during grading too
+        if crash:
+            raise ValueError("malformed csv")
+        return FakeReport(
+            {
+                "competition_id": "fake-comp", "score": score, "gold_threshold": 0.9,
+                "silver_threshold": 0.8, "bronze_threshold": 0.7, "median_threshold": 0.8,
+                "any_medal": True, "gold_medal": True, "silver_medal": False, "bronze_medal": False,
+                "above_median": True, "submission_exists": True, "valid_submission": True,
+                "is_lower_better": False, "created_at": "2024-09-19T20:07:15.123456",
+                "submission_path": str(path),
+            }
+        )  # fmt: skip
+
+    return {"registry": registry, "grade_csv": grade_csv}
+
+
+@pytest.fixture
+def prepared_fake(tmp_path: Path) -> Path:
+    private = tmp_path / "data" / "fake-comp" / "prepared" / "private"
+    private.mkdir(parents=True)
+    (private / "test.csv").write_text("id,y\n")
+    return tmp_path / "data"
+
+
+def test_mlebench_grader_passes_report_through(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    grader = MLEBenchGrader(prepared_fake, fake_mlebench(tmp_path, 0.95))
+    report = grader.grade("fake-comp", tmp_path / "s.csv")
+    assert report.score == 0.95 and report.gold_medal and report.valid_submission
+
+
+def test_mlebench_nan_score_becomes_invalid(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    report = MLEBenchGrader(prepared_fake, fake_mlebench(tmp_path, float("nan"))).grade(
+        "fake-comp", tmp_path / "s.csv"
+    )
+    assert report.score is None and report.valid_submission is False and report.any_medal is False
+
+
+def test_mlebench_crash_yields_invalid_report(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    submit(tmp_path / "s.csv", "garbage")
+    report = MLEBenchGrader(prepared_fake, fake_mlebench(tmp_path, 1.0, crash=True)).grade(
+        "fake-comp", tmp_path / "s.csv"
+    )
+    assert report.valid_submission is False and report.submission_exists is True
+    assert (report.gold_threshold, report.silver_threshold, report.bronze_threshold) == (0.9, 0.9, 0.9)
+    assert os.getcwd() == str(tmp_path)
