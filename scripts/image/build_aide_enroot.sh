@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Build the AIDE Enroot squashfs image that every trial runs in.
+#
+#   BUILD_DIR="${TMPDIR:-/tmp}/mle-world-build-$USER"; mkdir -p "$BUILD_DIR/rootfs"
+#   ENROOT_DATA_PATH="$BUILD_DIR/rootfs" EXPORT_DIR="$BUILD_DIR" \
+#     OUT_SQSH="$HOME/aide.$(uname -m).sqsh" bash scripts/image/build_aide_enroot.sh
+#
+# Required:
+#   ENROOT_DATA_PATH  where enroot unpacks the scratch container (node-local disk)
+#   EXPORT_DIR        where the image is exported before it replaces OUT_SQSH
+#   OUT_SQSH          the image to write; replaced only when the whole build succeeds
+# Optional:
+#   BASE_IMAGE        docker://ubuntu:22.04 (default), any enroot URI, or an existing .sqsh file
+#   MIN_EXPORT_GIB    free space needed in EXPORT_DIR, GiB (default 110)
+#   MIN_DATA_GIB      free space needed in ENROOT_DATA_PATH, GiB (default 60)
+#   SETUP_SCRIPT      recipe run inside the container as root (default image/setup.sh)
+#   SOURCE_DIR        harness checkout copied into the image (default: this repository)
+#   ENROOT            enroot executable (default enroot)
+#   KEEP_CONTAINER=1  keep the scratch container after the build (debugging)
+# Passed into the container when set: proxies, PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, TORCH_INDEX_URL,
+# MLEBENCH_REPO, MLEBENCH_COMMIT.
+#
+# Reads the base image and the checkout; writes OUT_SQSH and OUT_SQSH.manifest.json (base image,
+# UTC date, harness git sha, pip freeze from inside the container, sha256). A failed build leaves
+# the previous OUT_SQSH untouched and removes its scratch container and temporary files.
+# Exit codes: 0 built, 2 a prerequisite is missing (one line each on stderr), other: build failed.
+set -Eeuo pipefail
+
+PROG=build_aide_enroot.sh
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$HERE/../.." && pwd)"
+
+BASE_IMAGE="${BASE_IMAGE:-docker://ubuntu:22.04}"
+MIN_EXPORT_GIB="${MIN_EXPORT_GIB:-110}"
+MIN_DATA_GIB="${MIN_DATA_GIB:-60}"
+SETUP_SCRIPT="${SETUP_SCRIPT:-$REPO_ROOT/image/setup.sh}"
+SOURCE_DIR="${SOURCE_DIR:-$REPO_ROOT}"
+ENROOT="${ENROOT:-enroot}"
+KEEP_CONTAINER="${KEEP_CONTAINER:-0}"
+
+# Inside the container.
+IN_ROOT=/opt/mle-world
+IN_SRC="$IN_ROOT/src"
+IN_INFO="$IN_ROOT/build-info"
+IN_SETUP="$IN_ROOT/setup.sh"
+PASS_ENV=(http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY
+    PIP_INDEX_URL PIP_EXTRA_INDEX_URL TORCH_INDEX_URL MLEBENCH_REPO MLEBENCH_COMMIT)
+
+say() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+log() { printf '%s [%s] %s\n' "$PROG" "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# --- prerequisites: every problem is one line on stderr, then exit 2 -----------------------------
+
+problems=0
+problem() {
+    say "$*"
+    problems=$((problems + 1))
+}
+
+free_gib() {
+    df -Pk -- "$1" | awk 'NR == 2 { printf "%d\n", $4 / 1048576 }'
+}
+
+check_space() { # VAR DIR MIN_VAR MIN
+    local var="$1" dir="$2" min_var="$3" min="$4" free
+    if ! mkdir -p -- "$dir" 2>/dev/null; then
+        problem "$var=$dir cannot be created"
+        return
+    fi
+    if [[ ! -w "$dir" ]]; then
+        problem "$var=$dir is not writable"
+        return
+    fi
+    free="$(free_gib "$dir")"
+    if ((free < min)); then
+        problem "$var=$dir has $free GiB free, needs $min GiB (set $min_var to override)"
+    fi
+}
+
+check_prerequisites() {
+    local var
+    for var in ENROOT_DATA_PATH EXPORT_DIR OUT_SQSH; do
+        [[ -n "${!var:-}" ]] || problem "$var is not set (see the usage at the top of this script)"
+    done
+    command -v "$ENROOT" >/dev/null 2>&1 ||
+        problem "enroot not found (install it from NVIDIA's enroot releases, or set ENROOT=/path/to/enroot)"
+    command -v rsync >/dev/null 2>&1 || problem "rsync not found (install the rsync package)"
+    command -v mksquashfs >/dev/null 2>&1 || problem "mksquashfs not found (install squashfs-tools)"
+    command -v unsquashfs >/dev/null 2>&1 || problem "unsquashfs not found (install squashfs-tools)"
+    command -v sha256sum >/dev/null 2>&1 || problem "sha256sum not found (install coreutils)"
+    [[ -f "$SETUP_SCRIPT" && -r "$SETUP_SCRIPT" ]] || problem "SETUP_SCRIPT=$SETUP_SCRIPT is not a readable file"
+    [[ -f "$SOURCE_DIR/pyproject.toml" ]] || problem "SOURCE_DIR=$SOURCE_DIR is not the harness checkout (no pyproject.toml)"
+    for var in MIN_EXPORT_GIB MIN_DATA_GIB; do
+        [[ "${!var}" =~ ^[0-9]+$ ]] || problem "$var=${!var} is not a whole number of GiB"
+    done
+    if [[ "$BASE_IMAGE" != *://* && ! -f "$BASE_IMAGE" ]]; then
+        problem "BASE_IMAGE=$BASE_IMAGE is neither an enroot URI (docker://...) nor an existing .sqsh file"
+    fi
+    if [[ -n "${OUT_SQSH:-}" ]]; then
+        local out_dir
+        out_dir="$(dirname -- "$OUT_SQSH")"
+        if [[ -d "$OUT_SQSH" ]]; then
+            problem "OUT_SQSH=$OUT_SQSH is a directory; name the image file"
+        elif [[ ! -d "$out_dir" || ! -w "$out_dir" ]]; then
+            problem "OUT_SQSH=$OUT_SQSH: directory $out_dir does not exist or is not writable"
+        fi
+    fi
+    if ((problems == 0)); then
+        check_space EXPORT_DIR "$EXPORT_DIR" MIN_EXPORT_GIB "$MIN_EXPORT_GIB"
+        check_space ENROOT_DATA_PATH "$ENROOT_DATA_PATH" MIN_DATA_GIB "$MIN_DATA_GIB"
+    fi
+    ((problems == 0)) || exit 2
+}
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+json_string() {
+    local s="$1"
+    s="${s//\\/\\\\}"
+    s="${s//\"/\\\"}"
+    s="${s//$'\t'/\\t}"
+    s="${s//$'\r'/\\r}"
+    s="${s//$'\n'/\\n}"
+    printf '"%s"' "$s"
+}
+
+json_or_null() {
+    if [[ -n "$1" ]]; then json_string "$1"; else printf 'null'; fi
+}
+
+first_line() {
+    if [[ -f "$1" ]]; then head -n 1 -- "$1" | tr -d '\r'; fi
+}
+
+write_manifest() { # FILE SHA256 SIZE
+    local file="$1" sha="$2" size="$3" git_sha="" dirty=false line sep=""
+    if git -C "$SOURCE_DIR" rev-parse --git-dir >/dev/null 2>&1; then
+        git_sha="$(git -C "$SOURCE_DIR" rev-parse HEAD 2>/dev/null || true)"
+        [[ -z "$(git -C "$SOURCE_DIR" status --porcelain 2>/dev/null)" ]] || dirty=true
+    fi
+    {
+        printf '{\n'
+        printf '  "schema": 1,\n'
+        printf '  "image": %s,\n' "$(json_string "$(basename -- "$OUT_SQSH")")"
+        printf '  "sha256": %s,\n' "$(json_string "$sha")"
+        printf '  "size_bytes": %s,\n' "$size"
+        printf '  "base_image": %s,\n' "$(json_string "$BASE_IMAGE")"
+        printf '  "built_at": %s,\n' "$(json_string "$BUILT_AT")"
+        printf '  "builder": {"host": %s, "arch": %s, "enroot": %s},\n' \
+            "$(json_string "$(uname -n)")" "$(json_string "$(uname -m)")" "$(json_or_null "$ENROOT_VERSION")"
+        printf '  "harness": {"git_sha": %s, "dirty": %s},\n' "$(json_or_null "$git_sha")" "$dirty"
+        printf '  "setup_script_sha256": %s,\n' "$(json_string "$SETUP_SHA")"
+        printf '  "python": %s,\n' "$(json_or_null "$(first_line "$ROOTFS$IN_INFO/python-version.txt")")"
+        printf '  "mlebench_commit": %s,\n' "$(json_or_null "$(first_line "$ROOTFS$IN_INFO/mlebench-commit.txt")")"
+        printf '  "packages": ['
+        while IFS= read -r line || [[ -n "$line" ]]; do
+            line="${line%$'\r'}"
+            [[ -n "$line" ]] || continue
+            printf '%s\n    %s' "$sep" "$(json_string "$line")"
+            sep=","
+        done <"$ROOTFS$IN_INFO/pip-freeze.txt"
+        printf '\n  ]\n}\n'
+    } >"$file"
+}
+
+# --- build ------------------------------------------------------------------------------------------
+
+NAME=""
+CREATED=0
+WORK=""
+OUT_TMP=""
+ROOTFS=""
+
+cleanup() {
+    local status=$?
+    trap - EXIT
+    if ((CREATED)); then
+        if [[ "$KEEP_CONTAINER" == 1 ]]; then
+            say "kept scratch container $NAME in $ENROOT_DATA_PATH (KEEP_CONTAINER=1)"
+        else
+            "$ENROOT" remove -f "$NAME" >/dev/null 2>&1 || say "could not remove scratch container $NAME"
+        fi
+    fi
+    [[ -z "$WORK" ]] || rm -rf -- "$WORK"
+    [[ -z "$OUT_TMP" ]] || rm -f -- "$OUT_TMP" "$OUT_TMP.manifest"
+    if ((status != 0)); then
+        say "build failed (exit $status); $OUT_SQSH was left as it was"
+    fi
+    exit "$status"
+}
+
+main() {
+    check_prerequisites
+    umask 022
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+
+    BUILT_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    ENROOT_VERSION="$("$ENROOT" version 2>/dev/null | head -n 1 || true)"
+    SETUP_SHA="$(sha256sum -- "$SETUP_SCRIPT" | cut -d' ' -f1)"
+    WORK="$(mktemp -d "$EXPORT_DIR/.aide-build.XXXXXX")"
+    NAME="aide-build-$(date -u +%Y%m%d%H%M%S)-$$"
+    ROOTFS="$ENROOT_DATA_PATH/$NAME"
+    export ENROOT_DATA_PATH
+
+    local base="$BASE_IMAGE"
+    if [[ "$BASE_IMAGE" == *://* ]]; then
+        log "importing $BASE_IMAGE"
+        "$ENROOT" import -o "$WORK/base.sqsh" "$BASE_IMAGE"
+        base="$WORK/base.sqsh"
+    else
+        log "using base image file $BASE_IMAGE"
+    fi
+
+    log "creating scratch container $NAME"
+    CREATED=1
+    "$ENROOT" create -n "$NAME" "$base"
+    [[ -d "$ROOTFS" ]] || { say "enroot create did not unpack into $ROOTFS"; exit 1; }
+
+    log "copying the harness source and the recipe into the container"
+    mkdir -p "$ROOTFS$IN_SRC"
+    rsync -a --delete \
+        --exclude '.git/' --exclude '/runs/' --exclude '/build/' --exclude '/dist/' --exclude '.venv/' \
+        --exclude '__pycache__/' --exclude '*.egg-info/' --exclude '.mypy_cache/' --exclude '.ruff_cache/' \
+        --exclude '.pytest_cache/' --exclude 'cache/' --exclude '*.sqsh' \
+        "$SOURCE_DIR/" "$ROOTFS$IN_SRC/"
+    install -m 0755 "$SETUP_SCRIPT" "$ROOTFS$IN_SETUP"
+    rm -rf "$ROOTFS$IN_INFO"
+
+    log "running $(basename -- "$SETUP_SCRIPT") inside the container as root"
+    local -a env_args=(-e "MLE_WORLD_SRC=$IN_SRC" -e "MLE_WORLD_BUILD_INFO=$IN_INFO")
+    local var
+    for var in "${PASS_ENV[@]}"; do
+        [[ -z "${!var+x}" ]] || env_args+=(-e "$var")
+    done
+    "$ENROOT" start --root --rw "${env_args[@]}" "$NAME" "$IN_SETUP"
+    [[ -s "$ROOTFS$IN_INFO/pip-freeze.txt" ]] ||
+        { say "the setup script did not write $IN_INFO/pip-freeze.txt inside the container"; exit 1; }
+
+    log "exporting the container"
+    "$ENROOT" export -o "$WORK/image.sqsh" "$NAME"
+    unsquashfs -s "$WORK/image.sqsh" >/dev/null 2>&1 ||
+        { say "enroot export did not produce a squashfs image"; exit 1; }
+
+    local sha size out_dir
+    sha="$(sha256sum -- "$WORK/image.sqsh" | cut -d' ' -f1)"
+    size="$(stat -c %s -- "$WORK/image.sqsh")"
+    out_dir="$(dirname -- "$OUT_SQSH")"
+    OUT_TMP="$(mktemp "$out_dir/.$(basename -- "$OUT_SQSH").XXXXXX")"
+    log "moving the image into place ($size bytes, sha256 $sha)"
+    mv -f -- "$WORK/image.sqsh" "$OUT_TMP"
+    chmod 0644 -- "$OUT_TMP"
+    write_manifest "$OUT_TMP.manifest" "$sha" "$size"
+    chmod 0644 -- "$OUT_TMP.manifest"
+    mv -f -- "$OUT_TMP" "$OUT_SQSH"
+    mv -f -- "$OUT_TMP.manifest" "$OUT_SQSH.manifest.json"
+    OUT_TMP=""
+    log "wrote $OUT_SQSH and $OUT_SQSH.manifest.json"
+    printf '%s\n' "$OUT_SQSH"
+}
+
+main "$@"
