@@ -150,6 +150,14 @@ class TrialStatus(Record):
     failure_class: Literal["infra", "agent"] | None = None
     cause: str | None = None
     updated_at: datetime | None = None
+    requeues: int = 0
+    """Times the trial was checkpointed and requeued (preemption/timeout) within its attempts."""
+    wall_used_s: float = 0.0
+    """Wall time of earlier interrupted runs of this attempt, carried over into the wall limit."""
+    exit_code: int | None = None
+    """Exit code of the trial command's last run (None while running or when never started)."""
+    pid: int | None = None
+    """Process group of the running command (local backend; diagnostic only)."""
 
 
 class AgentResult(Record):

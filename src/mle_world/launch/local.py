@@ -1,0 +1,150 @@
+"""Local backend: a pool of `--n-workers` trials on the current node with exclusive GPU slots.
+
+Reads and writes each trial's status.json through `TrialRunner`; shows a rich progress bar.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from mle_world.errors import UserError
+from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
+
+_RANGE = re.compile(r"^(\d+)-(\d+)$")
+
+
+def parse_gpu_devices(text: str) -> tuple[str, ...]:
+    """`--gpu-device`: "0,1,2,3", "0-3" or a mix ("0-1,4"); duplicates and junk are refused."""
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        match = _RANGE.match(part)
+        if match:
+            low, high = int(match[1]), int(match[2])
+            if low > high:
+                raise UserError(f"--gpu-device: empty range '{part}'")
+            out.extend(str(i) for i in range(low, high + 1))
+        elif part.isdigit():
+            out.append(str(int(part)))
+        else:
+            raise UserError(f"--gpu-device: '{part}' is not a GPU index or range (e.g. 0,1,2 or 0-3)")
+    dupes = sorted({d for d in out if out.count(d) > 1}, key=int)
+    if dupes:
+        raise UserError(f"--gpu-device: GPU {', '.join(dupes)} listed twice")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    outcomes: dict[str, Outcome]
+    interrupted: bool
+
+
+class GpuSlots:
+    """`trials_per_gpu` slots per device; a trial holds one slot while it runs."""
+
+    def __init__(self, devices: Sequence[str], trials_per_gpu: int) -> None:
+        self._free: queue.Queue[str] = queue.Queue()
+        for _ in range(trials_per_gpu):
+            for device in devices:
+                self._free.put(device)
+        self.size = len(devices) * trials_per_gpu
+
+    def acquire(self) -> str:
+        return self._free.get()
+
+    def release(self, device: str) -> None:
+        self._free.put(device)
+
+
+def run_pool(
+    jobs: Sequence[TrialJob],
+    *,
+    n_workers: int,
+    gpu_devices: Sequence[str],
+    trials_per_gpu: int,
+    post_trial: PostTrial | None,
+    console: Console | None,
+    show_progress: bool,
+) -> PoolResult:
+    """Run already-`submitted` jobs; Ctrl-C stops every running group and leaves them pending."""
+    if trials_per_gpu < 1:
+        raise UserError("--trials-per-gpu must be at least 1")
+    slots = GpuSlots(gpu_devices, trials_per_gpu) if gpu_devices else None
+    workers = max(1, min(n_workers, slots.size if slots else n_workers, len(jobs) or 1))
+    runners: dict[str, TrialRunner] = {}
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def one(job: TrialJob) -> Outcome:
+        if stopping.is_set():
+            return "interrupted"
+        gpu = slots.acquire() if slots else None
+        try:
+            runner = TrialRunner(job, gpu=gpu, post_trial=post_trial, resume_state="pending")
+            with lock:
+                if stopping.is_set():
+                    return "interrupted"
+                runners[job.trial_id] = runner
+            return runner.run()
+        finally:
+            if gpu is not None and slots is not None:
+                slots.release(gpu)
+
+    outcomes: dict[str, Outcome] = {}
+    progress = _progress(console) if show_progress else None
+    task = progress.add_task("trials", total=len(jobs), extra="") if progress else None
+    interrupted = False
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trial")
+    futures: dict[Future[Outcome], TrialJob] = {pool.submit(one, job): job for job in jobs}
+    if progress:
+        progress.start()
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in done:
+                outcomes[futures[future].trial_id] = future.result()
+            if progress is not None and task is not None:
+                failed = sum(1 for o in outcomes.values() if o == "failed")
+                with lock:
+                    running = len(runners) - len(outcomes.keys() & runners.keys())
+                progress.update(task, completed=len(outcomes), extra=f"running {running}, failed {failed}")
+    except KeyboardInterrupt:
+        interrupted = True
+        stopping.set()
+        with lock:
+            for runner in runners.values():
+                runner.request_stop("Ctrl-C")
+        for future in futures:
+            future.cancel()
+        # The runners terminate their groups and write 'pending'; wait for them, not for the queue.
+        for future, job in futures.items():
+            if future.cancelled():
+                outcomes[job.trial_id] = "interrupted"
+            else:
+                outcomes[job.trial_id] = future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if progress:
+            progress.stop()
+    return PoolResult(outcomes=outcomes, interrupted=interrupted)
+
+
+def _progress(console: Console | None) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[extra]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )

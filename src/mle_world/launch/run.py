@@ -1,0 +1,416 @@
+"""Sweep launching: pre-flight checks, resume/retry decisions from status files, and the local/Slurm runs.
+
+Reads the plan and every trial's status.json; writes status.json, spec.json, `<output_dir>/.sweep-identity`
+and `<output_dir>/slurm/` (Slurm backend). The entry points the CLI calls are `run_sweep`,
+`write_sbatch_preview`, `check_prepared` and `check_identity`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shlex
+import socket
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+
+from mle_world.errors import NotPreparedError, UserError
+from mle_world.launch.local import run_pool
+from mle_world.launch.slurm import (
+    ALIVE_STATES,
+    SlurmTrial,
+    SubmititSubmitter,
+    Submitter,
+    check_sbatch_available,
+    slurm_parameters,
+    submitit_sbatch_text,
+)
+from mle_world.launch.state import FINAL, is_retryable, read_status, update_status, utcnow
+from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
+from mle_world.plan import LaunchOptions, PlannedRun, SweepPlan
+from mle_world.records import TrialStatus
+from mle_world.storage import write_json_atomic, write_text_atomic
+from mle_world.sweep import PlannedTrial
+
+IDENTITY_FILE = ".sweep-identity"
+Action = Literal["skip", "run", "watch", "stale"]
+
+
+def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:
+    """Every selected task needs its public and private folders under --data-dir; else one line
+    naming the missing tasks and the command that prepares them (NotPreparedError, exit 2)."""
+    missing: list[str] = []
+    for trial in trials:
+        task = trial.spec.task
+        if task in missing:
+            continue
+        if not (trial.public_dir.is_dir() and trial.private_dir.is_dir()):
+            missing.append(task)
+    if not missing:
+        return
+    data = shlex.quote(str(data_dir))
+    hints: list[str] = []
+    mle = [t for t in missing if t not in local]
+    ours = [t for t in missing if t in local]
+    if len(mle) == 1:
+        hints.append(f"mlebench prepare -c {mle[0]} --data-dir {data}")
+    elif mle:
+        hints.append(f'for t in {" ".join(mle)}; do mlebench prepare -c "$t" --data-dir {data}; done')
+    if ours:
+        hints.append(f"run_paper.py prepare --tasks {','.join(ours)} --data-dir {data}")
+    noun = "task" if len(missing) == 1 else "tasks"
+    raise NotPreparedError(
+        f"--data-dir {data_dir}: {len(missing)} {noun} not prepared: {', '.join(missing)}; run: "
+        + " && ".join(hints)
+    )
+
+
+def check_identity(output_dir: Path, config_hash: str) -> None:
+    """Refuse an output dir that holds a sweep of another science config.
+
+    The reference hash is `<output_dir>/.sweep-identity`, written by `run_sweep` when a real sweep
+    starts (never by dry runs, and separate from launch.json, which every launch rewrites)."""
+    path = output_dir / IDENTITY_FILE
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))["config_hash"]
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(
+            f"{path}: unreadable; remove it only if {output_dir} holds no trials you want"
+        ) from None
+    if previous != config_hash:
+        raise UserError(
+            f"--output-dir {output_dir}: holds a sweep of another science config "
+            f"(hash {previous[:12]}, this one {config_hash[:12]}); use a new --output-dir"
+        )
+
+
+def _record_identity(plan: SweepPlan) -> None:
+    path = plan.output_dir / IDENTITY_FILE
+    if not path.exists():
+        write_json_atomic(path, {"config_hash": plan.config_hash, "regime": plan.regime})
+
+
+@contextmanager
+def launcher_lock(output_dir: Path) -> Iterator[None]:
+    """One launcher per output dir: while held, no other process supervises these trials, which is
+    what makes 'running on the local backend' provably stale on a restart."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / ".launcher.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            raise UserError(f"--output-dir {output_dir}: another launcher is running ({holder})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def make_job(run: PlannedRun, plan: SweepPlan, backend: str) -> TrialJob:
+    return TrialJob(
+        trial=run.trial,
+        command=run.command,
+        backend=backend,
+        budget_s=run.trial.spec.agent.budget.time_limit_s,
+        grace_s=plan.cluster.launch.wall_grace_s,
+        max_attempts=plan.cluster.launch.max_attempts,
+    )
+
+
+def decide(status: TrialStatus, options: LaunchOptions, max_attempts: int, slurm_state: str | None) -> Action:
+    """Resume rule per trial (documented in docs/launching.md):
+    succeeded → skip; failed → run only if --retry-failed allows it (class and max_attempts);
+    pending → run; submitted/running under Slurm with a live job → watch, with a dead job → stale
+    (failed/infra); submitted/running under the local backend → stale, because the launcher lock
+    proves its supervisor is gone (the trial resumes from its journal when rerun); submitted without
+    a job id → run (the submission never reached sbatch)."""
+    if status.state == "succeeded":
+        return "skip"
+    if status.state == "failed":
+        return "run" if is_retryable(status, options.retry_failed, max_attempts) else "skip"
+    if status.state == "pending":
+        return "run"
+    if status.backend == "slurm" and status.slurm_job_id:
+        if slurm_state is None or slurm_state in ALIVE_STATES:
+            return "watch"  # unknown to squeue and sacct right after submission: still watch
+        return "stale"
+    if status.state == "submitted" and not status.slurm_job_id and status.backend == "slurm":
+        return "run"
+    return "stale"
+
+
+@dataclass
+class SweepRunner:
+    plan: SweepPlan
+    options: LaunchOptions
+    post_trial: PostTrial | None
+    console: Console
+    submitter_factory: Callable[[Path], Submitter] = SubmititSubmitter
+    poll_s: float = 2.0
+    lost_after_s: float = 120.0
+    """A submitted job that neither squeue nor sacct knows after this long is declared lost."""
+
+    def run(self) -> int:
+        plan, options = self.plan, self.options
+        if options.backend not in ("local", "slurm"):
+            raise UserError(f"--backend: unknown backend '{options.backend}' (choose local or slurm)")
+        check_identity(plan.output_dir, plan.config_hash)
+        for run in plan.runs:
+            ensure_spec(run.trial)  # refuses a different science hash before anything starts
+        _record_identity(plan)
+        with launcher_lock(plan.output_dir):
+            if options.backend == "local":
+                return self._run_local()
+            return self._run_slurm()
+
+    def _classify_all(
+        self, slurm_states: dict[str, str]
+    ) -> dict[str, tuple[PlannedRun, TrialStatus, Action]]:
+        out = {}
+        for run in self.plan.runs:
+            status = read_status(run.trial.trial_dir, run.trial.trial_id)
+            state = slurm_states.get(status.slurm_job_id or "")
+            action = decide(status, self.options, self.plan.cluster.launch.max_attempts, state)
+            out[run.trial.trial_id] = (run, status, action)
+        return out
+
+    def _mark_stale(self, run: PlannedRun, status: TrialStatus, why: str) -> None:
+        update_status(
+            run.trial.trial_dir,
+            run.trial.trial_id,
+            "failed",
+            only_if=lambda s: s.state not in FINAL,
+            failure_class="infra",
+            cause=why,
+            ended_at=utcnow(),
+        )
+
+    def _submit_marks(self, runs: Sequence[PlannedRun], backend: str) -> dict[str, int]:
+        """Mark runs submitted (attempt + 1); returns the previous attempt numbers (for Ctrl-C undo)."""
+        prior: dict[str, int] = {}
+        for run in runs:
+            status = read_status(run.trial.trial_dir, run.trial.trial_id)
+            prior[run.trial.trial_id] = status.attempt
+            update_status(
+                run.trial.trial_dir,
+                run.trial.trial_id,
+                "submitted",
+                attempt=status.attempt + 1,
+                backend=backend,
+                submitted_at=utcnow(),
+                started_at=None,
+                ended_at=None,
+                slurm_job_id=None,
+                slurm_array_id=None,
+                failure_class=None,
+                cause=None,
+                exit_code=None,
+                host=None,
+                gpu=None,
+                wall_used_s=0.0 if status.state == "failed" else status.wall_used_s,
+            )
+        return prior
+
+    def _summary(self, runs: Sequence[PlannedRun]) -> int:
+        counts: dict[str, int] = {}
+        for run in runs:
+            state = read_status(run.trial.trial_dir, run.trial.trial_id).state
+            counts[state] = counts.get(state, 0) + 1
+        text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        self.console.print(f"[launch] {len(runs)} trials: {text}")
+        return 0 if counts.get("succeeded", 0) == len(runs) else 1
+
+    # ---------------------------------------------------------------- local
+    def _run_local(self) -> int:
+        plan = self.plan
+        todo: list[PlannedRun] = []
+        for run, status, action in self._classify_all({}).values():
+            if action == "stale":
+                # The lock proves no launcher supervises it: an interrupted run, not a trial failure.
+                update_status(
+                    run.trial.trial_dir,
+                    run.trial.trial_id,
+                    "pending",
+                    cause="launcher lost; resumable",
+                    attempt=max(0, status.attempt - 1),
+                    pid=None,
+                )
+                todo.append(run)
+            elif action == "run":
+                todo.append(run)
+        skipped = len(plan.runs) - len(todo)
+        self.console.print(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
+        if not todo:
+            return self._summary(plan.runs)
+        prior = self._submit_marks(todo, "local")
+        jobs = [make_job(run, plan, "local") for run in todo]
+        result = run_pool(
+            jobs,
+            n_workers=self.options.n_workers,
+            gpu_devices=self.options.gpu_devices,
+            trials_per_gpu=self.options.trials_per_gpu,
+            post_trial=self.post_trial,
+            console=self.console,
+            show_progress=self.options.show_progress,
+        )
+        for run in todo:
+            if result.outcomes.get(run.trial.trial_id) == "interrupted":
+                # Ctrl-C: back to pending and the attempt does not count.
+                update_status(
+                    run.trial.trial_dir,
+                    run.trial.trial_id,
+                    "pending",
+                    only_if=lambda s: s.state in ("submitted", "pending"),
+                    attempt=prior[run.trial.trial_id],
+                )
+        if result.interrupted:
+            self.console.print("[launch] interrupted: running trials stopped and left resumable")
+            return 130
+        return self._summary(plan.runs)
+
+    # ---------------------------------------------------------------- slurm
+    def _run_slurm(self) -> int:
+        plan = self.plan
+        if self.submitter_factory is SubmititSubmitter:
+            check_sbatch_available()
+        submitter = self.submitter_factory(plan.output_dir / "slurm")
+        job_ids = [
+            s.slurm_job_id
+            for run in plan.runs
+            if (s := read_status(run.trial.trial_dir, run.trial.trial_id)).slurm_job_id
+            and s.state not in FINAL
+        ]
+        slurm_states = submitter.states(job_ids) if job_ids else {}
+        todo: list[PlannedRun] = []
+        for run, status, action in self._classify_all(slurm_states).values():
+            if action == "stale":
+                job = status.slurm_job_id
+                self._mark_stale(
+                    run, status, f"slurm job {job} {slurm_states.get(job or '', 'gone')} without a result"
+                )
+            elif action == "run":
+                todo.append(run)
+        if todo:
+            self._submit_slurm(submitter, todo)
+        else:
+            self.console.print("[launch] slurm: nothing to submit")
+        if not self.options.wait:
+            self.console.print(f"[launch] submitted; follow with: run_paper.py status {plan.output_dir}")
+            return 0
+        try:
+            self._watch(submitter)
+        except KeyboardInterrupt:
+            self.console.print(
+                "[launch] stopped watching; the Slurm jobs keep running. "
+                f"Re-run the same command or `run_paper.py status {plan.output_dir}` to follow them."
+            )
+            return 130
+        return self._summary(plan.runs)
+
+    def _submit_slurm(self, submitter: Submitter, todo: list[PlannedRun]) -> None:
+        plan = self.plan
+        prior = self._submit_marks(todo, "slurm")
+        # One array per submission; the budget (hence --time) is the same for every trial of a plan.
+        budget = max(run.trial.spec.agent.budget.time_limit_s for run in todo)
+        params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(todo))
+        calls = [SlurmTrial(make_job(run, plan, "slurm"), self.post_trial) for run in todo]
+        try:
+            ids = submitter.submit(calls, params)
+        except Exception as exc:  # sbatch refused: nothing was queued, so undo the marks
+            for run in todo:
+                update_status(
+                    run.trial.trial_dir,
+                    run.trial.trial_id,
+                    "pending" if prior[run.trial.trial_id] == 0 else "failed",
+                    only_if=lambda s: s.state == "submitted",
+                    attempt=prior[run.trial.trial_id],
+                    failure_class="infra",
+                    cause=f"submission failed: {exc}",
+                )
+            raise UserError(
+                f"--backend slurm: submission failed: {str(exc).strip().splitlines()[-1]}"
+            ) from None
+        for run, job_id in zip(todo, ids, strict=True):
+            array = job_id.split("_")[0] if "_" in job_id else None
+            # Only the ids: the job may already have started and written 'running'.
+            update_status(run.trial.trial_dir, run.trial.trial_id, slurm_job_id=job_id, slurm_array_id=array)
+        first = ids[0].split("_")[0]
+        self.console.print(
+            f"[launch] slurm: submitted {len(ids)} trials as job {first} "
+            f"(parallelism {params['array_parallelism']}, time {params['time']} min)"
+        )
+
+    def _watch(self, submitter: Submitter) -> None:
+        """Watchdog: wait until every selected trial is final; a job Slurm reports finished while its
+        status is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra."""
+        plan = self.plan
+        suspicious: dict[str, int] = {}
+        while True:
+            active: list[tuple[PlannedRun, TrialStatus]] = []
+            for run in plan.runs:
+                status = read_status(run.trial.trial_dir, run.trial.trial_id)
+                if status.state in ("submitted", "running") and status.backend == "slurm":
+                    active.append((run, status))
+            if not active:
+                return
+            ids = [s.slurm_job_id for _, s in active if s.slurm_job_id]
+            states = submitter.states(ids) if ids else {}
+            for run, status in active:
+                job = status.slurm_job_id
+                state = states.get(job or "")
+                if state is None:
+                    since = status.submitted_at or status.updated_at
+                    age = (utcnow() - since).total_seconds() if since else 0.0
+                    if age > self.lost_after_s:
+                        self._mark_stale(run, status, f"slurm job {job} unknown to squeue and sacct")
+                    continue
+                if state in ALIVE_STATES:
+                    suspicious.pop(run.trial.trial_id, None)
+                    continue
+                # Seen finished twice in a row: the job's own last status write has had time to land.
+                count = suspicious.get(run.trial.trial_id, 0) + 1
+                suspicious[run.trial.trial_id] = count
+                if count >= 2:
+                    self._mark_stale(run, status, f"slurm job {job} {state} without a result")
+            time.sleep(self.poll_s)
+
+
+def run_sweep(
+    plan: SweepPlan,
+    options: LaunchOptions,
+    *,
+    post_trial: PostTrial | None = None,
+    console: Console | None = None,
+) -> int:
+    """Launch (or resume) a sweep. Exit code: 0 all selected trials succeeded (now or before),
+    1 some failed, 130 on Ctrl-C. Call `check_prepared` first (the CLI does, before a real run)."""
+    return SweepRunner(plan, options, post_trial, console or Console(stderr=True)).run()
+
+
+def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
+    """--dry-run --backend slurm: write the sbatch script submitit would submit for this plan's
+    array under `<output_dir>/slurm/preview/` (nothing is submitted, no status is touched)."""
+    if not plan.runs:
+        return []
+    folder = plan.output_dir / "slurm"
+    budget = max(run.trial.spec.agent.budget.time_limit_s for run in plan.runs)
+    params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(plan.runs))
+    text = submitit_sbatch_text(folder.absolute(), params, len(plan.runs))
+    path = folder / "preview" / f"mlew-{plan.regime}.sbatch"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    listing = "\n".join(f"# task {i}: {run.trial.trial_id}" for i, run in enumerate(plan.runs))
+    write_text_atomic(path, text + "\n\n# array tasks (each runs one trial's command):\n" + listing + "\n")
+    return [path]

@@ -1,0 +1,256 @@
+"""Slurm backend: one submitit job array per submission, a checkpointable trial callable that requeues
+on preemption/timeout, and a squeue/sacct watchdog.
+
+Writes `<output_dir>/slurm/` (submitit's folder: sbatch scripts, pickles, logs) and, for dry runs,
+`<output_dir>/slurm/preview/*.sbatch`; reads Slurm state through `squeue` and `sacct`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+from mle_world.config import ClusterConfig
+from mle_world.errors import UserError
+from mle_world.launch.state import FINAL, read_status, update_status
+from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
+
+ALIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "CONFIGURING",
+        "COMPLETING",
+        "SUSPENDED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "RESV_DEL_HOLD",
+        "STOPPED",
+    }
+)
+"""Slurm job states in which the job may still run (or run again) and write its own status."""
+
+
+def slurm_parameters(cluster: ClusterConfig, budget_s: float, job_name: str, n_trials: int) -> dict[str, Any]:
+    """submitit `update_parameters` for one array: resources from cluster.yaml, time = budget + margin."""
+    s = cluster.slurm
+    params: dict[str, Any] = {
+        "job_name": job_name,
+        "time": math.ceil(budget_s / 60) + s.grading_margin_min,
+        "gpus_per_node": s.gpus_per_trial or None,
+        "cpus_per_task": s.cpus_per_trial,
+        "mem": f"{s.mem_gb}GB",
+        "array_parallelism": max(1, min(s.array_parallelism, n_trials)),
+        "stderr_to_stdout": True,
+    }
+    for key in ("partition", "account", "qos"):
+        value = getattr(s, key)
+        if value:
+            params[key] = value
+    if s.extra_sbatch:
+        params["additional_parameters"] = {k.replace("-", "_"): v for k, v in s.extra_sbatch.items()}
+    if s.setup:
+        params["setup"] = list(s.setup)
+    return params
+
+
+class SlurmTrial:
+    """The callable submitit runs on the node; checkpointable so a preempted/timed-out trial requeues.
+
+    State lives in status.json, not in the pickle, so a requeued job (or one Slurm restarted itself)
+    resumes from the same trial directory with the wall time already used carried over.
+    """
+
+    def __init__(self, job: TrialJob, post_trial: PostTrial | None, requeue_wait_s: float = 150.0) -> None:
+        self.job = job
+        self.post_trial = post_trial
+        self.requeue_wait_s = requeue_wait_s
+        self._runner: TrialRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_runner"] = None  # runtime handles never travel with the checkpoint
+        state["_thread"] = None
+        return state
+
+    def __call__(self) -> str:
+        job_id, array_id = _slurm_ids(os.environ)
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
+        runner = TrialRunner(self.job, gpu=gpu, post_trial=self.post_trial, resume_state="submitted")
+        self._runner = runner
+        box: list[Outcome | BaseException] = []
+
+        def target() -> None:
+            try:
+                box.append(runner.run((job_id, array_id)))
+            except BaseException as exc:  # surfaced in the main thread below
+                box.append(exc)
+
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            runner.request_stop("SIGTERM")
+
+        # submitit ignores SIGTERM; we forward it so the agent checkpoints before Slurm's SIGKILL.
+        signal.signal(signal.SIGTERM, on_sigterm)
+        # The trial runs in a thread so that submitit's USR2 handler (main thread) can stop it.
+        self._thread = threading.Thread(target=target, name="trial", daemon=True)
+        self._thread.start()
+        while self._thread.is_alive():
+            self._thread.join(0.2)
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        if result == "interrupted":
+            # Preemption: SIGTERM first, USR2 (→ checkpoint → requeue) or SIGKILL follows.
+            deadline = time.monotonic() + self.requeue_wait_s
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+            update_status(
+                self.job.trial_dir,
+                self.job.trial_id,
+                "failed",
+                only_if=lambda s: s.state not in FINAL,
+                failure_class="infra",
+                cause="terminated by SIGTERM and not requeued",
+            )
+            return "failed"
+        return result
+
+    def checkpoint(self) -> Any:
+        """Called by submitit on USR2: stop the agent (it checkpoints), count the requeue, resubmit."""
+        from submitit.helpers import DelayedSubmission
+
+        if self._runner is not None and self._thread is not None and self._thread.is_alive():
+            self._runner.request_stop("USR2")
+            self._thread.join(self.job.kill_grace_s + 30)
+        job = self.job
+        status = read_status(job.trial_dir, job.trial_id)
+        if status.state in FINAL:
+            return None
+        if status.attempt + status.requeues >= job.max_attempts:
+            update_status(
+                job.trial_dir,
+                job.trial_id,
+                "failed",
+                failure_class="infra",
+                cause=f"preempted/timed out; {status.attempt} attempts + {status.requeues} requeues "
+                f"reached max_attempts {job.max_attempts}",
+            )
+            return None
+        update_status(
+            job.trial_dir,
+            job.trial_id,
+            "submitted",
+            requeues=status.requeues + 1,
+            cause="requeued after preemption/timeout",
+        )
+        return DelayedSubmission(SlurmTrial(job, self.post_trial, self.requeue_wait_s))
+
+
+def _slurm_ids(env: Any) -> tuple[str | None, str | None]:
+    array = env.get("SLURM_ARRAY_JOB_ID")
+    task = env.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}", array
+    return env.get("SLURM_JOB_ID"), None
+
+
+class Submitter(Protocol):
+    """The side-effect seam of the Slurm backend (a fake in unit tests, submitit in production)."""
+
+    def submit(self, calls: Sequence[SlurmTrial], params: dict[str, Any]) -> list[str]:
+        """Submit all calls as one array; returns one job id per call ("123_4", or "123" alone)."""
+        ...
+
+    def states(self, job_ids: Sequence[str]) -> dict[str, str]:
+        """Current Slurm state of each known job id (missing = unknown to Slurm)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SubmititSubmitter:
+    folder: Path
+    max_num_timeout: int = 3
+
+    def submit(self, calls: Sequence[SlurmTrial], params: dict[str, Any]) -> list[str]:
+        import submitit
+
+        executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=self.max_num_timeout)
+        executor.update_parameters(**params)
+        with executor.batch():
+            jobs = [executor.submit(call) for call in calls]
+        return [str(job.job_id) for job in jobs]
+
+    def states(self, job_ids: Sequence[str]) -> dict[str, str]:
+        return query_states(job_ids)
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+_BRACKET = re.compile(r"^(\d+)_\[(.+?)(?:%\d+)?\]$")
+
+
+def _expand(job_id: str) -> list[str]:
+    """sacct shows pending array tasks compressed: 12_[3-5,8%2] → 12_3, 12_4, 12_5, 12_8."""
+    match = _BRACKET.match(job_id)
+    if not match:
+        return [job_id]
+    out: list[str] = []
+    for part in match[2].split(","):
+        low, _, high = part.partition("-")
+        out.extend(f"{match[1]}_{i}" for i in range(int(low), int(high or low) + 1))
+    return out
+
+
+def query_states(job_ids: Sequence[str]) -> dict[str, str]:
+    """squeue (live jobs, one line per array task) overrides sacct (accounting, finished jobs)."""
+    roots = sorted({j.split("_")[0] for j in job_ids})
+    if not roots:
+        return {}
+    states: dict[str, str] = {}
+    sacct = _run(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)])
+    for line in (sacct or "").splitlines():
+        job, _, state = line.partition("|")
+        for one in _expand(job.strip()):
+            states[one] = state.split()[0] if state.strip() else "UNKNOWN"
+    squeue = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(roots)])
+    for line in (squeue or "").splitlines():
+        job, _, state = line.partition("|")
+        states[job.strip()] = state.strip()
+    return states
+
+
+def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:
+    """The sbatch script submitit would write for this array (its own renderer, same parameters)."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    command = " ".join([sys.executable, "-u -m submitit.core._submit", str(folder)])
+    extra: dict[str, Any] = {"map_count": n_trials} if n_trials > 1 else {}
+    return str(_make_sbatch_string(command=command, folder=folder, **params, **extra))
+
+
+def check_sbatch_available() -> None:
+    for tool in ("sbatch", "squeue", "sacct"):
+        if _run(["which", tool]) is None:
+            raise UserError(f"--backend slurm: '{tool}' not found on PATH (run on a Slurm login node)")

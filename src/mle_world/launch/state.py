@@ -1,0 +1,113 @@
+"""The per-trial state machine kept in `<trial_dir>/status.json` (pending → submitted → running → done).
+
+Reads and writes status.json atomically under an advisory lock (`.status.lock`), so the launcher and
+the trial job (possibly on another node) never lose each other's updates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import ValidationError
+
+from mle_world.errors import UserError
+from mle_world.records import TrialStatus
+from mle_world.storage import write_model
+
+State = Literal["pending", "submitted", "running", "succeeded", "failed"]
+STATES: tuple[State, ...] = get_args(State)
+FINAL: frozenset[str] = frozenset({"succeeded", "failed"})
+ACTIVE: frozenset[str] = frozenset({"submitted", "running"})
+
+ALLOWED: dict[str, frozenset[str]] = {
+    "pending": frozenset({"submitted", "failed"}),
+    # submitted → pending: Ctrl-C before the trial started, or a submission that never reached sbatch
+    "submitted": frozenset({"running", "pending", "failed"}),
+    # running → submitted: checkpointed for a requeue; running → pending: local Ctrl-C
+    "running": frozenset({"succeeded", "failed", "submitted", "pending"}),
+    "failed": frozenset({"submitted"}),
+    "succeeded": frozenset(),
+}
+"""Legal transitions; staying in the same state (a field update) is always legal."""
+
+
+class StateError(RuntimeError):
+    """An illegal transition: a bug or two launchers fighting over one trial."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def status_path(trial_dir: Path) -> Path:
+    return trial_dir / "status.json"
+
+
+def read_status(trial_dir: Path, trial_id: str) -> TrialStatus:
+    """The trial's status; a trial without status.json is pending."""
+    path = status_path(trial_dir)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return TrialStatus(trial_id=trial_id)
+    try:
+        status = TrialStatus.model_validate_json(text)
+    except ValidationError as exc:
+        raise UserError(f"{path}: not a valid trial status ({exc.errors()[0]['msg']})") from None
+    if status.trial_id != trial_id:
+        raise UserError(f"{path}: belongs to trial '{status.trial_id}', expected '{trial_id}'")
+    return status
+
+
+@contextmanager
+def _locked(trial_dir: Path) -> Iterator[None]:
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(trial_dir / ".status.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def update_status(
+    trial_dir: Path,
+    trial_id: str,
+    to: State | None = None,
+    *,
+    only_if: Callable[[TrialStatus], bool] | None = None,
+    now: Callable[[], datetime] = utcnow,
+    **fields: Any,
+) -> TrialStatus | None:
+    """Read-modify-write status.json under the lock; returns the new status, or None when
+    `only_if` rejected the current one (nothing written)."""
+    with _locked(trial_dir):
+        current = read_status(trial_dir, trial_id)
+        if only_if is not None and not only_if(current):
+            return None
+        if to is not None and to != current.state and to not in ALLOWED[current.state]:
+            raise StateError(f"{trial_id}: illegal transition {current.state} → {to}")
+        data = current.model_dump()
+        data.update(fields)
+        if to is not None:
+            data["state"] = to
+        data["updated_at"] = now()
+        new = TrialStatus.model_validate(data)
+        write_model(status_path(trial_dir), new)
+        return new
+
+
+def is_retryable(status: TrialStatus, retry_failed: str | None, max_attempts: int) -> bool:
+    """A failed trial reruns with --retry-failed (infra failures, or all with 'all') while
+    attempts + requeues stay under max_attempts (cluster.launch.max_attempts)."""
+    if status.state != "failed" or retry_failed is None:
+        return False
+    if retry_failed == "infra" and status.failure_class != "infra":
+        return False
+    return status.attempt + status.requeues < max_attempts

@@ -1,0 +1,300 @@
+"""The per-trial job, identical for the local pool and Slurm: spec → running → command → hook → done.
+
+Reads spec.json, result.json and logs/launcher.log of one trial; writes spec.json, status.json and
+logs/launcher.log. The command runs in its own session with a hard wall limit enforced from outside.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from mle_world.errors import UserError
+from mle_world.launch.state import FINAL, State, read_status, update_status, utcnow
+from mle_world.records import AgentResult, TrialSpec
+from mle_world.storage import write_model
+from mle_world.sweep import PlannedTrial
+
+Outcome = Literal["succeeded", "failed", "interrupted", "skipped"]
+PostTrial = Callable[[PlannedTrial], None]
+
+INFRA_STOP_REASONS = ("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal")
+"""Prefixes of the agent's stop_reason that blame the infrastructure, not the agent."""
+CHECKPOINT_EXITS = (143, 140, -signal.SIGTERM, -signal.SIGUSR2)
+"""Exit codes of an agent that checkpointed on SIGTERM/SIGUSR2 (143 by contract)."""
+
+
+class SpecMismatchError(UserError):
+    """spec.json on disk has another science hash than the planned trial."""
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """Everything needed to run one trial anywhere (picklable: Slurm ships it to the node)."""
+
+    trial: PlannedTrial
+    command: str
+    backend: str
+    budget_s: float
+    grace_s: float
+    max_attempts: int = 3
+    kill_grace_s: float = 30.0
+    """SIGTERM → SIGKILL delay when stopping the command's process group."""
+    poll_s: float = 0.2
+    settle_s: float = 5.0
+    """How long an unexpected checkpoint exit (143) waits for the signal that explains it."""
+
+    @property
+    def wall_limit_s(self) -> float:
+        return self.budget_s + self.grace_s
+
+    @property
+    def trial_dir(self) -> Path:
+        return self.trial.trial_dir
+
+    @property
+    def trial_id(self) -> str:
+        return self.trial.trial_id
+
+
+def ensure_spec(trial: PlannedTrial) -> None:
+    """Write spec.json; an existing one with another science hash is refused (never overwritten)."""
+    path = trial.trial_dir / "spec.json"
+    if path.exists():
+        try:
+            old = TrialSpec.model_validate_json(path.read_text(encoding="utf-8"))
+        except (ValidationError, ValueError):
+            raise SpecMismatchError(f"{path}: unreadable spec; move the trial directory away") from None
+        if old.science_hash != trial.spec.science_hash:
+            raise SpecMismatchError(
+                f"{path}: science hash {old.science_hash} differs from this sweep's "
+                f"{trial.spec.science_hash}; use another --output-dir"
+            )
+        if old == trial.spec:
+            return
+    # Same science, maybe other transport fields (endpoint URL): the newest plan wins.
+    write_model(path, trial.spec)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _last_log_line(log_path: Path) -> str:
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            lines = [ln.strip() for ln in handle.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln and not ln.startswith("[launcher]")]
+    return lines[-1][:300] if lines else ""
+
+
+def _read_result(trial_dir: Path) -> AgentResult | None:
+    try:
+        return AgentResult.model_validate_json((trial_dir / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: Literal["succeeded", "failed"]
+    failure_class: Literal["infra", "agent"] | None = None
+    cause: str | None = None
+
+
+def classify(
+    exit_code: int, result: AgentResult | None, *, timed_out: bool, limit_text: str, last_line: str
+) -> Verdict:
+    """Pure mapping of how the command ended to the trial's final state."""
+    if timed_out:
+        return Verdict("failed", "infra", f"wall limit {limit_text} s exceeded")
+    if result is not None and result.status == "completed":
+        return Verdict("succeeded")
+    if result is not None:
+        reason = result.stop_reason
+        blame: Literal["infra", "agent"] = (
+            "infra" if reason.lower().startswith(INFRA_STOP_REASONS) else "agent"
+        )
+        return Verdict("failed", blame, f"agent failed: {reason}")
+    if exit_code < 0:
+        return Verdict("failed", "infra", f"killed by {_signal_name(-exit_code)}")
+    if exit_code > 128 and exit_code - 128 in {s.value for s in signal.Signals}:
+        return Verdict("failed", "infra", f"killed by {_signal_name(exit_code - 128)}")
+    tail = f": {last_line}" if last_line else ""
+    return Verdict("failed", "infra", f"exit {exit_code} without result.json{tail}")
+
+
+def kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class TrialRunner:
+    """Runs one TrialJob once; `request_stop` (from a signal handler or Ctrl-C) makes `run` stop the
+    command's process group and leave the trial resumable in `resume_state`."""
+
+    def __init__(
+        self,
+        job: TrialJob,
+        *,
+        gpu: str | None,
+        post_trial: PostTrial | None,
+        resume_state: State,
+        env: Mapping[str, str] | None = None,
+        host: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.job = job
+        self.gpu = gpu
+        self.post_trial = post_trial
+        self.resume_state = resume_state
+        self.env = dict(os.environ if env is None else env)
+        self.host = host or socket.gethostname()
+        self.clock = clock
+        self._stop = threading.Event()
+        self._stop_reason = ""
+
+    def request_stop(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self._stop_reason = reason
+            self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _update(self, to: State | None = None, **fields: Any) -> None:
+        update_status(self.job.trial_dir, self.job.trial_id, to, **fields)
+
+    def run(self, slurm_ids: tuple[str | None, str | None] = (None, None)) -> Outcome:
+        job = self.job
+        status = read_status(job.trial_dir, job.trial_id)
+        if status.state in FINAL:
+            return "skipped"  # e.g. a stale requeue of a trial that already finished
+        ensure_spec(job.trial)
+        if self._stop.is_set():
+            return "interrupted"
+        logs = job.trial_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        # A result.json left by an earlier attempt must not be mistaken for this run's.
+        stale = job.trial_dir / "result.json"
+        if stale.exists():
+            os.replace(stale, logs / "result.previous.json")
+        env = dict(self.env)
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        log_path = logs / "launcher.log"
+        budget_left = job.wall_limit_s - status.wall_used_s
+        job_id, array_id = slurm_ids
+        with open(log_path, "ab") as log:
+            log.write(
+                f"[launcher] {utcnow().isoformat()} start attempt {status.attempt} on {self.host} "
+                f"gpu={self.gpu} wall left {budget_left:.0f} s\n".encode()
+            )
+            log.flush()
+            started = self.clock()
+            proc = subprocess.Popen(
+                ["bash", "-c", job.command],
+                cwd=job.trial_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # own process group: the whole tree is killed together
+            )
+            extra: dict[str, Any] = {"slurm_job_id": job_id, "slurm_array_id": array_id} if job_id else {}
+            self._update(
+                "running",
+                host=self.host,
+                gpu=self.gpu,
+                started_at=utcnow(),
+                ended_at=None,
+                pid=proc.pid,
+                exit_code=None,
+                failure_class=None,
+                cause=None,
+                **extra,
+            )
+            timed_out = self._supervise(proc, started + budget_left)
+            # Leftovers of the group (background children) never outlive the trial.
+            kill_group(proc.pid, signal.SIGKILL)
+            exit_code = proc.returncode
+            elapsed = self.clock() - started
+            log.write(f"[launcher] {utcnow().isoformat()} exit {exit_code} after {elapsed:.1f} s\n".encode())
+
+        wall_used = status.wall_used_s + elapsed
+        if exit_code in CHECKPOINT_EXITS and not timed_out and not self._stop.is_set():
+            # The agent saw the preemption signal before we did; give ours a moment to arrive.
+            self._stop.wait(job.settle_s)
+        if self._stop.is_set() and not timed_out:
+            self._update(
+                self.resume_state,
+                wall_used_s=wall_used,
+                exit_code=exit_code,
+                pid=None,
+                ended_at=utcnow(),
+                cause=f"interrupted ({self._stop_reason}); resumable",
+            )
+            return "interrupted"
+        verdict = classify(
+            exit_code,
+            _read_result(job.trial_dir),
+            timed_out=timed_out,
+            limit_text=f"{job.budget_s:.0f}+{job.grace_s:.0f}",
+            last_line=_last_log_line(log_path),
+        )
+        if verdict.state == "succeeded" and self.post_trial is not None:
+            try:
+                self.post_trial(job.trial)
+            except Exception as exc:  # any hook crash is an infra failure of this trial, not of the sweep
+                verdict = Verdict("failed", "infra", f"post-trial hook failed: {type(exc).__name__}: {exc}")
+        self._update(
+            verdict.state,
+            failure_class=verdict.failure_class,
+            cause=verdict.cause,
+            exit_code=exit_code,
+            wall_used_s=wall_used,
+            ended_at=utcnow(),
+            pid=None,
+        )
+        return verdict.state
+
+    def _supervise(self, proc: subprocess.Popen[bytes], deadline: float) -> bool:
+        """Wait for the command; on the wall limit or a stop request terminate its group. True = timed out."""
+        while True:
+            try:
+                proc.wait(timeout=self.job.poll_s)
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+            timed_out = self.clock() >= deadline
+            if timed_out or self._stop.is_set():
+                self._terminate(proc)
+                return timed_out
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        # SIGTERM lets the agent checkpoint its journal (exit 143); SIGKILL if it does not stop in time.
+        kill_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=self.job.kill_grace_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()

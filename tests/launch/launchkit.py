@@ -1,0 +1,124 @@
+"""Builders for launch tests: a SweepPlan of N synthetic trials whose command is tests/launch/fake_agent.py.
+
+Reads configs/demo.yaml; writes nothing (the tests' tmp dirs are written by the launcher).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mle_world.config import ClusterConfig, load_paper_config
+from mle_world.plan import PlannedRun, SweepPlan
+from mle_world.records import BudgetSettings, LaunchRecord
+from mle_world.render import RuntimeSpec, view_paths
+from mle_world.sweep import Selection, expand
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
+
+
+def make_plan(
+    output_dir: Path,
+    data_dir: Path,
+    n: int,
+    *,
+    mode: str | Callable[[int], str] = "ok",
+    seconds: float = 1.0,
+    budget_s: float = 60.0,
+    cluster: ClusterConfig | None = None,
+    prepare: bool = True,
+    config_name: str = "aide",
+) -> SweepPlan:
+    config = load_paper_config(REPO / "configs" / "demo.yaml", lambda _t: True)
+    budget = BudgetSettings.model_validate({**config.budget.model_dump(), "time_limit_s": budget_s})
+    config = dataclasses.replace(config, budget=budget)
+    tasks = tuple(f"task{i:02d}" for i in range(n))
+    runtime = RuntimeSpec(runtime="process", sandbox=False, python=sys.executable)
+    trials = expand(
+        config,
+        "ungated",
+        Selection(tasks=tasks, configurations=(config_name,)),
+        output_dir=output_dir,
+        data_dir=data_dir,
+        known_task=lambda _t: True,
+        view=lambda trial_dir, public: view_paths(runtime, trial_dir, public),
+    )
+    runs = []
+    for i, trial in enumerate(trials):
+        if prepare:
+            trial.public_dir.mkdir(parents=True, exist_ok=True)
+            trial.private_dir.mkdir(parents=True, exist_ok=True)
+        m = mode(i) if callable(mode) else mode
+        command = " ".join(shlex.quote(a) for a in (sys.executable, str(FAKE_AGENT), m, str(seconds)))
+        runs.append(PlannedRun(trial=trial, command=command))
+    record = LaunchRecord(
+        argv=("test",),
+        harness_version="0",
+        git_sha=None,
+        created_at=datetime.now(UTC),
+        regime="ungated",
+        config_path="demo.yaml",
+        config_hash="h" * 64,
+        cluster_path=None,
+        backend="local",
+        runtime="process",
+        dry_run=False,
+        sandbox=False,
+        data_dir=str(data_dir),
+        endpoints=(),
+        trials=(),
+    )
+    return SweepPlan(
+        output_dir=output_dir,
+        data_dir=data_dir,
+        regime="ungated",
+        runs=tuple(runs),
+        runtime=runtime,
+        cluster=cluster or fast_cluster(),
+        record=record,
+        config_hash="h" * 64,
+    )
+
+
+def fast_cluster(parallelism: int = 2, grace_s: float = 5.0, max_attempts: int = 3) -> ClusterConfig:
+    return ClusterConfig.model_validate(
+        {
+            "slurm": {
+                "partition": "gpu",
+                "gpus_per_trial": 1,
+                "cpus_per_trial": 1,
+                "mem_gb": 1,
+                "array_parallelism": parallelism,
+                "grading_margin_min": 1,
+            },
+            "launch": {"max_attempts": max_attempts, "wall_grace_s": grace_s},
+        }
+    )
+
+
+def timelines(plan: SweepPlan) -> list[list[dict[str, object]]]:
+    """Per trial, the fake agent's timeline events."""
+    import json
+
+    out = []
+    for run in plan.runs:
+        path = run.trial.trial_dir / "timeline.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        out.append([json.loads(line) for line in lines])
+    return out
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    events = sorted(
+        [(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1])
+    )
+    best = cur = 0
+    for _, delta in events:
+        cur += delta
+        best = max(best, cur)
+    return best

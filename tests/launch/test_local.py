@@ -1,0 +1,262 @@
+"""Local backend and per-trial job: GPU exclusivity, wall limit, classification, resume, retry, Ctrl-C.
+
+Writes trial directories under pytest's tmp paths; runs tests/launch/fake_agent.py as the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from launchkit import fast_cluster, make_plan, max_overlap, timelines
+from rich.console import Console
+
+from mle_world.errors import NotPreparedError, UserError
+from mle_world.launch import check_identity, check_prepared, parse_gpu_devices, run_sweep, show_status
+from mle_world.launch.run import make_job
+from mle_world.launch.state import StateError, read_status, update_status
+from mle_world.launch.trial import TrialRunner
+from mle_world.plan import LaunchOptions
+
+HERE = Path(__file__).parent
+
+
+def options(**kw: object) -> LaunchOptions:
+    base: dict[str, object] = {
+        "backend": "local",
+        "n_workers": 2,
+        "gpu_devices": ("0", "1"),
+        "show_progress": False,
+    }
+    base.update(kw)
+    return LaunchOptions(**base)  # type: ignore[arg-type]
+
+
+def quiet() -> Console:
+    return Console(file=open(os.devnull, "w"))  # noqa: SIM115
+
+
+def states(plan) -> list[str]:  # type: ignore[no-untyped-def]
+    return [read_status(r.trial.trial_dir, r.trial.trial_id).state for r in plan.runs]
+
+
+def test_parse_gpu_devices() -> None:
+    assert parse_gpu_devices("0,1,2,3") == ("0", "1", "2", "3")
+    assert parse_gpu_devices("0-3") == ("0", "1", "2", "3")
+    assert parse_gpu_devices("0-1, 4") == ("0", "1", "4")
+    for bad in ("a", "3-1", "0,0", "0-2,1", ""):
+        with pytest.raises(UserError, match="--gpu-device"):
+            parse_gpu_devices(bad)
+
+
+def test_state_machine_refuses_illegal_transitions(tmp_path: Path) -> None:
+    update_status(tmp_path, "t", "submitted", attempt=1)
+    update_status(tmp_path, "t", "running")
+    done = update_status(tmp_path, "t", "succeeded")
+    assert done is not None and done.attempt == 1 and done.updated_at is not None
+    with pytest.raises(StateError):
+        update_status(tmp_path, "t", "running")
+    assert update_status(tmp_path, "t", "failed", only_if=lambda s: s.state != "succeeded") is None
+
+
+def test_three_workers_never_share_a_gpu(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 9, seconds=0.6)
+    code = run_sweep(plan, options(n_workers=3, gpu_devices=parse_gpu_devices("0,1,2")), console=quiet())
+    assert code == 0
+    assert states(plan) == ["succeeded"] * 9
+    spans: dict[str, list[tuple[float, float]]] = {}
+    allspans = []
+    for events in timelines(plan):
+        start = next(e for e in events if e["event"] == "start")
+        end = next(e for e in events if e["event"] == "end")
+        spans.setdefault(str(start["gpu"]), []).append((float(start["t"]), float(end["t"])))  # type: ignore[arg-type]
+        allspans.append((float(start["t"]), float(end["t"])))  # type: ignore[arg-type]
+    assert set(spans) <= {"0", "1", "2"}
+    assert all(max_overlap(s) == 1 for s in spans.values())
+    assert max_overlap(allspans) <= 3
+    status = read_status(plan.runs[0].trial.trial_dir, plan.runs[0].trial.trial_id)
+    assert status.gpu in {"0", "1", "2"} and status.host and status.attempt == 1 and status.backend == "local"
+    assert json.loads((plan.runs[0].trial.trial_dir / "spec.json").read_text())["science_hash"]
+
+
+def test_trials_per_gpu_allows_sharing(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 4, seconds=0.8)
+    code = run_sweep(plan, options(n_workers=4, gpu_devices=("0",), trials_per_gpu=2), console=quiet())
+    assert code == 0
+    spans = [
+        (float(ev[0]["t"]), float(ev[-1]["t"]))  # type: ignore[arg-type]
+        for ev in timelines(plan)
+    ]
+    assert max_overlap(spans) == 2
+
+
+def test_wall_limit_kills_the_process_group(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, mode="hang", seconds=60, budget_s=1.0, cluster=fast_cluster(grace_s=1.0))
+    job = make_job(plan.runs[0], plan, "local")
+    job = job.__class__(**{**job.__dict__, "kill_grace_s": 1.0})
+    update_status(job.trial_dir, job.trial_id, "submitted", attempt=1, backend="local")
+    t0 = time.monotonic()
+    runner = TrialRunner(job, gpu="0", post_trial=None, resume_state="pending")
+    assert runner.run() == "failed"
+    assert time.monotonic() - t0 < 10
+    status = read_status(job.trial_dir, job.trial_id)
+    assert status.state == "failed" and status.failure_class == "infra"
+    assert status.cause == "wall limit 1+1 s exceeded"
+    pid = json.loads((job.trial_dir / "timeline.jsonl").read_text().splitlines()[0])["pid"]
+    # the whole group, including the background `sleep` the agent left behind, is gone
+    deadline = time.time() + 5
+    while group_members(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert group_members(pid) == []
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, from /proc."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("mode", "klass", "cause"),
+    [
+        ("agent-fail", "agent", "agent failed: error: no valid submission"),
+        ("infra-fail", "infra", "agent failed: endpoint_unavailable"),
+        ("crash", "infra", "exit 1 without result.json: Traceback: boom"),
+    ],
+)
+def test_failures_are_classified(dirs: tuple[Path, Path], mode: str, klass: str, cause: str) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, mode=mode, seconds=0.1)
+    assert run_sweep(plan, options(), console=quiet()) == 1
+    status = read_status(plan.runs[0].trial.trial_dir, plan.runs[0].trial.trial_id)
+    assert (status.state, status.failure_class, status.cause) == ("failed", klass, cause)
+
+
+def test_post_trial_hook_runs_and_its_crash_is_infra(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 2, seconds=0.1)
+    seen: list[str] = []
+
+    def hook(trial) -> None:  # type: ignore[no-untyped-def]
+        seen.append(trial.trial_id)
+        if trial.spec.task == "task01":
+            raise RuntimeError("grader exploded")
+
+    assert run_sweep(plan, options(), post_trial=hook, console=quiet()) == 1
+    assert sorted(seen) == sorted(r.trial.trial_id for r in plan.runs)
+    bad = read_status(plan.runs[1].trial.trial_dir, plan.runs[1].trial.trial_id)
+    assert (
+        bad.failure_class == "infra" and bad.cause == "post-trial hook failed: RuntimeError: grader exploded"
+    )
+
+
+def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    modes = {0: "ok", 1: "crash", 2: "agent-fail"}
+    plan = make_plan(out, data, 3, mode=lambda i: modes[i], seconds=0.1)
+    assert run_sweep(plan, options(), console=quiet()) == 1
+
+    def starts() -> list[int]:
+        return [sum(1 for e in ev if e["event"] == "start") for ev in timelines(plan)]
+
+    assert starts() == [1, 1, 1]
+    assert run_sweep(plan, options(), console=quiet()) == 1  # plain re-run: nothing runs
+    assert starts() == [1, 1, 1]
+    assert run_sweep(plan, options(retry_failed="infra"), console=quiet()) == 1  # only the crash
+    assert starts() == [1, 2, 1]
+    assert read_status(plan.runs[1].trial.trial_dir, plan.runs[1].trial.trial_id).attempt == 2
+    assert run_sweep(plan, options(retry_failed="all"), console=quiet()) == 1
+    assert starts() == [1, 3, 2]
+    # max_attempts (3) reached for the crashing trial
+    assert run_sweep(plan, options(retry_failed="all"), console=quiet()) == 1
+    assert starts() == [1, 3, 3]
+
+
+def test_ctrl_c_stops_children_and_leaves_pending(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    argv = [sys.executable, str(HERE / "drive.py"), str(out), str(data), "4", "ok", "60", "local"]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    plan = make_plan(out, data, 4, seconds=60)
+    deadline = time.time() + 30
+    while time.time() < deadline and states(plan).count("running") < 2:
+        time.sleep(0.2)
+    assert states(plan).count("running") == 2
+    pids = [
+        json.loads((r.trial.trial_dir / "timeline.jsonl").read_text().splitlines()[0])["pid"]
+        for r in plan.runs
+        if (r.trial.trial_dir / "timeline.jsonl").exists()
+    ]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
+    assert states(plan) == ["pending"] * 4
+    assert all(read_status(r.trial.trial_dir, r.trial.trial_id).attempt == 0 for r in plan.runs)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # the interrupted trials resume (the fake agent's checkpoint counts the restart)
+    plan = make_plan(out, data, 4, seconds=0.2, budget_s=120.0)
+    assert run_sweep(plan, options(), console=quiet()) == 0
+
+
+def test_stale_running_trial_is_resumed(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1)
+    run = plan.runs[0]
+    update_status(run.trial.trial_dir, run.trial.trial_id, "submitted", attempt=1, backend="local")
+    update_status(run.trial.trial_dir, run.trial.trial_id, "running", pid=999999)
+    assert run_sweep(plan, options(), console=quiet()) == 0
+    assert read_status(run.trial.trial_dir, run.trial.trial_id).attempt == 1
+
+
+def test_check_prepared_names_missing_tasks(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 3, prepare=False)
+    trials = [r.trial for r in plan.runs]
+    with pytest.raises(NotPreparedError) as info:
+        check_prepared(trials, data, local={"task02"})
+    msg = str(info.value)
+    assert msg.startswith(f"--data-dir {data}: 3 tasks not prepared: task00, task01, task02; run: ")
+    assert "mlebench prepare -c" in msg and "run_paper.py prepare --tasks task02" in msg
+    assert "\n" not in msg
+    for t in trials:
+        t.public_dir.mkdir(parents=True)
+        t.private_dir.mkdir(parents=True)
+    check_prepared(trials, data)
+
+
+def test_identity_and_spec_mismatch_are_refused(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1)
+    assert run_sweep(plan, options(), console=quiet()) == 0
+    check_identity(out, plan.config_hash)
+    with pytest.raises(UserError, match="another science config"):
+        check_identity(out, "x" * 64)
+    other = make_plan(out, data, 1, seconds=0.1, budget_s=99.0)  # different science, same identity hash
+    with pytest.raises(UserError, match="science hash"):
+        run_sweep(other, options(), console=quiet())
+
+
+def test_status_view(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 3, mode=lambda i: "crash" if i == 2 else "ok", seconds=0.1)
+    run_sweep(plan, options(), console=quiet())
+    console = Console(record=True, width=200, file=open(os.devnull, "w"))  # noqa: SIM115
+    assert show_status(out, console) == 1
+    text = console.export_text()
+    assert "aide" in text and "exit 1 without result.json" in text and "all trials finished" in text
