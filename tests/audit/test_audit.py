@@ -1,0 +1,238 @@
+"""Audit on a synthetic two-regime sweep whose answers were computed by hand (see comments)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+import pytest
+from auditkit import (
+    prediction,
+    tid,
+    write_costs,
+    write_events,
+    write_journal,
+    write_launch,
+    write_report,
+    write_status,
+)
+from rich.console import Console
+
+from mle_world.audit import audit, run_audit
+from mle_world.audit.stats import accuracy_at, brier_score, calibration_bins, mean_sem
+from mle_world.errors import UserError
+
+TASKS, SEEDS = ("A", "B"), (34, 35, 36)
+
+
+@pytest.fixture(scope="module")
+def sweep_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("sweep")
+    g, u = root / "paper-gated", root / "paper-ungated"
+    gated_ids = [tid("gated", c, t, s) for c in ("wm-point", "aide") for t in TASKS for s in SEEDS]
+    write_launch(g, "gated", [*gated_ids, tid("gated", "wm-point", "A", 34)])  # one duplicate
+    write_launch(u, "ungated", [tid("ungated", "wm-point", t, s) for t in TASKS for s in SEEDS])
+    # gated wm-point: B36 missing (failed), medals: A34 gold, B34 bronze, A35 silver.
+    write_report(g, "gated", "wm-point", "A", 34, score=0.95, medal="gold", above_median=True)
+    write_report(g, "gated", "wm-point", "B", 34, score=0.72, medal="bronze")
+    write_report(g, "gated", "wm-point", "A", 35, score=0.85, medal="silver", above_median=True)
+    write_report(g, "gated", "wm-point", "B", 35, score=0.6)
+    write_report(g, "gated", "wm-point", "A", 36, score=0.2)
+    write_status(g, "gated", "wm-point", "B", 36, "failed", "OOM in execution")
+    # gated aide: A34 corrupted; the rest valid, no medals.
+    for t in TASKS:
+        for s in SEEDS:
+            write_report(g, "gated", "aide", t, s, score=0.5)
+    (g / "runs" / "aide" / "A_seed34_grading_report.json").write_text('{"competition_id": "A", "sco')
+    # ungated wm-point: A34 gold (above median), B36 silver.
+    write_report(u, "ungated", "wm-point", "A", 34, score=0.93, medal="gold", above_median=True)
+    write_report(u, "ungated", "wm-point", "B", 34, score=0.6)
+    write_report(u, "ungated", "wm-point", "A", 35, score=0.6)
+    write_report(u, "ungated", "wm-point", "B", 35, score=0.6)
+    write_report(u, "ungated", "wm-point", "A", 36, score=0.3)
+    write_report(u, "ungated", "wm-point", "B", 36, score=0.82, medal="silver")
+    write_report(u, "ungated", "wm-point", "C", 34, score=0.1)  # not in launch.json → unexpected
+    # costs: gated wm-point A34 = 1.5, A35 = 2.5, B34 unknown.
+    write_costs(g, "gated", "wm-point", "A", 34, ["1.0", "0.5"])
+    write_costs(g, "gated", "wm-point", "A", 35, ["2.0", "0.5"])
+    write_costs(g, "gated", "wm-point", "B", 34, ["1.0", ""])
+    # world model: gated gates execute/skip/skip/forced; ungated p=[.9,.2,.6,.4] vs [T,F,F,T].
+    write_events(
+        g, "wm-point", "A", 34,
+        [prediction("execute", 0.9, True), prediction("skip", 0.1, None),
+         prediction("skip", 0.2, None), prediction("forced", 0.3, False)],
+    )  # fmt: skip
+    write_events(
+        u, "wm-point", "A", 34,
+        [prediction("not_gated", 0.9, True), prediction("not_gated", 0.2, False),
+         prediction("not_gated", 0.6, False), prediction("not_gated", 0.4, True),
+         prediction("not_gated", 0.99, False, valid=False),  # invalid: excluded
+         prediction("not_gated", 0.7, None, executed=False),  # not executed: excluded
+         "{corrupted line"],
+    )  # fmt: skip
+    write_journal(g, "wm-point", "A", 34, [(0.0, 0.5), (1.0, 0.8)], lower=False)
+    write_journal(u, "wm-point", "A", 34, [(0.0, 0.6), (2.0, 0.7)], lower=False)
+    return g, u
+
+
+def test_stats_by_hand() -> None:
+    # [1,2,3,4]: mean 2.5, sd = sqrt(5/3) = 1.290994, sem = sd / 2
+    ms = mean_sem([1.0, 2.0, 3.0, 4.0])
+    assert ms.mean == 2.5 and ms.sem == pytest.approx(math.sqrt(5 / 3) / 2) and ms.n == 4
+    assert mean_sem([7.0]) == (7.0, 0.0, 1)
+    assert mean_sem([]) == (None, None, 0)
+    # Brier: (0.1² + 0.2² + 0.6² + 0.6²) / 4 = (0.01 + 0.04 + 0.36 + 0.36) / 4
+    assert brier_score([0.9, 0.2, 0.6, 0.4], [True, False, False, True]) == pytest.approx(0.1925)
+    assert accuracy_at([0.9, 0.2, 0.6, 0.4], [True, False, False, True]) == 0.5
+    bins = calibration_bins([0.05, 0.15, 0.12, 1.0], [False, True, False, True], n_bins=10)
+    assert (bins[1].size, bins[1].mean_predicted, bins[1].observed_rate) == (2, pytest.approx(0.135), 0.5)
+    assert bins[9].size == 1 and bins[9].observed_rate == 1.0 and bins[5].size == 0
+
+
+def test_completeness(sweep_dirs: tuple[Path, Path]) -> None:
+    sweep = audit(list(sweep_dirs)).sweep
+    assert len(sweep.trials) == 18
+    assert len(sweep.found) == 16
+    assert [t.trial_id for t in sweep.missing] == ["gated/wm-point/B/seed36"]
+    assert [t.trial_id for t in sweep.invalid] == ["gated/aide/A/seed34"]
+    assert sweep.invalid[0].problem is not None and "corrupt JSON" in sweep.invalid[0].problem
+    assert sweep.duplicates == ["gated/wm-point/A/seed34"]
+    assert [(t.trial_id, t.cause) for t in sweep.failed] == [("gated/wm-point/B/seed36", "OOM in execution")]
+    assert [Path(p).name for p in sweep.unexpected] == ["C_seed34_grading_report.json"]
+
+
+def test_rates_complete_seeds_only(sweep_dirs: tuple[Path, Path]) -> None:
+    rows = {(r.regime, r.configuration): r for r in audit(list(sweep_dirs)).rates}
+    gated = rows[("gated", "wm-point")]
+    assert gated.seeds_used == [34, 35] and gated.tasks == 2
+    # any medal per seed: s34 100 (A gold, B bronze), s35 50 (A silver) → 75 ± 25
+    assert gated.rates["any_medal"] == (75.0, pytest.approx(25.0), 2)
+    assert gated.rates["gold_medal"] == (25.0, pytest.approx(25.0), 2)
+    assert gated.rates["bronze_medal"] == (25.0, pytest.approx(25.0), 2)
+    assert gated.rates["valid_submission"] == (100.0, 0.0, 2)
+    assert gated.rates["above_median"] == (50.0, 0.0, 2)
+    ungated = rows[("ungated", "wm-point")]
+    # s34 50, s35 0, s36 50 → 33.33 ± 16.67
+    assert ungated.rates["any_medal"].mean == pytest.approx(100 / 3)
+    assert ungated.rates["any_medal"].sem == pytest.approx(50 / 3)
+    aide = rows[("gated", "aide")]  # A34 corrupted → seed 34 incomplete
+    assert aide.seeds_used == [35, 36] and aide.rates["valid_submission"] == (100.0, 0.0, 2)
+
+
+def test_rates_pad_missing(sweep_dirs: tuple[Path, Path]) -> None:
+    rows = {(r.regime, r.configuration): r for r in audit(list(sweep_dirs), pad_missing=True).rates}
+    gated = rows[("gated", "wm-point")]
+    assert gated.seeds_used == [34, 35, 36]
+    # [100, 50, 0] → 50 ± 50/sqrt(3)
+    assert gated.rates["any_medal"] == (50.0, pytest.approx(50 / math.sqrt(3)), 3)
+    # valid: [100, 100, 50] → 83.33 ± 16.67
+    assert gated.rates["valid_submission"].mean == pytest.approx(250 / 3)
+    assert gated.rates["valid_submission"].sem == pytest.approx(50 / 3)
+
+
+def test_paired_deltas(sweep_dirs: tuple[Path, Path]) -> None:
+    deltas = audit(list(sweep_dirs)).deltas
+    assert [d.configuration for d in deltas] == ["wm-point"]
+    d = deltas[0]
+    assert d.pairs == 5  # B36 has no gated report
+    # any medal diffs: A34 0, B34 +100, A35 +100, B35 0, A36 0 → 40 ± sqrt(3000)/sqrt(5)
+    assert d.deltas["any_medal"] == (40.0, pytest.approx(math.sqrt(3000) / math.sqrt(5)), 5)
+    # above median diffs: 0, 0, +100, 0, 0 → 20 ± 20
+    assert d.deltas["above_median"] == (20.0, pytest.approx(20.0), 5)
+    assert d.deltas["valid_submission"] == (0.0, 0.0, 5)
+    # scores: A34 .95>.93, B34 .72>.6, A35 .85>.6 better; B35 tie; A36 .2<.3 worse
+    assert (d.gated_better, d.gated_worse, d.ties) == (3, 1, 1)
+
+
+def test_costs(sweep_dirs: tuple[Path, Path]) -> None:
+    rows = {(c.regime, c.configuration): c for c in audit(list(sweep_dirs)).costs}
+    c = rows[("gated", "wm-point")]
+    assert (c.trials, c.with_costs, c.cost_known) == (6, 3, 2)
+    assert c.cost_per_trial == (2.0, pytest.approx(0.5), 2)
+    assert c.total_cost == pytest.approx(4.0) and c.medals == 2 and c.cost_per_medal == pytest.approx(2.0)
+    assert c.tokens_per_trial == 220 and c.gpu_hours_per_trial == pytest.approx(0.5)
+    assert rows[("ungated", "wm-point")].with_costs == 0
+
+
+def test_world_model(sweep_dirs: tuple[Path, Path]) -> None:
+    rows = {(w.regime, w.configuration): w for w in audit(list(sweep_dirs)).world}
+    gated = rows[("gated", "wm-point")]
+    assert (gated.predictions, gated.decisions, gated.skipped, gated.forced) == (4, 4, 2, 1)
+    assert gated.skip_rate == 0.5 and gated.labelled == 0  # gated trials are not calibration data
+    ungated = rows[("ungated", "wm-point")]
+    assert (ungated.predictions, ungated.invalid, ungated.labelled) == (6, 1, 4)
+    assert ungated.accuracy == 0.5 and ungated.brier == pytest.approx(0.1925)
+    assert ungated.bad_event_lines == 1 and ungated.skip_rate is None
+    overall = rows[("ungated", "all")]
+    assert overall.brier == pytest.approx(0.1925)
+    assert [(b.size, b.observed_rate) for b in overall.bins if b.size] == [
+        (1, 0.0),
+        (1, 1.0),
+        (1, 0.0),
+        (1, 1.0),
+    ]
+
+
+def test_best_metric_curves(sweep_dirs: tuple[Path, Path]) -> None:
+    curves = {(c.regime, c.configuration): c for c in audit(list(sweep_dirs)).curves}
+    # task A bounds 0.5..0.8: gated ends at 0.8 → 1.0, ungated at 0.7 → 2/3
+    assert curves[("gated", "wm-point")].values[-1] == pytest.approx(1.0)
+    assert curves[("ungated", "wm-point")].values[-1] == pytest.approx(2 / 3)
+    assert curves[("gated", "wm-point")].times[-1] == pytest.approx(2.0)
+
+
+def test_run_audit_outputs_and_exit_codes(sweep_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    console = Console(file=io.StringIO(), width=200)
+    out = tmp_path / "audit"
+    assert run_audit(list(sweep_dirs), strict=False, pad_missing=False, console=console, out_dir=out) == 0
+    assert run_audit(list(sweep_dirs), strict=True, pad_missing=False, console=console, out_dir=out) == 1
+    for name in (
+        "summary.csv",
+        "report.md",
+        "medal_rates.png",
+        "calibration.png",
+        "best_metric_over_time.png",
+    ):
+        assert (out / name).stat().st_size > 0, name
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert (
+        "Completeness" in text
+        and "invalid: corrupt JSON" in text
+        and "failed: gated/wm-point/B/seed36" in text
+    )
+    with open(out / "summary.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    any_medal = next(
+        r for r in rows
+        if (r["section"], r["regime"], r["configuration"], r["metric"]) == ("rates", "gated", "wm-point", "any_medal")
+    )  # fmt: skip
+    assert (float(any_medal["value"]), float(any_medal["sem"]), any_medal["n"]) == (75.0, 25.0, "2")
+    assert "## Paired gated − ungated" in (out / "report.md").read_text()
+
+
+def test_default_out_dir_is_first_dir(sweep_dirs: tuple[Path, Path]) -> None:
+    console = Console(file=io.StringIO())
+    run_audit([sweep_dirs[1]], strict=False, pad_missing=False, console=console, out_dir=None, plots=False)
+    assert (sweep_dirs[1] / "audit" / "summary.csv").is_file()
+
+
+def test_clean_sweep_passes_strict(tmp_path: Path) -> None:
+    out = tmp_path / "clean"
+    write_launch(out, "gated", [tid("gated", "aide", "A", 34)])
+    write_report(out, "gated", "aide", "A", 34, score=0.1, lower=True)
+    assert run_audit([out], strict=True, console=Console(file=io.StringIO()), plots=False) == 0
+
+
+def test_missing_launch_json_is_flagged_not_fatal(tmp_path: Path) -> None:
+    out = tmp_path / "nolaunch"
+    write_report(out, "gated", "aide", "A", 34, score=0.1)
+    result = audit([out])
+    assert len(result.sweep.found) == 1 and "launch.json" in result.sweep.problems[0]
+    assert run_audit([out], strict=True, console=Console(file=io.StringIO()), plots=False) == 1
+
+
+def test_missing_dir_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such directory"):
+        run_audit([tmp_path / "nope"], console=Console(file=io.StringIO()))
