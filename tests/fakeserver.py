@@ -116,12 +116,13 @@ class FakeOpenAIServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> FakeOpenAIServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread is not None:
+            self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -248,11 +249,19 @@ class FakeOpenAIServer:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 with fake._lock:
-                    fake.sent.append(SentRecord(reply.status, model, reply.usage if reply.status == 200 else None, request))
+                    fake.sent.append(
+                        SentRecord(reply.status, model, reply.usage if reply.status == 200 else None, request)
+                    )
                 if reply.status != 200:
                     self._send(
                         reply.status,
-                        {"error": {"message": reply.error_message, "type": "server_error", "code": reply.status}},
+                        {
+                            "error": {
+                                "message": reply.error_message,
+                                "type": "server_error",
+                                "code": reply.status,
+                            }
+                        },
                     )
                     return
                 self._send(200, fake._completion_body(reply, model))
