@@ -207,7 +207,7 @@ main() {
     local base="$BASE_IMAGE"
     if [[ "$BASE_IMAGE" == *://* ]]; then
         log "importing $BASE_IMAGE"
-        "$ENROOT" import -o "$WORK/base.sqsh" "$BASE_IMAGE"
+        "$ENROOT" import -o "$WORK/base.sqsh" "$BASE_IMAGE" >&2
         base="$WORK/base.sqsh"
     else
         log "using base image file $BASE_IMAGE"
@@ -215,16 +215,21 @@ main() {
 
     log "creating scratch container $NAME"
     CREATED=1
-    "$ENROOT" create -n "$NAME" "$base"
+    "$ENROOT" create -n "$NAME" "$base" >&2
     [[ -d "$ROOTFS" ]] || { say "enroot create did not unpack into $ROOTFS"; exit 1; }
 
     log "copying the harness source and the recipe into the container"
     mkdir -p "$ROOTFS$IN_SRC"
-    rsync -a --delete \
-        --exclude '.git/' --exclude '/runs/' --exclude '/build/' --exclude '/dist/' --exclude '.venv/' \
-        --exclude '__pycache__/' --exclude '*.egg-info/' --exclude '.mypy_cache/' --exclude '.ruff_cache/' \
-        --exclude '.pytest_cache/' --exclude 'cache/' --exclude '*.sqsh' \
-        "$SOURCE_DIR/" "$ROOTFS$IN_SRC/"
+    if git -C "$SOURCE_DIR" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        # what git would commit: tracked plus untracked files that .gitignore does not exclude
+        git -C "$SOURCE_DIR" ls-files -z --cached --others --exclude-standard |
+            rsync -a --from0 --files-from=- --ignore-missing-args "$SOURCE_DIR/" "$ROOTFS$IN_SRC/"
+    else
+        rsync -a \
+            --exclude '.git/' --exclude '/runs/' --exclude '/build/' --exclude '/dist/' --exclude '.venv/' \
+            --exclude '__pycache__/' --exclude '*.egg-info/' --exclude '.*_cache/' --exclude 'cache/' \
+            --exclude '*.sqsh' "$SOURCE_DIR/" "$ROOTFS$IN_SRC/"
+    fi
     install -m 0755 "$SETUP_SCRIPT" "$ROOTFS$IN_SETUP"
     rm -rf "$ROOTFS$IN_INFO"
 
@@ -234,12 +239,12 @@ main() {
     for var in "${PASS_ENV[@]}"; do
         [[ -z "${!var+x}" ]] || env_args+=(-e "$var")
     done
-    "$ENROOT" start --root --rw "${env_args[@]}" "$NAME" "$IN_SETUP"
+    "$ENROOT" start --root --rw "${env_args[@]}" "$NAME" "$IN_SETUP" >&2
     [[ -s "$ROOTFS$IN_INFO/pip-freeze.txt" ]] ||
         { say "the setup script did not write $IN_INFO/pip-freeze.txt inside the container"; exit 1; }
 
     log "exporting the container"
-    "$ENROOT" export -o "$WORK/image.sqsh" "$NAME"
+    "$ENROOT" export -o "$WORK/image.sqsh" "$NAME" >&2
     unsquashfs -s "$WORK/image.sqsh" >/dev/null 2>&1 ||
         { say "enroot export did not produce a squashfs image"; exit 1; }
 

@@ -1,0 +1,92 @@
+"""Static checks of the shell scripts (shellcheck) and of the image recipe's pinned requirements.
+
+Reads every *.sh under scripts/ and image/, the shell shims under tests/shims/, and image/*.txt;
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import REPO, require_tool
+
+PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+
+
+def shell_scripts() -> list[Path]:
+    """*.sh under scripts/, image/, tests/shims/, tests/image/, plus extension-less shell shims."""
+    tops = ("scripts", "image", "tests/shims", "tests/image")
+    found = {p for top in tops if (REPO / top).is_dir() for p in (REPO / top).rglob("*.sh")}
+    for shim in (REPO / "tests" / "shims").iterdir():
+        if shim.is_file() and shim.suffix == "":
+            first = shim.read_text(errors="replace").split("\n", 1)[0]
+            if first.startswith("#!") and ("bash" in first or first.endswith("/sh")):
+                found.add(shim)
+    return sorted(found)
+
+
+def test_the_scripts_exist() -> None:
+    names = {p.relative_to(REPO).as_posix() for p in shell_scripts()}
+    for expected in (
+        "scripts/image/build_aide_enroot.sh",
+        "image/setup.sh",
+        "scripts/serve/serve_vllm.sh",
+        "scripts/serve/serve_coder.sh",
+        "scripts/serve/serve_world.sh",
+        "scripts/serve/serve_feedback.sh",
+        "tests/shims/enroot",
+    ):
+        assert expected in names
+
+
+def test_shellcheck_clean() -> None:
+    shellcheck = require_tool("shellcheck")
+    scripts = shell_scripts()
+    result = subprocess.run(
+        [shellcheck, "--external-sources", *map(str, scripts)], capture_output=True, text=True, cwd=REPO
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_scripts_are_executable() -> None:
+    for script in shell_scripts():
+        if script.parts[-2] in ("image", "serve", "shims"):
+            assert script.stat().st_mode & 0o111, f"{script} is not executable"
+
+
+def _requirements(name: str) -> list[str]:
+    lines = (REPO / "image" / name).read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_requirements_are_pinned_and_unique() -> None:
+    torch = _requirements("requirements-torch.txt")
+    rest = _requirements("requirements.txt")
+    for line in torch + rest:
+        assert PIN.match(line), f"not an exact pin: {line!r}"
+    names = [line.split("==")[0].lower().replace("_", "-") for line in torch + rest]
+    assert len(names) == len(set(names)), "a package is pinned twice"
+    assert {"torch", "torchvision", "torchaudio"} <= set(names[: len(torch)])
+    for needed in ("numpy", "pandas", "scikit-learn", "xgboost", "lightgbm", "transformers", "kaggle", "openai"):
+        assert needed in names
+    assert "kaggle==1.6.17" in rest  # MLE-bench needs kaggle.rest (gone in 1.7+)
+
+
+def test_setup_recipe_installs_the_stack() -> None:
+    text = (REPO / "image" / "setup.sh").read_text()
+    for needle in (
+        "python3.11",
+        "requirements-torch.txt",
+        "requirements.txt",
+        "torch.version.cuda",
+        "git lfs pull",
+        'checkout --quiet --detach "$MLEBENCH_COMMIT"',
+        'pip install -c "$REQUIREMENTS" -c "$TORCH_REQUIREMENTS" "$SRC"',
+        'pip freeze --all >"$INFO/pip-freeze.txt"',
+        "/etc/environment",
+    ):
+        assert needle in text
+    syntax = subprocess.run(["bash", "-n", str(REPO / "image" / "setup.sh")], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
