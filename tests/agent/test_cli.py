@@ -1,0 +1,194 @@
+"""`python -m mle_world.agent --spec` as a real process: exit codes, SIGTERM, kill -9 + resume, isolation.
+
+Reads the tiny competition; writes a trial dir under tmp_path and runs the agent as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agent_helpers import coder_reply, counter_coder, make_spec, read_events
+from fakeserver import FakeOpenAIServer
+
+from mle_world.agent.journal import Checkpoint
+from mle_world.records import AgentResult, BudgetSettings
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def start_agent(spec_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mle_world.agent", "--spec", str(spec_path)],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def wait_for_nodes(
+    journal: Path, count: int, proc: subprocess.Popen[bytes], timeout: float = 30
+) -> Checkpoint:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal.exists():
+            ckpt = Checkpoint.model_validate_json(journal.read_text())
+            if len(ckpt.nodes) >= count:
+                return ckpt
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.05)
+    raise AssertionError("no checkpoint in time")
+
+
+def test_completed_trial_exits_zero_and_writes_outputs(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0)
+    )
+    trial = Path(spec.paths.trial_dir)
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    result = AgentResult.model_validate_json((trial / "result.json").read_text())
+    assert result.status == "completed" and result.steps == 2
+    for name in (
+        "journal.json",
+        "events.jsonl",
+        "best_solution.py",
+        "submission/submission.csv",
+        "logs/agent.log",
+    ):
+        assert (trial / name).exists(), name
+    assert list((trial / "logs" / "nodes").glob("*.full.log"))
+    assert not (trial / "status.json").exists()
+
+
+def test_endpoint_down_for_good_exits_nonzero_with_cause(tmp_path, competition, servers):
+    public, _ = competition
+    dead = FakeOpenAIServer()
+    url = dead.url
+    dead.stop()
+    spec = make_spec(tmp_path, public, servers, urls={"coder": url}, max_retries=1)
+    trial = Path(spec.paths.trial_dir)
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in err.decode()
+    result = AgentResult.model_validate_json((trial / "result.json").read_text())
+    assert result.status == "failed" and "endpoint_unavailable: coder" in result.stop_reason
+    calls = [e for e in read_events(trial) if e["type"] == "llm_call"]
+    assert [e["outcome"] for e in calls] == ["retry", "error"] or calls == []
+
+
+@pytest.mark.slow
+def test_sigterm_checkpoints_and_exits_143_then_resumes(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder(sleep_s=0.5)
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=120, max_steps=4, min_step_s=0)
+    )
+    trial = Path(spec.paths.trial_dir)
+    proc = start_agent(trial / "spec.json")
+    wait_for_nodes(trial / "journal.json", 1, proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == 143
+    assert not (trial / "result.json").exists()
+    ckpt = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    assert 1 <= len(ckpt.nodes) < 4 and ckpt.time_used_s > 0
+
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    result = AgentResult.model_validate_json((trial / "result.json").read_text())
+    assert result.steps == 4 and result.resumed == 1
+    assert result.time_used_s >= ckpt.time_used_s
+
+
+@pytest.mark.slow
+def test_kill_9_mid_trial_then_resume_carries_time(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder(sleep_s=0.5)
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=120, max_steps=4, min_step_s=0)
+    )
+    trial = Path(spec.paths.trial_dir)
+    proc = start_agent(trial / "spec.json")
+    first = wait_for_nodes(trial / "journal.json", 2, proc)
+    time.sleep(0.3)  # mid-step
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    before = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    assert len(before.nodes) >= len(first.nodes) and not (trial / "result.json").exists()
+
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    after = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    result = AgentResult.model_validate_json((trial / "result.json").read_text())
+    assert result.resumed == 1 and result.steps == 4
+    assert [n.id for n in after.nodes[: len(before.nodes)]] == [n.id for n in before.nodes]
+    # Time used = time of the killed session (up to its last checkpoint) + the new session's.
+    assert result.time_used_s > before.time_used_s
+    assert after.sessions == 2
+
+
+def test_generated_script_sees_no_key_and_no_private_answers(tmp_path, competition, servers):
+    public, private = competition
+    probe = """
+import json, os, sys
+found = []
+for root, dirs, files in os.walk(".", followlinks=True):
+    for name in dirs + files:
+        path = os.path.join(root, name)
+        found.append([path, os.path.realpath(path)])
+walk_up = os.path.exists(os.path.join("input", "..", "private")) or os.path.exists(os.path.join("..", "private"))
+os.makedirs("submission", exist_ok=True)
+open("submission/submission.csv", "w").write("id,target\\n")
+writable = True
+try:
+    open("input/new.csv", "w").write("x")
+except OSError:
+    writable = False
+json.dump({"env": dict(os.environ), "paths": found, "walk_up": walk_up, "input_writable": writable},
+          open("working/probe.json", "w"))
+print("Validation metric: 0.5")
+"""
+    servers["coder"].push(coder_reply(probe))
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        key_env="MLE_TEST_SECRET",
+        budget=BudgetSettings(time_limit_s=60, max_steps=1, min_step_s=0),
+    )
+    trial = Path(spec.paths.trial_dir)
+    proc = start_agent(
+        trial / "spec.json", env={"MLE_TEST_SECRET": "sk-very-secret", "OPENAI_API_KEY": "sk-2"}
+    )
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    report = json.loads((trial / "workspace" / "working" / "probe.json").read_text())
+
+    assert "sk-very-secret" not in json.dumps(report["env"]) and "sk-2" not in json.dumps(report["env"])
+    assert "MLE_TEST_SECRET" not in report["env"] and "OPENAI_API_KEY" not in report["env"]
+    assert servers["coder"].chat_requests[0]["_auth"] == "Bearer sk-very-secret"  # the agent itself has it
+    private_root = str(private.resolve())
+    assert report["paths"], "the probe saw nothing"
+    assert not any(real.startswith(private_root) for _, real in report["paths"])
+    assert not report["walk_up"]
+    if os.geteuid() != 0:  # root ignores the view's 0555 mode; containers mount the data read-only
+        assert not report["input_writable"]
+    assert any(path.endswith("train.csv") for path, _ in report["paths"])
+    # And from outside: nothing under the workspace resolves into private/.
+    for path in (trial / "workspace").rglob("*"):
+        assert not str(path.resolve()).startswith(private_root), path
+        assert not (path / ".." / "private").exists()

@@ -1,0 +1,146 @@
+"""Interpreter tests: timeouts, process-group kills, clean environment, output truncation.
+
+Reads nothing; runs tiny scripts in a tmp workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from mle_world.agent.interpreter import (
+    ProcessRunner,
+    child_environment,
+    enable_subreaper,
+    exception_of,
+    truncate_output,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> ProcessRunner:
+    workspace = tmp_path / "ws"
+    (workspace / "tmp").mkdir(parents=True)
+    return ProcessRunner(
+        workspace, kill_grace_s=1.0, environ={"PATH": os.environ["PATH"], "SECRET_KEY": "s3cret"}
+    )
+
+
+def test_success_output_and_footer(runner, tmp_path):
+    result = runner.run(
+        "import sys\nprint('hello', sys.argv[1:])\n",
+        args=["--debug"],
+        timeout_s=10,
+        log_path=tmp_path / "a.log",
+    )
+    assert result.ok and result.exit_code == 0 and result.exc_type is None
+    assert "hello ['--debug']" in result.term_out and "Execution time:" in result.term_out
+    assert "hello" in (tmp_path / "a.log").read_text()
+
+
+def test_exception_is_reported(runner, tmp_path):
+    result = runner.run("raise KeyError('target')\n", args=[], timeout_s=10, log_path=tmp_path / "b.log")
+    assert not result.ok and result.exc_type == "KeyError" and result.exit_code == 1
+    assert "Traceback" in result.term_out
+
+
+def test_sleeping_script_is_killed_at_timeout(runner, tmp_path):
+    start = time.monotonic()
+    result = runner.run(
+        "import time\nprint('start', flush=True)\ntime.sleep(60)\n",
+        args=[],
+        timeout_s=1,
+        log_path=tmp_path / "c.log",
+    )
+    assert result.timed_out and result.exc_type == "TimeoutError" and result.exit_code is None
+    assert time.monotonic() - start < 5
+    assert "TimeoutError: Execution exceeded the time limit" in result.term_out and "start" in result.term_out
+
+
+def test_sigterm_ignoring_script_is_killed(runner, tmp_path):
+    code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
+    start = time.monotonic()
+    result = runner.run(code, args=[], timeout_s=0.5, log_path=tmp_path / "d.log")
+    assert result.timed_out and time.monotonic() - start < 5
+
+
+def test_forked_children_are_all_killed(runner, tmp_path):
+    enable_subreaper()
+    pids = tmp_path / "pids.txt"
+    code = f"""
+import os, subprocess, sys, time
+procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+pid = os.fork()
+if pid == 0:
+    os.setsid()  # escapes the process group: only the subreaper sweep catches it
+    if os.fork() == 0:
+        time.sleep(120)
+    os._exit(0)
+time.sleep(0.3)
+with open({str(pids)!r}, "w") as f:
+    f.write(" ".join(str(p.pid) for p in procs))
+print("children started", flush=True)
+time.sleep(120)
+"""
+    result = runner.run(code, args=[], timeout_s=2, log_path=tmp_path / "e.log")
+    assert result.timed_out
+    children = [int(p) for p in pids.read_text().split()]
+    time.sleep(0.2)
+    assert not any(_alive(pid) for pid in children)
+    leftovers = [
+        p for p in os.listdir("/proc") if p.isdigit() and _alive(int(p)) and "sleep(120)" in _cmdline(p)
+    ]
+    assert leftovers == []
+
+
+def test_background_children_die_even_when_script_exits_normally(runner, tmp_path):
+    code = "import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\nprint(p.pid)\n"
+    result = runner.run(code, args=[], timeout_s=10, log_path=tmp_path / "f.log")
+    assert result.ok
+    pid = int(result.term_out.split()[0])
+    time.sleep(0.2)
+    assert not _alive(pid)
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_environment_is_clean(runner, tmp_path):
+    code = "import json, os\nprint(json.dumps(sorted(os.environ)))\n"
+    result = runner.run(code, args=[], timeout_s=10, log_path=tmp_path / "g.log")
+    assert "SECRET_KEY" not in result.term_out and "s3cret" not in result.term_out
+    env = child_environment(tmp_path, {"PATH": "/bin", "OPENAI_API_KEY": "k", "CUDA_VISIBLE_DEVICES": "3"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "3" and "OPENAI_API_KEY" not in env and env["HOME"] == str(tmp_path)
+
+
+def test_output_is_tail_truncated(runner, tmp_path):
+    result = runner.run(
+        "print('x' * 100000)\nprint('THE END')\n", args=[], timeout_s=10, log_path=tmp_path / "h.log"
+    )
+    assert len(result.term_out) < 6000 and "THE END" in result.term_out and "truncated" in result.term_out
+    assert len(truncate_output("y" * 10000)) < 5200
+
+
+def test_exception_parsing():
+    out = "Traceback (most recent call last):\n  File 'x'\nnumpy.linalg.LinAlgError: Singular matrix\n"
+    assert exception_of(out) == ("LinAlgError", "numpy.linalg.LinAlgError: Singular matrix")
+    assert exception_of("all good") == (None, None)
