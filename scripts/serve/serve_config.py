@@ -38,7 +38,9 @@ def defaults(config: Path, role: str) -> str:
         raise SystemExit(f"serve_config.py: {config}: serve.{role} must be a mapping")
     unknown = set(section) - set(FIELDS) - {"extra_args"}
     if unknown:
-        raise SystemExit(f"serve_config.py: {config}: unknown keys in serve.{role}: {', '.join(sorted(unknown))}")
+        raise SystemExit(
+            f"serve_config.py: {config}: unknown keys in serve.{role}: {', '.join(sorted(unknown))}"
+        )
     lines = []
     for key, kind in FIELDS.items():
         value = section.get(key)

@@ -74,7 +74,10 @@ def test_build_makes_a_real_squashfs_with_setup_run_inside(build_env) -> None:
     assert "squashfs-root/opt/mle-world/src/.git" not in paths
     assert not [p for p in paths if "__pycache__" in p or p.endswith(".sqsh")]
     ran = subprocess.run(
-        ["unsquashfs", "-cat", str(out), "opt/mle-world/setup-ran"], capture_output=True, text=True, check=True
+        ["unsquashfs", "-cat", str(out), "opt/mle-world/setup-ran"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "user=0" in ran.stdout  # run as root (--root)
     assert "pid=1 " in ran.stdout or "pid=2 " in ran.stdout  # in its own PID namespace
@@ -188,7 +191,20 @@ def _path_without(tool: str, tmp_path: Path) -> str:
     """A PATH holding links to the needed tools except `tool`."""
     bindir = tmp_path / f"bin-no-{tool}"
     bindir.mkdir()
-    needed = ["bash", "env", "mkdir", "df", "awk", "dirname", "date", "sha256sum", "cut", "head", "tr", "uname"]
+    needed = [
+        "bash",
+        "env",
+        "mkdir",
+        "df",
+        "awk",
+        "dirname",
+        "date",
+        "sha256sum",
+        "cut",
+        "head",
+        "tr",
+        "uname",
+    ]
     needed += ["enroot", "rsync", "mksquashfs", "unsquashfs"]
     for name in needed:
         if name == tool:

@@ -1,0 +1,243 @@
+"""scripts/serve/*.sh with a fake `vllm` (tests/shims/vllm) first on PATH.
+
+Reads the scripts' output, the shim's JSON log and the served /v1/models; writes configs and logs
+under pytest's tmp_path. Every server started here listens on 127.0.0.1 and is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from mle_world.endpoints import check_endpoints
+from mle_world.records import EndpointSettings
+
+REPO = Path(__file__).resolve().parents[2]
+SHIMS = REPO / "tests" / "shims"
+SERVE = REPO / "scripts" / "serve"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def serve_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{SHIMS}{os.pathsep}{os.environ['PATH']}",
+        VLLM_SHIM_LOG=str(tmp_path / "vllm.log"),
+        READY_INTERVAL="0.1",
+        SERVE_PUBLIC_HOST="127.0.0.1",
+        TMPDIR=str(tmp_path),
+    )
+    for key in (
+        "ROLE",
+        "MODEL",
+        "PORT",
+        "GPUS",
+        "TENSOR_PARALLEL",
+        "MAX_MODEL_LEN",
+        "DEVICES",
+        "SERVE_CONFIG",
+    ):
+        env.pop(key, None)
+    return env
+
+
+def shim_log(env: dict[str, str]) -> list[dict[str, object]]:
+    path = Path(env["VLLM_SHIM_LOG"])
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+class Running:
+    """A serve script started in the background; `ready()` waits for its URL line."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            ["bash", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def ready(self, timeout: float = 20.0) -> str:
+        assert self.proc.stdout is not None
+        readable, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert readable, f"no URL line within {timeout}s"
+        return self.proc.stdout.readline().strip()
+
+    def stop(self) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+
+@pytest.fixture
+def running():
+    started: list[Running] = []
+
+    def start(args: list[str], env: dict[str, str]) -> Running:
+        run = Running(args, env)
+        started.append(run)
+        return run
+
+    yield start
+    for run in started:
+        run.stop()
+
+
+def test_role_script_reads_model_from_config_and_waits_until_ready(serve_env, running, tmp_path) -> None:
+    port = free_port()
+    config = tmp_path / "paper.yaml"
+    config.write_text(
+        "serve:\n"
+        "  world:\n"
+        "    model: org/world-model\n"
+        f"    port: {port}\n"
+        "    gpus: 2\n"
+        "    max_model_len: 16384\n"
+        "    extra_args: [--enforce-eager, --gpu-memory-utilization, '0.9']\n"
+    )
+    serve_env["VLLM_SHIM_DELAY"] = "1.0"  # the script must wait, not race
+    run = running([str(SERVE / "serve_world.sh"), "--config", str(config), "--timeout", "30"], serve_env)
+
+    line = run.ready()
+
+    assert line == f"WORLD_URL=http://127.0.0.1:{port}/v1"
+    (start,) = shim_log(serve_env)
+    assert start["argv"] == [
+        "serve", "org/world-model", "--host", "0.0.0.0", "--port", str(port),
+        "--tensor-parallel-size", "2", "--max-model-len", "16384",
+        "--enforce-eager", "--gpu-memory-utilization", "0.9",
+    ]  # fmt: skip
+    # the URL it printed works with the probe (real HTTP through the openai client)
+    probes = check_endpoints(
+        {"world": EndpointSettings(url=line.split("=", 1)[1])}, Console(file=io.StringIO())
+    )
+    assert probes[0].served_models == ("org/world-model",) and probes[0].max_model_len == 16384
+
+    code, err = run.stop()
+    assert code == 143
+    assert "world server ready: serves org/world-model" in err
+    assert shim_log(serve_env)[-1] == {"event": "stop", "signal": 15}  # vLLM was stopped with it
+
+
+def test_command_line_overrides_config(serve_env, running) -> None:
+    port = free_port()
+    args = [
+        str(SERVE / "serve_coder.sh"),
+        "--model", "local/coder", "--port", str(port), "--gpus", "4", "--max-model-len", "8192",
+        "--devices", "2,3", "--served-model-name", "coder", "--tool-call-parser", "hermes",
+        "--", "--seed", "1",
+    ]  # fmt: skip
+    run = running(args, serve_env)
+    assert run.ready() == f"CODER_URL=http://127.0.0.1:{port}/v1"
+    (start,) = shim_log(serve_env)
+    argv = start["argv"]
+    assert isinstance(argv, list)
+    assert argv[:2] == ["serve", "local/coder"]
+    assert " ".join(argv[2:]) == (
+        f"--host 0.0.0.0 --port {port} --tensor-parallel-size 4 --max-model-len 8192 "
+        "--served-model-name coder --enable-auto-tool-choice --tool-call-parser hermes --seed 1"
+    )
+    assert start["cuda_visible_devices"] == "2,3"
+
+
+def test_default_model_comes_from_the_paper_config(serve_env, running) -> None:
+    import yaml
+
+    serve = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())["serve"]["feedback"]
+    port = free_port()
+    run = running([str(SERVE / "serve_feedback.sh"), "--port", str(port)], serve_env)
+    assert run.ready() == f"FEEDBACK_URL=http://127.0.0.1:{port}/v1"
+    argv = shim_log(serve_env)[0]["argv"]
+    assert isinstance(argv, list)
+    assert argv[1] == serve["model"]
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(serve["gpus"])
+
+
+def test_env_variables_work_like_options(serve_env, running) -> None:
+    port = free_port()
+    serve_env.update(ROLE="coder", MODEL="env/model", PORT=str(port), GPUS="1")
+    run = running([str(SERVE / "serve_vllm.sh")], serve_env)
+    assert run.ready() == f"CODER_URL=http://127.0.0.1:{port}/v1"
+    assert shim_log(serve_env)[0]["argv"][1] == "env/model"  # type: ignore[index]
+
+
+def test_vllm_dying_before_ready_fails(serve_env) -> None:
+    serve_env["VLLM_SHIM_EXIT"] = "7"
+    result = subprocess.run(
+        ["bash", str(SERVE / "serve_coder.sh"), "--model", "m", "--port", str(free_port())],
+        env=serve_env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "vLLM exited (status 7) before coder was ready" in result.stderr
+    assert result.stdout == ""
+
+
+def test_not_ready_in_time_stops_vllm(serve_env) -> None:
+    serve_env["VLLM_SHIM_NEVER_READY"] = "1"
+    result = subprocess.run(
+        ["bash", str(SERVE / "serve_world.sh"), "--model", "m", "--port", str(free_port()), "--timeout", "1"],
+        env=serve_env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "world server not ready on port" in result.stderr and "after 1s; stopping it" in result.stderr
+    assert shim_log(serve_env)[-1] == {"event": "stop", "signal": 15}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "no role: pass --role coder|world|feedback (or set ROLE)"),
+        (["--role", "judge"], "unknown role judge (coder, world or feedback)"),
+        (["--role", "coder", "--bogus"], "unknown argument --bogus (vLLM arguments go after --)"),
+        (["--role", "coder", "--model", "m", "--port", "x"], "port must be a number, got x"),
+        (["--role", "coder", "--config", "/nonexistent.yaml"], "config /nonexistent.yaml does not exist"),
+    ],
+)
+def test_argument_errors(serve_env, args, message) -> None:
+    result = subprocess.run(
+        ["bash", str(SERVE / "serve_vllm.sh"), *args],
+        env=serve_env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"serve_vllm.sh: {message}"
+
+
+def test_missing_model_names_the_config_key(serve_env, tmp_path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("serve: {}\n")
+    result = subprocess.run(
+        ["bash", str(SERVE / "serve_vllm.sh"), "--role", "world", "--config", str(config)],
+        env=serve_env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert f"no model for world: pass --model or set serve.world.model in {config}" in result.stderr
+
+
+def test_vllm_missing(serve_env) -> None:
+    serve_env["VLLM"] = "/nonexistent/vllm"
+    result = subprocess.run(
+        ["bash", str(SERVE / "serve_vllm.sh"), "--role", "coder", "--model", "m"],
+        env=serve_env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "vllm not found" in result.stderr
