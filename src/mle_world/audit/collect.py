@@ -205,7 +205,7 @@ def collect(dirs: Iterable[Path]) -> Sweep:
     """Read every input dir into one Sweep; nothing here raises for a bad file."""
     sweep = Sweep(dirs=list(dirs))
     seen: set[str] = set()
-    expected_paths: set[Path] = set()
+    expected_paths: set[str] = set()
     for output_dir in sweep.dirs:
         for trial_id, trial_dir in _expected_from_launch(output_dir, sweep):
             parts = parse_trial_id(trial_id)
@@ -230,10 +230,10 @@ def collect(dirs: Iterable[Path]) -> Sweep:
             load_report(trial)
             load_status(trial)
             sweep.trials.append(trial)
-            expected_paths.add(trial.report_path.resolve())
+            expected_paths.add(str(trial.report_path))
     for output_dir in sweep.dirs:
         for report in sorted((output_dir / "runs").glob("*/*_grading_report.json")):
-            if report.resolve() not in expected_paths:
+            if str(report) not in expected_paths:
                 sweep.unexpected.append(str(report))
     attach_costs(sweep)
     return sweep
