@@ -226,7 +226,14 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
         all_y.extend(outcomes)
         rows.append(row)
     if all_p:
-        total = WorldRow("ungated", "all", labelled=len(all_p))
+        ungated = [r for r in rows if r.regime == "ungated"]
+        total = WorldRow(
+            "ungated",
+            "all",
+            predictions=sum(r.predictions for r in ungated),
+            invalid=sum(r.invalid for r in ungated),
+            labelled=len(all_p),
+        )
         total.accuracy, total.brier = accuracy_at(all_p, all_y), brier_score(all_p, all_y)
         total.bins = calibration_bins(all_p, all_y, n_bins)
         rows.append(total)
