@@ -165,3 +165,65 @@ def test_mlebench_crash_yields_invalid_report(
     assert report.valid_submission is False and report.submission_exists is True
     assert (report.gold_threshold, report.silver_threshold, report.bronze_threshold) == (0.9, 0.9, 0.9)
     assert os.getcwd() == str(tmp_path)
+
+
+FAKE_REGISTRY = """
+from pathlib import Path
+from types import SimpleNamespace
+LB = Path(__file__).with_name("leaderboard.csv")
+class _R:
+    def set_data_dir(self, d):
+        return self
+    def get_competition(self, cid):
+        if cid == "absent":
+            raise FileNotFoundError(cid)
+        return SimpleNamespace(id=cid, leaderboard=LB)
+registry = _R()
+"""
+FAKE_GRADE = """
+import math
+class _Rep:
+    def __init__(self, d):
+        self.d = d
+    def to_dict(self):
+        return self.d
+def grade_csv(path, comp):
+    text = path.read_text() if path.is_file() else ""
+    if "crash" in text:
+        raise ValueError("boom")
+    score = math.nan if "nan" in text else 0.85
+    return _Rep({"competition_id": comp.id, "score": score, "gold_threshold": 0.9, "silver_threshold": 0.8,
+                 "bronze_threshold": 0.7, "median_threshold": 0.75, "any_medal": True, "gold_medal": False,
+                 "silver_medal": True, "bronze_medal": False, "above_median": True, "submission_exists": True,
+                 "valid_submission": True, "is_lower_better": False, "created_at": "2024-01-01T00:00:00",
+                 "submission_path": str(path)})
+"""
+
+
+def test_grading_through_a_separate_mlebench_venv(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mle_world.grading import VenvMLEBenchGrader, make_mlebench_grader
+
+    site = tmp_path / "venv-site" / "mlebench"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / "registry.py").write_text(FAKE_REGISTRY)
+    (site / "grade.py").write_text(FAKE_GRADE)
+    (site / "leaderboard.csv").write_text("score\n0.9\n0.8\n0.7\n")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("PYTHONPATH", str(site.parent))
+    monkeypatch.setitem(sys.modules, "mlebench", None)  # not importable in-process
+    monkeypatch.setitem(sys.modules, "mlebench.registry", None)
+    grader = make_mlebench_grader(prepared_fake, {"MLEBENCH_VENV": str(venv)})
+    assert isinstance(grader, VenvMLEBenchGrader)
+    ok = grader.grade("fake-comp", submit(tmp_path / "ok.csv", "id,y\n"))
+    assert ok.score == 0.85 and ok.silver_medal and ok.valid_submission
+    nan = grader.grade("fake-comp", submit(tmp_path / "nan.csv", "nan"))
+    assert nan.score is None and not nan.valid_submission and not nan.any_medal
+    crash = grader.grade("fake-comp", submit(tmp_path / "crash.csv", "crash"))
+    assert not crash.valid_submission and crash.gold_threshold == 0.9
+    with pytest.raises(UserError, match="not prepared"):
+        grader.grade("absent", tmp_path / "ok.csv")
