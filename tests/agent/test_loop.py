@@ -422,3 +422,37 @@ def test_seeded_runs_make_the_same_decisions(tmp_path, competition, servers):
         run(spec)
         chosen.append([n.candidate for n in journal(spec).nodes if n.executed])
     assert chosen[0] == chosen[1]
+
+
+@pytest.mark.parametrize("context", ["full", "blind"])
+def test_world_context_and_all_stages(tmp_path, competition, servers, context):
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    servers["world"].default = lambda r: world_reply(0.9)
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        regime="gated",
+        world=WorldModelSettings(enabled=True, applies_to=("draft", "debug", "improve"), context=context),
+        budget=BudgetSettings(time_limit_s=120, max_steps=2, min_step_s=0),
+    )
+    run(spec)
+    nodes = journal(spec).nodes
+    assert all(n.prediction is not None and n.gate == "execute" for n in nodes)
+    prompts = [prompt_text(r) for r in servers["world"].chat_requests]
+    assert len(prompts) == 2 and all("Tiny task" in p for p in prompts)
+    if context == "blind":
+        assert not any("Parent solution" in p or "Data Overview" in p for p in prompts)
+    else:
+        assert (
+            "Data Overview" in prompts[0] and "Parent solution" in prompts[1] and "Best so far" in prompts[1]
+        )
+
+
+def test_world_model_disabled_makes_no_world_calls(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    spec = make_spec(tmp_path, public, servers, world=WorldModelSettings(enabled=False, candidates=4))
+    result = run(spec)
+    assert servers["world"].chat_requests == [] and result.steps == 3 and result.skipped == 0
