@@ -192,3 +192,31 @@ print("Validation metric: 0.5")
     for path in (trial / "workspace").rglob("*"):
         assert not str(path.resolve()).startswith(private_root), path
         assert not (path / ".." / "private").exists()
+
+
+def test_sigusr2_also_checkpoints_and_exits_143(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder(sleep_s=3)
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=120, max_steps=4, min_step_s=0)
+    )
+    trial = Path(spec.paths.trial_dir)
+    proc = start_agent(trial / "spec.json")
+    wait_for_nodes(trial / "journal.json", 1, proc)
+    time.sleep(0.5)  # inside the next step's 3 s full run
+    os.kill(proc.pid, signal.SIGUSR2)
+    proc.wait(timeout=30)
+    assert proc.returncode == 143 and not (trial / "result.json").exists()
+    ckpt = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    assert len(ckpt.nodes) == 1
+    # The interrupted script's process group was killed with the agent's clean exit.
+    time.sleep(0.2)
+    assert not any("runfile.py" in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

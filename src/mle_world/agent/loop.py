@@ -189,8 +189,8 @@ class Agent:
         if consult:
             for node in nodes:
                 self.s.events.emit(self.prediction_event(node, prev_best))
-            if self.spec.regime == "gated":
-                self.ckpt.consecutive_skips = 0 if executed is not None else self.ckpt.consecutive_skips + 1
+        # Any executed node (also of a stage the gate does not apply to) breaks a run of skips.
+        self.ckpt.consecutive_skips = 0 if executed is not None else self.ckpt.consecutive_skips + 1
         self.ckpt.groups = group + 1
         self.checkpoint()
 
