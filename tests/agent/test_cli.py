@@ -211,7 +211,19 @@ def test_sigusr2_also_checkpoints_and_exits_143(tmp_path, competition, servers):
     assert len(ckpt.nodes) == 1
     # The interrupted script's process group was killed with the agent's clean exit.
     time.sleep(0.2)
-    assert not any("runfile.py" in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+    workspace = str((trial / "workspace").resolve())
+    assert not any(
+        "runfile.py" in _cmdline(pid) and _cwd(pid) == workspace
+        for pid in os.listdir("/proc")
+        if pid.isdigit()
+    )
+
+
+def _cwd(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
 
 
 def _cmdline(pid: str) -> str:
