@@ -271,6 +271,24 @@ def write_trial_costs(trial_dir: Path, spec: TrialSpec, output_dir: Path, prices
     return path
 
 
+def cost_output_dir(output_dir: Path, prices: Prices) -> list[Path]:
+    """Rewrite the cost CSV of every trial under `runs/*/*/spec.json`, then `costs/summary.csv`.
+
+    Trials whose spec.json is unreadable are skipped. Returns the files written.
+    """
+    from mle_world.storage import read_model
+
+    written: list[Path] = []
+    for spec_path in sorted((output_dir / "runs").glob("*/*/spec.json")):
+        try:
+            spec = read_model(spec_path, TrialSpec)
+        except (OSError, ValueError, ValidationError):
+            continue
+        written.append(write_trial_costs(spec_path.parent, spec, output_dir, prices))
+    written.append(write_cost_summary(output_dir))
+    return written
+
+
 # --------------------------------------------------------------------------- summary
 
 

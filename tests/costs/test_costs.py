@@ -162,6 +162,22 @@ def test_summary_sums_per_regime_configuration_role(tmp_path: Path, prices) -> N
     assert not (tmp_path / "costs" / "summary.csv").read_text().count("summary")
 
 
+def test_cost_output_dir_rewrites_every_trial(tmp_path: Path, prices) -> None:  # type: ignore[no-untyped-def]
+    from mle_world.costs import cost_output_dir
+    from mle_world.storage import write_model
+
+    for seed in (34, 35):
+        spec = spec_for("iris-species", seed)
+        write_model(make_trial(tmp_path, spec, EVENTS) / "spec.json", spec)
+    bad = tmp_path / "runs" / "wm-point" / "broken_seed1"
+    bad.mkdir()
+    (bad / "spec.json").write_text("{")
+    written = cost_output_dir(tmp_path, prices)
+    assert [p.name for p in written] == [
+        "wm-point.iris-species.seed34.csv", "wm-point.iris-species.seed35.csv", "summary.csv",
+    ]  # fmt: skip
+
+
 def test_shipped_price_table_loads() -> None:
     prices = load_prices(DEFAULT_PRICES)
     assert prices.version >= 1 and prices.as_of and prices.execution.usd_per_gpu_hour is not None
