@@ -29,7 +29,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--gpus", default="0,1")
     ap.add_argument("--parallelism", type=int, default=2)
-    ap.add_argument("--budget", type=float, default=120.0)
+    ap.add_argument("--budget", type=float, default=300.0)
     ap.add_argument("--no-wait", action="store_true")
     a = ap.parse_args()
     plan = make_plan(

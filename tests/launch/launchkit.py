@@ -29,7 +29,7 @@ def make_plan(
     *,
     mode: str | Callable[[int], str] = "ok",
     seconds: float = 1.0,
-    budget_s: float = 60.0,
+    budget_s: float = 300.0,
     cluster: ClusterConfig | None = None,
     prepare: bool = True,
     config_name: str = "aide",

@@ -210,7 +210,7 @@ def test_ctrl_c_stops_children_and_leaves_pending(dirs: tuple[Path, Path]) -> No
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     # the interrupted trials resume (the fake agent's checkpoint counts the restart)
-    plan = make_plan(out, data, 4, seconds=0.2, budget_s=120.0)
+    plan = make_plan(out, data, 4, seconds=0.2, budget_s=300.0)
     assert run_sweep(plan, options(), console=quiet()) == 0
 
 

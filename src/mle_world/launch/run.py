@@ -230,8 +230,11 @@ class SweepRunner:
             state = read_status(run.trial.trial_dir, run.trial.trial_id).state
             counts[state] = counts.get(state, 0) + 1
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        self.console.print(f"[launch] {len(runs)} trials: {text}")
+        self._say(f"[launch] {len(runs)} trials: {text}")
         return 0 if counts.get("succeeded", 0) == len(runs) else 1
+
+    def _say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
 
     # ---------------------------------------------------------------- local
     def _run_local(self) -> int:
@@ -252,7 +255,7 @@ class SweepRunner:
             elif action == "run":
                 todo.append(run)
         skipped = len(plan.runs) - len(todo)
-        self.console.print(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
+        self._say(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
         if not todo:
             return self._summary(plan.runs)
         prior = self._submit_marks(todo, "local")
@@ -277,7 +280,7 @@ class SweepRunner:
                     attempt=prior[run.trial.trial_id],
                 )
         if result.interrupted:
-            self.console.print("[launch] interrupted: running trials stopped and left resumable")
+            self._say("[launch] interrupted: running trials stopped and left resumable")
             return 130
         return self._summary(plan.runs)
 
@@ -306,14 +309,14 @@ class SweepRunner:
         if todo:
             self._submit_slurm(submitter, todo)
         else:
-            self.console.print("[launch] slurm: nothing to submit")
+            self._say("[launch] slurm: nothing to submit")
         if not self.options.wait:
-            self.console.print(f"[launch] submitted; follow with: run_paper.py status {plan.output_dir}")
+            self._say(f"[launch] submitted; follow with: run_paper.py status {plan.output_dir}")
             return 0
         try:
             self._watch(submitter)
         except KeyboardInterrupt:
-            self.console.print(
+            self._say(
                 "[launch] stopped watching; the Slurm jobs keep running. "
                 f"Re-run the same command or `run_paper.py status {plan.output_dir}` to follow them."
             )
@@ -348,7 +351,7 @@ class SweepRunner:
             # Only the ids: the job may already have started and written 'running'.
             update_status(run.trial.trial_dir, run.trial.trial_id, slurm_job_id=job_id, slurm_array_id=array)
         first = ids[0].split("_")[0]
-        self.console.print(
+        self._say(
             f"[launch] slurm: submitted {len(ids)} trials as job {first} "
             f"(parallelism {params['array_parallelism']}, time {params['time']} min)"
         )

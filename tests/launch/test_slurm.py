@@ -1,0 +1,170 @@
+"""Slurm backend on the real local cluster (scripts/slurm/local_cluster.sh): arrays, GPUs, scancel,
+requeue, idempotence; plus the pure pieces (sbatch preview, sacct parsing, resume rule) without Slurm.
+
+Writes trial dirs and submitit folders under pytest's tmp paths; submits jobs to the local Slurm.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from launchkit import fast_cluster, make_plan, max_overlap, timelines
+from rich.console import Console
+
+from mle_world.launch import run_sweep, write_sbatch_preview
+from mle_world.launch.run import decide
+from mle_world.launch.slurm import _expand
+from mle_world.launch.state import read_status
+from mle_world.plan import LaunchOptions
+from mle_world.records import TrialStatus
+
+SLURM = LaunchOptions(backend="slurm", show_progress=False)
+
+
+def quiet() -> Console:
+    return Console(file=open(os.devnull, "w"))  # noqa: SIM115
+
+
+def statuses(plan) -> list[TrialStatus]:  # type: ignore[no-untyped-def]
+    return [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.runs]
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sbatch_preview_is_submitits_script(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 12, budget_s=600.0, cluster=fast_cluster(parallelism=2))
+    [path] = write_sbatch_preview(plan, SLURM)
+    text = path.read_text()
+    assert path.parent == out / "slurm" / "preview"
+    for line in (
+        "#SBATCH --array=0-11%2",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --time=11",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --signal=USR2@90",
+        "submitit.core._submit",
+    ):
+        assert line in text
+    assert "# task 11: ungated/aide/task11/seed34" in text
+    assert not (out / "runs").exists()  # a dry run touches no trial
+
+
+def test_sacct_array_ranges_expand() -> None:
+    assert _expand("12_[3-5,8%2]") == ["12_3", "12_4", "12_5", "12_8"]
+    assert _expand("12_7") == ["12_7"] and _expand("13") == ["13"]
+
+
+def test_resume_rule() -> None:
+    base = TrialStatus(trial_id="t", state="running", backend="slurm", slurm_job_id="4_1", attempt=1)
+    assert decide(base, SLURM, 3, "RUNNING") == "watch"
+    assert decide(base, SLURM, 3, None) == "watch"
+    assert decide(base, SLURM, 3, "CANCELLED") == "stale"
+    failed = base.model_copy(update={"state": "failed", "failure_class": "agent"})
+    assert decide(failed, SLURM, 3, None) == "skip"
+    assert decide(failed, LaunchOptions(backend="slurm", retry_failed="all"), 3, None) == "run"
+    assert decide(failed, LaunchOptions(backend="slurm", retry_failed="infra"), 3, None) == "skip"
+    assert decide(base.model_copy(update={"state": "succeeded"}), SLURM, 3, None) == "skip"
+
+
+@pytest.mark.slurm
+def test_array_of_twelve_with_parallelism_two(slurm_cluster: None, dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 12, seconds=2.0, cluster=fast_cluster(parallelism=2))
+    assert run_sweep(plan, SLURM, console=quiet()) == 0
+    final = statuses(plan)
+    assert [s.state for s in final] == ["succeeded"] * 12
+    arrays = {s.slurm_array_id for s in final}
+    assert len(arrays) == 1 and None not in arrays  # one array for the whole submission
+    array = arrays.pop()
+    assert sorted(s.slurm_job_id or "" for s in final) == sorted(f"{array}_{i}" for i in range(12))
+    spans, by_gpu = [], {}
+    for events in timelines(plan):
+        [start] = [e for e in events if e["event"] == "start"]
+        [end] = [e for e in events if e["event"] == "end"]
+        gpu = str(start["gpu"])
+        assert gpu in {"0", "1", "2", "3"}  # exactly one GPU through CUDA_VISIBLE_DEVICES
+        span = (float(start["t"]), float(end["t"]))  # type: ignore[arg-type]
+        spans.append(span)
+        by_gpu.setdefault(gpu, []).append(span)
+    assert max_overlap(spans) == 2  # parallelism reached and never exceeded
+    assert all(max_overlap(s) == 1 for s in by_gpu.values())
+    script = next((out / "slurm").glob("*_submission.sh")).read_text()
+    assert "#SBATCH --array=0-11%2" in script
+
+    # Re-running the finished sweep submits nothing.
+    before = sorted(p.name for p in (out / "slurm").glob("*_submission.sh"))
+    assert run_sweep(plan, SLURM, console=quiet()) == 0
+    assert sorted(p.name for p in (out / "slurm").glob("*_submission.sh")) == before
+    assert [s.slurm_job_id for s in statuses(plan)] == [s.slurm_job_id for s in final]
+
+
+@pytest.mark.slurm
+def test_scancel_is_an_infra_failure_and_retry_fixes_it(slurm_cluster: None, dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 3, seconds=15.0, cluster=fast_cluster(parallelism=3))
+    codes: list[int] = []
+    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, console=quiet())))
+    launcher.start()
+    first = plan.runs[0].trial
+    wait_until(lambda: read_status(first.trial_dir, first.trial_id).state == "running", 60, "trial 0 running")
+    job = read_status(first.trial_dir, first.trial_id).slurm_job_id
+    assert job
+    subprocess.run(["scancel", job], check=True)
+    launcher.join(timeout=180)
+    assert codes == [1]
+    dead = read_status(first.trial_dir, first.trial_id)
+    assert (dead.state, dead.failure_class) == ("failed", "infra")
+    assert dead.cause == f"slurm job {job} CANCELLED without a result"
+    assert [s.state for s in statuses(plan)[1:]] == ["succeeded", "succeeded"]
+
+    retry = make_plan(out, data, 3, seconds=1.0, cluster=fast_cluster(parallelism=3))
+    options = LaunchOptions(backend="slurm", show_progress=False, retry_failed="infra")
+    assert run_sweep(retry, options, console=quiet()) == 0
+    again = read_status(first.trial_dir, first.trial_id)
+    assert (again.state, again.attempt) == ("succeeded", 2)
+    assert again.slurm_job_id != job
+    assert [len(t) for t in timelines(plan)[1:]] == [2, 2]  # the others did not run again
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_requeued_trial_resumes_with_time_carried_over(slurm_cluster: None, dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, mode="checkpoint", seconds=20.0, cluster=fast_cluster(parallelism=1))
+    codes: list[int] = []
+    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, console=quiet())))
+    launcher.start()
+    trial = plan.runs[0].trial
+    wait_until(lambda: read_status(trial.trial_dir, trial.trial_id).state == "running", 60, "trial running")
+    time.sleep(6)
+    job = read_status(trial.trial_dir, trial.trial_id).slurm_job_id
+    assert job
+    # What submitit's job._interrupt() does: preemption = SIGTERM, then the USR2 checkpoint signal.
+    subprocess.run(["scancel", job, "--signal", "SIGTERM"], check=True)
+    subprocess.run(["scancel", job, "--signal", "USR2"], check=True)
+    wait_until(lambda: read_status(trial.trial_dir, trial.trial_id).requeues == 1, 60, "requeue recorded")
+    mid = read_status(trial.trial_dir, trial.trial_id)
+    assert mid.state in ("submitted", "running") and mid.wall_used_s >= 5
+    launcher.join(timeout=400)  # Slurm makes a requeued job eligible only after ~120 s
+    assert codes == [0]
+    done = read_status(trial.trial_dir, trial.trial_id)
+    assert (done.state, done.attempt, done.requeues, done.slurm_job_id) == ("succeeded", 1, 1, job)
+    assert done.wall_used_s >= 20  # both runs counted
+    result = (trial.trial_dir / "result.json").read_text()
+    assert '"resumed": 1' in result
+    events = [e["event"] for e in timelines(plan)[0]]
+    assert events == ["start", "checkpoint", "start", "end"]
+    assert [p.name for p in (out / "runs" / "aide").iterdir()] == [trial.trial_dir.name]
