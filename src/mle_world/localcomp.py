@@ -185,9 +185,9 @@ def _fingerprint(comp: LocalCompetition) -> str:
 def prepare_local(comp_id: str, comp_dir: Path, data_dir: Path, seed: int = 0) -> Path:
     """Prepare a local competition into `<data_dir>/<id>/prepared/`; idempotent, deterministic by seed.
 
-    Runs the folder's `fetch_raw(raw, seed)` (offline, e.g. scikit-learn's bundled data) then
-    `prepare(raw, public, private)`, copies description.md into public/, and swaps the result in
-    atomically. Returns the prepared dir.
+    Runs the folder's `fetch_raw(raw, seed)` (offline, e.g. scikit-learn's bundled data) — or,
+    without one, uses a user-provided `<data_dir>/<id>/raw/` — then `prepare(raw, public, private)`,
+    copies description.md into public/, and swaps the result in atomically. Returns the prepared dir.
     """
     comp = load_competition(comp_dir)
     if comp.id != comp_id:
@@ -203,14 +203,25 @@ def prepare_local(comp_id: str, comp_dir: Path, data_dir: Path, seed: int = 0) -
         except (OSError, ValueError):
             pass
     root.mkdir(parents=True, exist_ok=True)
-    fetch_raw = _load_fn(comp, f"{comp.preparer.split(':', 1)[0]}:fetch_raw", "preparer")
     prepare_fn = _load_fn(comp, comp.preparer, "preparer")
+    module = _load_module(comp, comp.preparer, "preparer")
+    fetch_raw = getattr(module, "fetch_raw", None)
+    user_raw = root / "raw"
+    if not callable(fetch_raw) and not (user_raw.is_dir() and any(user_raw.iterdir())):
+        raise ConfigError(
+            f"{comp.directory}: prepare.py has no fetch_raw(raw, seed) and {user_raw} is empty; "
+            "define fetch_raw or put the raw data there"
+        )
     work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=root))
     try:
         raw, public, private = work / "raw", work / "prepared" / "public", work / "prepared" / "private"
-        for folder in (raw, public, private):
+        for folder in (public, private):
             folder.mkdir(parents=True)
-        fetch_raw(raw, seed)
+        if callable(fetch_raw):
+            raw.mkdir()
+            fetch_raw(raw, seed)
+        else:
+            shutil.copytree(user_raw, raw)
         prepare_fn(raw=raw, public=public, private=private)
         shutil.copyfile(comp.description, public / "description.md")
         write_json_atomic(work / "prepared" / MARKER, marker)

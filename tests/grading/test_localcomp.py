@@ -103,3 +103,22 @@ def test_prepare_is_deterministic_by_seed_and_idempotent(
     assert (a / "public" / "train.csv").stat().st_mtime_ns == stamp  # idempotent: not rewritten
     prepare_local("diabetes-progression", comp, tmp_path / "a", seed=2)
     assert (a / "private/test.csv").read_bytes() == (c / "private/test.csv").read_bytes()
+
+
+def test_folder_without_fetch_raw_uses_user_raw_dir(tmp_path: Path) -> None:
+    from gradekit import write_custom_competition
+
+    folder = write_custom_competition(tmp_path / "comps", "rawless", [1.0, 0.0])
+    (folder / "prepare.py").write_text(
+        "def prepare(raw, public, private):\n"
+        "    (public / 'train.csv').write_text((raw / 'data.csv').read_text())\n"
+        "    (private / 'test.csv').write_text('id,value\\n1,0\\n')\n"
+    )
+    from mle_world.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no fetch_raw"):
+        prepare_local("rawless", folder, tmp_path / "data")
+    (tmp_path / "data" / "rawless" / "raw").mkdir(parents=True)
+    (tmp_path / "data" / "rawless" / "raw" / "data.csv").write_text("id,value\n1,5\n")
+    prepared = prepare_local("rawless", folder, tmp_path / "data")
+    assert (prepared / "public" / "train.csv").read_text() == "id,value\n1,5\n"
