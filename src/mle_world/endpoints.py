@@ -245,7 +245,7 @@ def render_probe_table(probes: list[EndpointProbe]) -> Table:
             p.role,
             p.url,
             p.model or (", ".join(p.served_models) if p.served_models else "-"),
-            str(p.max_model_len) if p.max_model_len is not None else "n/a",
+            str(p.max_model_len) if p.max_model_len is not None else ("n/a" if p.reachable else "-"),
             f"{p.latency_s * 1000:.0f} ms" if p.latency_s is not None else "-",
             tools,
             "ok" if p.ok else (p.error or "failed"),

@@ -1,4 +1,4 @@
-"""Helpers for the image tests: paths of the repo's scripts and the enroot shim, tool checks.
+"""Shared helpers of the image tests: paths of the repo's scripts and the enroot shim, tool checks.
 
 Reads nothing but PATH; writes nothing.
 """
@@ -31,10 +31,3 @@ def require_tool(name: str) -> str:
         package = DEBIAN_PACKAGE.get(name, name)
         pytest.fail(f"{name} not found: apt-get install -y --no-install-recommends {package}")
     return path
-
-
-@pytest.fixture
-def squashfs_tools() -> None:
-    """Fail early when squashfs-tools is missing."""
-    require_tool("mksquashfs")
-    require_tool("unsquashfs")

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BUILD_SCRIPT, REPO, SHIMS, require_tool
+from image_helpers import BUILD_SCRIPT, REPO, SHIMS, require_tool
 
 from mle_world.image import verify_image
 
