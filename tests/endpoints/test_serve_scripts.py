@@ -13,6 +13,8 @@ import select
 import signal
 import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -241,3 +243,47 @@ def test_vllm_missing(serve_env) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "vllm not found" in result.stderr
+
+
+def _slurm_or_fail() -> None:
+    import shutil
+
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        reason = (
+            "sbatch/sinfo not found: start the local cluster with `bash scripts/slurm/local_cluster.sh up`"
+        )
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.mark.slurm
+def test_role_script_through_sbatch(serve_env, tmp_path) -> None:
+    """sbatch runs a spool copy of serve_feedback.sh; it finds serve_vllm.sh via SLURM_SUBMIT_DIR."""
+    _slurm_or_fail()
+    port = free_port()
+    log = tmp_path / "serve-feedback.log"
+    submit = subprocess.run(
+        ["sbatch", "--parsable", "--partition", "gpu", "--mem", "1G", "--cpus-per-task", "1",
+         "--time", "5", f"--output={log}", str(SERVE / "serve_feedback.sh"), "--model", "m", "--port", str(port)],
+        env=serve_env, cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.exists() and f"FEEDBACK_URL=http://127.0.0.1:{port}/v1" in log.read_text():
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"no URL line from job {job}: {log.read_text() if log.exists() else 'no log'}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as response:
+            assert json.loads(response.read())["data"][0]["id"] == "m"
+        assert shim_log(serve_env)[0]["argv"][:2] == ["serve", "m"]  # type: ignore[index]
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and shim_log(serve_env)[-1].get("event") != "stop":
+        time.sleep(0.5)
+    assert shim_log(serve_env)[-1].get("event") == "stop"  # scancel stopped vLLM as well

@@ -265,3 +265,22 @@ def test_bad_out_dir_and_base(build_env, tmp_path) -> None:
     lines = _prereq_lines(result)
     assert any("BASE_IMAGE=ubuntu is neither an enroot URI" in line for line in lines)
     assert any(f"directory {tmp_path / 'nodir'} does not exist or is not writable" in line for line in lines)
+
+
+def test_source_outside_git_is_copied_without_caches(build_env, tmp_path) -> None:
+    src = tmp_path / "plain checkout"  # a space in the path, and no .git
+    (src / "image").mkdir(parents=True)
+    (src / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (src / "image" / "setup.sh").write_text("#!/bin/sh\n")
+    (src / "__pycache__").mkdir()
+    (src / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    (src / "old.sqsh").write_bytes(b"x")
+    result = run_build(build_env, SOURCE_DIR=str(src))
+    assert result.returncode == 0, result.stderr
+    listing = subprocess.run(
+        ["unsquashfs", "-l", build_env["OUT_SQSH"]], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert "squashfs-root/opt/mle-world/src/pyproject.toml" in listing
+    assert not [p for p in listing if "__pycache__" in p or p.endswith("old.sqsh")]
+    manifest = json.loads(Path(build_env["OUT_SQSH"] + ".manifest.json").read_text())
+    assert manifest["harness"] == {"git_sha": None, "dirty": False}
