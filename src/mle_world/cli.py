@@ -112,6 +112,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     g.add_argument("--configs", type=_csv, help="comma-separated configuration names")
     g.add_argument("--seeds", type=_seeds, help="comma-separated seeds")
     g.add_argument("--grade", action="store_true", help="grade each trial after its agent exits")
+    g.add_argument("--prices", type=Path, help="price table for cost CSVs (default configs/prices.yaml)")
     g.add_argument("--dry-run", action="store_true", help="render and record everything, execute nothing")
     g.add_argument("--summary", action="store_true", help="with --dry-run: a table instead of every command")
     g.add_argument("--retry-failed", nargs="?", const="infra", choices=["infra", "all"])
@@ -389,6 +390,7 @@ def build_sub_parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--data-dir", type=Path)
         p.add_argument("--competitions-dir", type=Path, action="append", default=[])
         p.add_argument("--missing-only", action="store_true", help="keep existing reports")
+        p.add_argument("--prices", type=Path, help="price table (default configs/prices.yaml)")
     elif command == "prepare":
         p.add_argument("--config", type=Path)
         p.add_argument("--data-dir", type=Path)
@@ -401,8 +403,10 @@ def build_sub_parser(command: str) -> argparse.ArgumentParser:
 
 
 def cmd_grade(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.costs import cost_output_dir, load_prices
     from mle_world.grading import grade_output_dir
 
+    prices = load_prices(args.prices or default_config_path("prices.yaml"))
     registry = load_registry(list(args.competitions_dir))
     data_dir = (args.data_dir or default_data_dir()).absolute()
     result = grade_output_dir(args.output_dir, data_dir, registry.local, force=not args.missing_only)
@@ -418,6 +422,7 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
         print(f"{report.trial_id}\tscore={score}\tmedal={medal}")
     for line in result.errors:
         print(f"error: {line}", file=sys.stderr)
+    cost_output_dir(args.output_dir, prices)
     print(f"graded {len(result.graded)}, kept {len(result.skipped)}, errors {len(result.errors)}")
     return 1 if result.errors else 0
 
