@@ -6,6 +6,9 @@ Reads the probe results and the rendered rich table; writes nothing outside pyte
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 from rich.console import Console
@@ -147,3 +150,26 @@ def test_render_and_records_without_probe(start_server) -> None:
     assert "ok" in out.getvalue()
     (record,) = endpoint_records(endpoints)
     assert record.probed is False and record.served_models == ()
+
+
+def test_run_paper_check_endpoints_exit_codes(start_server, dead_url, repo) -> None:
+    """The CLI subcommand end to end: table and exit 0 when healthy, one line and exit 2 when a role is down."""
+    coder, world, feedback = start_server(), start_server(), start_server(tools=False)
+    base = [sys.executable, str(repo / "run_paper.py"), "check-endpoints"]
+    urls = ["--coder-url", coder.url, "--feedback-url", feedback.url]
+    env = {**os.environ, "COLUMNS": "200"}
+
+    healthy = subprocess.run(
+        [*base, *urls, "--world-url", world.url], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert healthy.returncode == 0, healthy.stderr
+    assert "test-model" in healthy.stdout and "tool calls" in healthy.stdout
+
+    down = subprocess.run(
+        [*base, *urls, "--world-url", dead_url], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert down.returncode == 2
+    assert down.stderr.strip().splitlines()[-1] == (
+        f"run_paper.py: error: check-endpoints: world endpoint {dead_url} unreachable: connection refused"
+    )
+    assert "Traceback" not in down.stderr
