@@ -16,6 +16,7 @@ from mle_world.agent.interpreter import (
     child_environment,
     enable_subreaper,
     exception_of,
+    kill_leftovers,
     truncate_output,
 )
 
@@ -144,3 +145,20 @@ def test_exception_parsing():
     out = "Traceback (most recent call last):\n  File 'x'\nnumpy.linalg.LinAlgError: Singular matrix\n"
     assert exception_of(out) == ("LinAlgError", "numpy.linalg.LinAlgError: Singular matrix")
     assert exception_of("all good") == (None, None)
+
+
+def test_kill_leftovers_in_workspace(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    import subprocess
+    import sys
+
+    stale = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=workspace)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path)
+    try:
+        time.sleep(0.2)
+        assert kill_leftovers(workspace) == [stale.pid]
+        assert stale.wait(timeout=5) == -9 and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from mle_world.agent.budget import MonotonicClock
 from mle_world.agent.events import EventLog
-from mle_world.agent.interpreter import ProcessRunner, enable_subreaper
+from mle_world.agent.interpreter import ProcessRunner, enable_subreaper, kill_leftovers
 from mle_world.agent.llm import Backoff, EndpointClient
 from mle_world.agent.loop import Agent, CheckpointMismatch, Preempted, Services
 from mle_world.agent.workspace import TrialLayout
@@ -57,6 +57,10 @@ def _install_signal_handlers() -> None:
 def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s: float = 5.0) -> Agent:
     """Wire the real implementations: endpoint clients, process runner, monotonic clock, event log."""
     layout = TrialLayout(Path(spec.paths.trial_dir), Path(spec.paths.data_dir))
+    if layout.workspace.exists():
+        stale = kill_leftovers(layout.workspace)
+        if stale:
+            log.warning("killed %d process(es) left in the workspace by an earlier session", len(stale))
     events = EventLog(layout.events)
     clients = {
         role: EndpointClient(

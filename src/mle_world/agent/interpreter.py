@@ -141,6 +141,29 @@ def _children_of(pid: int) -> set[int]:
     return found
 
 
+def kill_leftovers(workspace: Path) -> list[int]:
+    """Kill processes still running in `workspace` (a script that outlived a kill -9 of the agent).
+
+    Called when a trial (re)starts, so a stale run cannot write into the next run's submission/.
+    """
+    target = str(workspace.resolve())
+    killed: list[int] = []
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit() and int(e) != os.getpid()]
+    except OSError:
+        return killed
+    for entry in entries:
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd == target or cwd.startswith(target + os.sep):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+    return killed
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
