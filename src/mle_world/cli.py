@@ -27,7 +27,7 @@ from mle_world.config import (
     resolved_regime,
 )
 from mle_world.errors import UserError
-from mle_world.plan import PlannedRun, SweepPlan
+from mle_world.plan import LaunchOptions, PlannedRun, SweepPlan
 from mle_world.records import (
     ROLES,
     EndpointRecord,
@@ -126,6 +126,7 @@ def build_run_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpu-device", default=None, help="GPU ids for the local pool, e.g. 0,1,2,3 or 0-3")
     r.add_argument("--trials-per-gpu", type=_positive, default=1)
     r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--no-endpoint-check", action="store_true", help="skip probing endpoints before launching")
     k = p.add_argument_group("one trial (Kapso-style)")
     k.add_argument("-c", "--competition", help="run one competition (one trial)")
     k.add_argument("-i", "--iterations", type=_positive, help="max agent steps")
@@ -366,8 +367,66 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     if args.dry_run:
         launch_path = write_plan_files(plan, config)
         _print_dry_run(plan, launch_path, args.summary, console)
+        if args.backend == "slurm":
+            from mle_world.launch.run import write_sbatch_preview
+
+            for path in write_sbatch_preview(plan, _launch_options(args)):
+                print(f"\n# sbatch script that would be submitted ({path}):")
+                print(path.read_text())
         return 0
-    raise UserError("running sweeps is not available yet: only --dry-run works in this version")
+    return execute_plan(plan, config, args, console, err)
+
+
+def _launch_options(args: argparse.Namespace) -> LaunchOptions:
+    from mle_world.launch.local import parse_gpu_devices
+
+    text = args.gpu_device if args.gpu_device is not None else "0"
+    # "none": a machine without GPUs; trials get an empty CUDA_VISIBLE_DEVICES and no GPU-hours.
+    gpus = () if text.strip().lower() == "none" else parse_gpu_devices(text)
+    return LaunchOptions(
+        backend=args.backend,
+        n_workers=args.n_workers,
+        gpu_devices=gpus,
+        trials_per_gpu=args.trials_per_gpu,
+        grade=args.grade,
+        retry_failed=args.retry_failed,
+        show_progress=not args.no_progress,
+    )
+
+
+def execute_plan(
+    plan: SweepPlan, config: PaperConfig, args: argparse.Namespace, console: Console, err: Console
+) -> int:
+    """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
+    from dataclasses import replace
+
+    from mle_world.costs import write_cost_summary
+    from mle_world.endpoints import check_endpoints, endpoint_records
+    from mle_world.finisher import TrialFinisher
+    from mle_world.image import verify_image
+    from mle_world.launch.run import check_identity, check_prepared, run_sweep
+
+    options = _launch_options(args)
+    check_identity(plan.output_dir, plan.config_hash)
+    check_prepared([r.trial for r in plan.runs], plan.data_dir, plan.local_competitions)
+    record = plan.record
+    if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:
+        info = verify_image(plan.runtime.image)
+        record = record.model_copy(update={"image_sha256": info.sha256})
+    if args.no_endpoint_check:
+        err.print("WARNING: --no-endpoint-check: endpoints not probed", highlight=False)
+    else:
+        probes = check_endpoints(dict(config.endpoints), console, prefix="launch")
+        record = record.model_copy(update={"endpoints": endpoint_records(config.endpoints, probes)})
+    plan = replace(plan, record=record)
+    write_plan_files(plan, config)
+    prices = args.prices or default_config_path("prices.yaml")
+    finisher = TrialFinisher(
+        plan.output_dir, plan.data_dir, prices.absolute(), args.grade, plan.local_competitions
+    )
+    code = run_sweep(plan, options, post_trial=finisher, console=err)
+    write_cost_summary(plan.output_dir)
+    return code
 
 
 def _endpoint_flags(parser: argparse.ArgumentParser) -> None:
@@ -461,7 +520,9 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     from mle_world.audit import run_audit
 
     dirs = [d.absolute() for d in args.output_dirs]
-    return run_audit(dirs, strict=args.strict, pad_missing=args.pad_missing, console=console, out_dir=args.out)
+    return run_audit(
+        dirs, strict=args.strict, pad_missing=args.pad_missing, console=console, out_dir=args.out
+    )
 
 
 def dispatch(command: str, rest: list[str], console: Console) -> int:

@@ -1,0 +1,30 @@
+"""What runs on the host after a trial's agent exits: grading (with --grade) and the cost CSV.
+
+Reads the trial's spec.json, submission/ and events.jsonl; writes its grading report and costs/*.csv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mle_world.costs import load_prices, write_trial_costs
+from mle_world.grading import MultiGrader, grade_trial
+from mle_world.sweep import PlannedTrial
+
+
+@dataclass(frozen=True)
+class TrialFinisher:
+    """Picklable post-trial step (submitit ships it to Slurm jobs): grade, then account costs."""
+
+    output_dir: Path
+    data_dir: Path
+    prices_path: Path
+    grade: bool
+    local_competitions: dict[str, Path] = field(default_factory=dict)
+
+    def __call__(self, trial: PlannedTrial) -> None:
+        if self.grade:
+            grader = MultiGrader(self.data_dir, self.local_competitions)
+            grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader)
+        write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))
