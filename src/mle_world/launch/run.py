@@ -299,7 +299,18 @@ class SweepRunner:
         slurm_states = submitter.states(job_ids) if job_ids else {}
         todo: list[PlannedRun] = []
         for run, status, action in self._classify_all(slurm_states).values():
-            if action == "stale":
+            if action == "stale" and status.backend != "slurm":
+                # Left running by a local launcher that is gone (we hold the lock): resumable.
+                update_status(
+                    run.trial.trial_dir,
+                    run.trial.trial_id,
+                    "pending",
+                    cause="launcher lost; resumable",
+                    attempt=max(0, status.attempt - 1),
+                    pid=None,
+                )
+                todo.append(run)
+            elif action == "stale":
                 job = status.slurm_job_id
                 self._mark_stale(
                     run, status, f"slurm job {job} {slurm_states.get(job or '', 'gone')} without a result"
