@@ -34,6 +34,8 @@ class LaunchOptions:
     retry_failed: str | None = None
     """None, 'infra' or 'all'."""
     show_progress: bool = True
+    wait: bool = True
+    """Slurm backend: watch the submitted jobs until every trial is final (False: submit and return)."""
 
 
 @dataclass(frozen=True)
