@@ -1,0 +1,181 @@
+"""The tiny sweep end to end: both regimes through the real CLI, local pool, sandboxed process
+runtime, scripted endpoints over real HTTP, grading, costs, then `audit --strict`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import scripted
+from conftest import REPO, cli
+from fakeserver import FakeOpenAIServer
+
+from mle_world.endpoints import PROBE_TOOL_NAME
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def servers():  # type: ignore[no-untyped-def]
+    with (
+        FakeOpenAIServer("coder-model", default=scripted.coder()) as coder,
+        FakeOpenAIServer("feedback-model", default=scripted.review) as feedback,
+        FakeOpenAIServer("world-model", default=scripted.world()) as world,
+    ):
+        yield {"coder": coder, "feedback": feedback, "world": world}
+
+
+def run_options(config: Path, data_dir: Path, servers: dict[str, FakeOpenAIServer]) -> list[str]:
+    return [
+        "--config",
+        str(config),
+        "--grade",
+        "--runtime",
+        "process",
+        "--backend",
+        "local",
+        "--data-dir",
+        str(data_dir),
+        "--n-workers",
+        "2",
+        "--gpu-device",
+        "none",
+        "--no-progress",
+        "--coder-url",
+        servers["coder"].url,
+        "--feedback-url",
+        servers["feedback"].url,
+        "--world-url",
+        servers["world"].url,
+    ]
+
+
+def test_tiny_sweep_both_regimes_then_strict_audit(
+    tmp_path: Path, data_dir: Path, fast_config: Path, servers: dict[str, FakeOpenAIServer]
+) -> None:
+    options = run_options(fast_config, data_dir, servers)
+    for regime in ("ungated", "gated"):
+        proc = cli(*options, "--regime", regime, "--output-dir", str(tmp_path / regime))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    for regime in ("ungated", "gated"):
+        out = tmp_path / regime
+        record = json.loads((out / "launch.json").read_text())
+        assert len(record["trials"]) == 6 and record["dry_run"] is False
+        assert {e["role"]: e["served_models"] for e in record["endpoints"]} == {
+            "coder": ["coder-model"],
+            "feedback": ["feedback-model"],
+            "world": ["world-model"],
+        }
+        reports = sorted(out.glob("runs/*/*_grading_report.json"))
+        assert len(reports) == 6
+        for path in reports:
+            report = json.loads(path.read_text())
+            assert report["regime"] == regime and report["valid_submission"] is True
+        assert len(list((out / "costs").glob("*.seed34.csv"))) == 6
+        assert (out / "costs" / "summary.csv").exists()
+
+    # The gate skipped what the world model rejected in the gated regime only.
+    # (With 4 candidates both regimes record the 3 not executed as skipped: that is by design.)
+    def skipped(regime: str, configuration: str) -> int:
+        results = (tmp_path / regime / "runs" / configuration).glob("*/result.json")
+        return sum(json.loads(p.read_text())["skipped"] for p in results)
+
+    assert skipped("gated", "wm-point") > 0
+    assert skipped("ungated", "wm-point") == 0
+    assert skipped("gated", "aide") == skipped("ungated", "aide") == 0
+
+    audit = cli("audit", "--strict", str(tmp_path / "ungated"), str(tmp_path / "gated"))
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
+    assert (tmp_path / "ungated" / "audit" / "summary.csv").exists()
+    assert (tmp_path / "ungated" / "audit" / "report.md").exists()
+    assert list((tmp_path / "ungated" / "audit").glob("*.png"))
+
+    # Tokens in the cost CSVs are exactly the usage the servers sent to the agents (the launcher's
+    # endpoint probes, a 1-token completion and a forced probe tool call, are not trial costs).
+    sent = {role: s.sent for role, s in servers.items()}
+    totals = {role: [0, 0] for role in sent}
+    for regime in ("ungated", "gated"):
+        for path in (tmp_path / regime / "costs").glob("*.seed34.csv"):
+            for row in csv.DictReader(path.open()):
+                if row["role"] in totals:
+                    totals[row["role"]][0] += int(row["prompt_tokens"] or 0)
+                    totals[row["role"]][1] += int(row["completion_tokens"] or 0)
+    for role, records in sent.items():
+        ok = [r for r in records if r.status == 200 and r.usage and not is_probe(r.request)]
+        expected = [sum(r.usage[0] for r in ok if r.usage), sum(r.usage[1] for r in ok if r.usage)]
+        assert totals[role] == expected, role
+
+
+def is_probe(request: dict) -> bool:  # type: ignore[type-arg]
+    choice = request.get("tool_choice")
+    forced = isinstance(choice, dict) and choice.get("function", {}).get("name") == PROBE_TOOL_NAME
+    return request.get("max_tokens") == 1 or forced
+
+
+def _states(out: Path) -> dict[str, str]:
+    states = {}
+    for path in out.glob("runs/*/*/status.json"):
+        data = json.loads(path.read_text())
+        states[data["trial_id"]] = data["state"]
+    return states
+
+
+def test_killed_sweep_resumes_without_rerunning_finished_trials(
+    tmp_path: Path, data_dir: Path, fast_config: Path
+) -> None:
+    out = tmp_path / "ungated"
+    with (
+        FakeOpenAIServer("coder-model", default=scripted.coder(sleep_s=1.5)) as coder,
+        FakeOpenAIServer("feedback-model", default=scripted.review) as feedback,
+        FakeOpenAIServer("world-model", default=scripted.world()) as world,
+    ):
+        servers = {"coder": coder, "feedback": feedback, "world": world}
+        argv = [
+            sys.executable,
+            str(REPO / "run_paper.py"),
+            *run_options(fast_config, data_dir, servers),
+            "--regime",
+            "ungated",
+            "--output-dir",
+            str(out),
+            "--n-workers",
+            "1",
+        ]
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and list(_states(out).values()).count("succeeded") < 2:
+            time.sleep(0.5)
+        assert list(_states(out).values()).count("succeeded") >= 2
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err[-2000:]
+        first = _states(out)
+        done = {t for t, s in first.items() if s == "succeeded"}
+        assert 2 <= len(done) < 6
+        assert "running" not in first.values()
+        stamps = {
+            t: (out / "runs" / t.split("/")[1] / f"{t.split('/')[2]}_{t.split('/')[3]}" / "result.json")
+            .stat()
+            .st_mtime_ns
+            for t in done
+        }
+
+        rerun = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+    final = _states(out)
+    assert set(final.values()) == {"succeeded"} and len(final) == 6
+    for trial_id, stamp in stamps.items():
+        run_group, task, seed = trial_id.split("/")[1:]
+        assert (out / "runs" / run_group / f"{task}_{seed}" / "result.json").stat().st_mtime_ns == stamp
+        status = json.loads((out / "runs" / run_group / f"{task}_{seed}" / "status.json").read_text())
+        assert status["attempt"] == 1
