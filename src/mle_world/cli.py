@@ -258,8 +258,9 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     )
     renderer = Renderer()
     runs = tuple(PlannedRun(trial=t, command=render_command(t, runtime, renderer)) for t in trials)
-    configurations = tuple(dict.fromkeys(t.spec.configuration for t in trials))
-    config_hash = regime_hash(config, regime, configurations)
+    # The identity of an output dir is the whole regime's science, not the filtered subset, so a
+    # later `--configs`/`--tasks` run on the same dir is accepted; spec.json hashes guard each trial.
+    config_hash = regime_hash(config, regime, tuple(config.configurations))
     record = LaunchRecord(
         argv=tuple(argv),
         harness_version=__version__,
@@ -323,8 +324,7 @@ def write_plan_files(plan: SweepPlan, config: PaperConfig) -> Path:
                 launch_path = out / "launch.dry-run.json"
         except ValueError:
             launch_path = out / "launch.dry-run.json"
-    configurations = tuple(dict.fromkeys(r.trial.spec.configuration for r in plan.runs))
-    resolved = resolved_regime(config, plan.regime, configurations)
+    resolved = resolved_regime(config, plan.regime, tuple(config.configurations))
     resolved["config_hash"] = plan.config_hash
     write_text_atomic(out / "agent-config.yaml", yaml.safe_dump(resolved, sort_keys=False, width=110))
     write_model(launch_path, plan.record)
@@ -527,6 +527,12 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
 
 def dispatch(command: str, rest: list[str], console: Console) -> int:
     args = build_sub_parser(command).parse_args(rest)
+    if command == "status":
+        from mle_world.launch.status import show_status
+
+        if not args.output_dir.is_dir():
+            raise UserError(f"status: {args.output_dir}: no such directory")
+        return show_status(args.output_dir.absolute(), console)
     if command == "audit":
         return cmd_audit(args, console)
     if command == "grade":
