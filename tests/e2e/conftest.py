@@ -5,24 +5,11 @@ Writes the data dir and config under pytest's tmp paths.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    return subprocess.run(
-        [sys.executable, str(REPO / "run_paper.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kwargs,
-    )
+from e2ekit import REPO, cli
 
 
 @pytest.fixture(scope="session")

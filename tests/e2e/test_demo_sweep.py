@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import scripted
-from conftest import REPO, cli
+from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer
 
 from mle_world.endpoints import PROBE_TOOL_NAME

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cli
+from e2ekit import REPO, cli
 
 from mle_world.endpoints import PROBE_TOOL_NAME
 

@@ -1,0 +1,22 @@
+"""Helpers for end-to-end tests: the repository root and the CLI as a subprocess.
+
+Reads nothing; runs run_paper.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    return subprocess.run(
+        [sys.executable, str(REPO / "run_paper.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
