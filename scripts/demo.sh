@@ -24,10 +24,17 @@ log "prepare the local competitions into $DATA_DIR"
 python3 run_paper.py prepare --config configs/demo.yaml --data-dir "$DATA_DIR"
 
 if [[ -z ${CODER_URL:-} ]]; then
-  log "start llama.cpp (gemma3 270M) on port $PORT for all three roles"
-  URL=$(DAEMON=1 PORT=$PORT bash scripts/serve/serve_llama_local.sh)
-  pidfile="${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/llama-$PORT.pid"
-  trap '[[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null; rm -f "$pidfile"' EXIT
+  URL="http://127.0.0.1:$PORT/v1"
+  if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/models", timeout=2)' "$URL" \
+    2>/dev/null; then
+    log "using the server already answering at $URL"
+  else
+    log "start llama.cpp (gemma3 270M) on port $PORT for all three roles"
+    URL=$(DAEMON=1 PORT=$PORT bash scripts/serve/serve_llama_local.sh)
+    pidfile="${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/llama-$PORT.pid"
+    # Stop only the server this script started.
+    trap 'kill "$(cat "$pidfile")" 2>/dev/null; rm -f "$pidfile"' EXIT
+  fi
   CODER_URL=$URL FEEDBACK_URL=$URL WORLD_URL=$URL
 fi
 python3 run_paper.py check-endpoints --config configs/demo.yaml \
