@@ -24,12 +24,22 @@ REPEATS = 5
 def main() -> None:
     registry = load_registry()
     runtimes = {
-        "enroot": RuntimeSpec("enroot", image="/img/aide.sqsh", env_names=("CUDA_VISIBLE_DEVICES", "CODER_API_KEY")),
+        "enroot": RuntimeSpec(
+            "enroot", image="/img/aide.sqsh", env_names=("CUDA_VISIBLE_DEVICES", "CODER_API_KEY")
+        ),
         "pyxis": RuntimeSpec("pyxis", image="/img/aide.sqsh", env_names=("CUDA_VISIBLE_DEVICES",)),
         "process": RuntimeSpec("process", python="/usr/bin/python3", host_paths=("/opt/py",)),
     }
     table = Table(title=f"plan: expand + render both regimes (median of {REPEATS})")
-    for column in ("runtime", "trials", "load config ms", "expand ms", "render ms", "per trial µs", "vs expand only"):
+    for column in (
+        "runtime",
+        "trials",
+        "load config ms",
+        "expand ms",
+        "render ms",
+        "per trial µs",
+        "vs expand only",
+    ):
         table.add_column(column, justify="right")
     for name, runtime in runtimes.items():
         loads, expands, renders, count = [], [], [], 0
@@ -40,8 +50,15 @@ def main() -> None:
             trials = [
                 t
                 for regime in ("gated", "ungated")
-                for t in expand(config, regime, Selection(), output_dir=Path("/out"), data_dir=Path("/data"),
-                                known_task=registry.__contains__, view=lambda a, b, rt=runtime: view_paths(rt, a, b))
+                for t in expand(
+                    config,
+                    regime,
+                    Selection(),
+                    output_dir=Path("/out"),
+                    data_dir=Path("/data"),
+                    known_task=registry.__contains__,
+                    view=lambda a, b, rt=runtime: view_paths(rt, a, b),
+                )
             ]
             t2 = time.perf_counter()
             renderer = Renderer()
@@ -53,8 +70,15 @@ def main() -> None:
             renders.append(t3 - t2)
             count = len(trials)
         load, exp, ren = (statistics.median(x) for x in (loads, expands, renders))
-        table.add_row(name, str(count), f"{load * 1e3:.1f}", f"{exp * 1e3:.1f}", f"{ren * 1e3:.1f}",
-                      f"{(exp + ren) / count * 1e6:.0f}", f"{(exp + ren) / exp:.2f}x")
+        table.add_row(
+            name,
+            str(count),
+            f"{load * 1e3:.1f}",
+            f"{exp * 1e3:.1f}",
+            f"{ren * 1e3:.1f}",
+            f"{(exp + ren) / count * 1e6:.0f}",
+            f"{(exp + ren) / exp:.2f}x",
+        )
     Console().print(table)
 
 
