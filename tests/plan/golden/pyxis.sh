@@ -1,4 +1,4 @@
-srun --ntasks=1 \
+srun --overlap --ntasks=1 \
   --container-image=/images/aide.sqsh \
   --container-mounts='/scratch/my runs/it'"'"'s "quoted" $HOME;ls/runs/wm-rank4/spooky-author-identification_seed34:/home/trial,/data sets/mle/spooky-author-identification/prepared/public:/home/data:ro' \
   --container-workdir=/home/trial \
