@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -244,7 +245,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     output_dir = args.output_dir.absolute()
     data_dir = (args.data_dir or default_data_dir()).absolute()
     endpoints = _endpoints(config, args)
-    config = _with_endpoints(config, endpoints)
+    config = replace(config, endpoints=endpoints)
     runtime = _runtime(args, endpoints, cluster.container.env)
 
     trials = expand(
@@ -305,12 +306,6 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         local_competitions=dict(registry.local),
     )
     return plan, config, warnings
-
-
-def _with_endpoints(config: PaperConfig, endpoints: dict[Role, EndpointSettings]) -> PaperConfig:
-    from dataclasses import replace
-
-    return replace(config, endpoints=endpoints)
 
 
 def write_plan_files(plan: SweepPlan, config: PaperConfig) -> Path:
@@ -398,8 +393,6 @@ def execute_plan(
     plan: SweepPlan, config: PaperConfig, args: argparse.Namespace, console: Console, err: Console
 ) -> int:
     """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
-    from dataclasses import replace
-
     from mle_world.costs import write_cost_summary
     from mle_world.endpoints import check_endpoints, endpoint_records
     from mle_world.finisher import TrialFinisher

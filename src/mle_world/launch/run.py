@@ -237,20 +237,24 @@ class SweepRunner:
         self.console.print(text, markup=False, highlight=False)
 
     # ---------------------------------------------------------------- local
+    def _release_orphan(self, run: PlannedRun, status: TrialStatus) -> None:
+        """A trial left running by a local launcher that is gone: we hold the lock, so nothing
+        supervises it. It was interrupted, not failed: back to pending, the attempt not counted."""
+        update_status(
+            run.trial.trial_dir,
+            run.trial.trial_id,
+            "pending",
+            cause="launcher lost; resumable",
+            attempt=max(0, status.attempt - 1),
+            pid=None,
+        )
+
     def _run_local(self) -> int:
         plan = self.plan
         todo: list[PlannedRun] = []
         for run, status, action in self._classify_all({}).values():
             if action == "stale":
-                # The lock proves no launcher supervises it: an interrupted run, not a trial failure.
-                update_status(
-                    run.trial.trial_dir,
-                    run.trial.trial_id,
-                    "pending",
-                    cause="launcher lost; resumable",
-                    attempt=max(0, status.attempt - 1),
-                    pid=None,
-                )
+                self._release_orphan(run, status)
                 todo.append(run)
             elif action == "run":
                 todo.append(run)
@@ -300,15 +304,7 @@ class SweepRunner:
         todo: list[PlannedRun] = []
         for run, status, action in self._classify_all(slurm_states).values():
             if action == "stale" and status.backend != "slurm":
-                # Left running by a local launcher that is gone (we hold the lock): resumable.
-                update_status(
-                    run.trial.trial_dir,
-                    run.trial.trial_id,
-                    "pending",
-                    cause="launcher lost; resumable",
-                    attempt=max(0, status.attempt - 1),
-                    pid=None,
-                )
+                self._release_orphan(run, status)
                 todo.append(run)
             elif action == "stale":
                 job = status.slurm_job_id
