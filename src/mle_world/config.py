@@ -187,6 +187,24 @@ def _first_error(path: Path, exc: ValidationError, prefix: str = "") -> ConfigEr
     return ConfigError(f"{path}: {where}: {msg}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key '{key}' (first at line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path, what: str) -> Any:
     """Parse a YAML file; unreadable or malformed → one ConfigError line."""
     try:
@@ -196,7 +214,7 @@ def read_yaml(path: Path, what: str) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mle_world.config import read_yaml
 from mle_world.errors import ConfigError
 from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, PredictionEvent, Role, TrialSpec
 from mle_world.storage import write_text_atomic
@@ -95,11 +95,11 @@ class Prices(_PriceModel):
 
 def load_prices(path: Path = DEFAULT_PRICES) -> Prices:
     """Load and validate the price table; ConfigError names the file."""
+    data = read_yaml(path, "price table")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return Prices.model_validate(data)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read price table ({exc})") from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Role = Literal["coder", "feedback", "world"]
 ROLES: tuple[Role, ...] = ("coder", "feedback", "world")
@@ -25,6 +26,22 @@ class Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def check_endpoint_url(text: str) -> str:
+    """An http(s) base URL with a host and a valid port; ValueError says what is wrong with it."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{text!r} is not an http(s) URL (expected e.g. http://host:8000/v1)")
+    if not parts.hostname:
+        raise ValueError(f"{text!r} has no host (expected e.g. http://host:8000/v1)")
+    if port == 0:
+        raise ValueError(f"{text!r} has port 0")
+    return text
+
+
 class EndpointSettings(Record):
     """One OpenAI-compatible endpoint role."""
 
@@ -32,6 +49,12 @@ class EndpointSettings(Record):
     """Base URL including /v1, e.g. http://localhost:8000/v1."""
     model: str | None = None
     """Served model id; discovered from /v1/models when null."""
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str) -> str:
+        return check_endpoint_url(value)
+
     key_env: str | None = None
     """Name of the environment variable holding the API key (never the key itself)."""
     temperature: float = Field(0.5, ge=0.0, le=2.0)
