@@ -5,6 +5,8 @@ Reads every `runs/*/*/status.json` under the output dir (the sweep's only source
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +24,16 @@ from mle_world.records import TrialStatus
 @dataclass(frozen=True)
 class SweepStatus:
     trials: tuple[TrialStatus, ...]
-    unreadable: tuple[Path, ...]
+    unreadable: tuple[tuple[Path, str], ...]
+    """status.json files that could not be read, with the problem."""
+    launcher_alive: bool = True
+    """False when no local launcher holds the output dir's lock (its trials cannot be progressing)."""
+
+    def orphaned(self) -> list[TrialStatus]:
+        """Local trials still marked submitted/running although their launcher is gone."""
+        if self.launcher_alive:
+            return []
+        return [t for t in self.trials if t.state in ("submitted", "running") and t.backend == "local"]
 
     def counts(self) -> Counter[str]:
         return Counter(t.state for t in self.trials)
@@ -56,17 +67,42 @@ def configuration_of(trial_id: str) -> str:
     return parts[1] if len(parts) >= 4 else "?"
 
 
+OUTPUT_DIR_MARKERS = ("launch.json", ".sweep-identity")
+"""Files only a launch writes: the CLI's record, or the launcher's identity of the sweep."""
+
+
+def _launcher_alive(output_dir: Path) -> bool:
+    """Whether a launcher holds `.launcher.lock` (taken for the whole run by `launcher_lock`)."""
+    try:
+        fd = os.open(output_dir / ".launcher.lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also releases our probe lock
+    return False
+
+
 def collect(output_dir: Path) -> SweepStatus:
     if not output_dir.is_dir():
         raise UserError(f"{output_dir}: no such output dir")
+    if not any((output_dir / name).is_file() for name in OUTPUT_DIR_MARKERS):
+        raise UserError(f"{output_dir}: not an output dir of run_paper.py (no launch.json)")
     trials: list[TrialStatus] = []
-    bad: list[Path] = []
+    bad: list[tuple[Path, str]] = []
     for path in sorted(output_dir.glob("runs/*/*/status.json")):
         try:
             trials.append(TrialStatus.model_validate_json(path.read_text(encoding="utf-8")))
-        except (OSError, ValidationError, ValueError):
-            bad.append(path)
-    return SweepStatus(tuple(trials), tuple(bad))
+        except OSError as exc:
+            bad.append((path, exc.strerror or str(exc)))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            bad.append((path, f"{where + ': ' if where else ''}{err['msg']}"))
+    return SweepStatus(tuple(trials), tuple(bad), launcher_alive=_launcher_alive(output_dir))
 
 
 def _duration(seconds: float) -> str:
@@ -78,7 +114,7 @@ def _duration(seconds: float) -> str:
 def show_status(output_dir: Path, console: Console) -> int:
     """Print the sweep's state; exit 0 when every trial succeeded, 1 when some failed, else 0."""
     sweep = collect(output_dir)
-    if not sweep.trials:
+    if not sweep.trials and not sweep.unreadable:
         console.print(f"{output_dir}: no trials launched yet")
         return 0
     now = utcnow()
@@ -97,7 +133,8 @@ def show_status(output_dir: Path, console: Console) -> int:
 
     running = [t for t in sweep.trials if t.state == "running"]
     if running:
-        rt = Table(title="running")
+        title = "running — launcher gone, not progressing" if sweep.orphaned() else "running"
+        rt = Table(title=title)
         for col in ("trial", "host", "gpu", "elapsed", "slurm job", "attempt"):
             rt.add_column(col)
         for t in running:
@@ -119,10 +156,21 @@ def show_status(output_dir: Path, console: Console) -> int:
         for t in failed:
             ft.add_row(t.trial_id, t.failure_class or "", str(t.attempt), t.cause or "")
         console.print(ft)
-    for path in sweep.unreadable:
-        console.print(f"[yellow]unreadable status: {path}")
+    orphaned = sweep.orphaned()
+    if orphaned:
+        console.print(
+            f"[yellow]{len(orphaned)} trial(s) marked submitted/running, but no launcher holds "
+            f"{output_dir / '.launcher.lock'}: the launcher is gone; re-run the same command to resume them"
+        )
+    if sweep.unreadable:
+        # Counting them as finished (or dropping them) would misreport the sweep: refuse instead.
+        path, problem = sweep.unreadable[0]
+        more = f" (and {len(sweep.unreadable) - 1} more)" if len(sweep.unreadable) > 1 else ""
+        raise UserError(f"{path}: corrupt trial status: {problem}{more}")
     eta = sweep.eta_s(now=now)
-    if eta == 0.0:
+    if orphaned:
+        console.print("ETA: unknown (no launcher is running)")
+    elif eta == 0.0:
         console.print("all trials finished")
     elif eta is None:
         console.print("ETA: unknown (no trial finished yet)")
