@@ -34,8 +34,10 @@ if [[ -z ${CODER_URL:-} ]]; then
     log "start llama.cpp (gemma3 270M) on port $PORT for all three roles"
     URL=$(DAEMON=1 PORT=$PORT bash scripts/serve/serve_llama_local.sh)
     pidfile="${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/llama-$PORT.pid"
+    server_log="${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/llama-$PORT.log"
+    server_pid=$(cat "$pidfile")
     # Stop only the server this script started.
-    trap 'kill "$(cat "$pidfile")" 2>/dev/null; rm -f "$pidfile"' EXIT
+    trap 'kill "$server_pid" 2>/dev/null; rm -f "$pidfile"' EXIT
   fi
   CODER_URL=$URL FEEDBACK_URL=$URL WORLD_URL=$URL
 fi
@@ -49,6 +51,11 @@ rc=0
 for regime in ungated gated; do
   log "sweep: $regime"
   python3 run_paper.py "${RUN_OPTIONS[@]}" --regime "$regime" --output-dir "$OUT-$regime" || rc=$?
+  # Trials only see "connection refused"; say what actually happened, once, with the server's log.
+  if [[ -n ${server_pid:-} ]] && ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "demo.sh: the llama.cpp server (pid $server_pid) died during the $regime sweep; see $server_log" >&2
+    exit 2
+  fi
 done
 
 log "audit"
