@@ -44,7 +44,7 @@ from mle_world.sweep import Selection, expand
 from mle_world.tasks import TaskRegistry, load_registry
 
 PROG = "run_paper.py"
-SUBCOMMANDS = ("status", "audit", "grade", "prepare", "check-endpoints")
+SUBCOMMANDS = ("status", "audit", "show", "grade", "prepare", "check-endpoints")
 NO_SANDBOX_WARNING = (
     "--no-sandbox: the agent and its generated code run unsandboxed with the host filesystem in view; "
     "private answers under --data-dir are readable. Results are not valid for the paper."
@@ -437,6 +437,9 @@ def build_sub_parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
         p.add_argument("--pad-missing", action="store_true", help="count missing seeds as failures")
         p.add_argument("--out", type=Path, help="where audit/ goes (default: the first OUTPUT_DIR)")
+    elif command == "show":
+        p.add_argument("trial_dir", type=Path, metavar="TRIAL_DIR")
+        p.add_argument("--out", type=Path, help="where the page goes (default: TRIAL_DIR/trial.html)")
     elif command == "grade":
         p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
         p.add_argument("--data-dir", type=Path)
@@ -518,6 +521,28 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     )
 
 
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.audit.pages import write_trial_page
+    from mle_world.audit.trialview import load_trial_view
+
+    trial_dir = args.trial_dir.absolute()
+    if not trial_dir.is_dir():
+        raise UserError(f"show: {args.trial_dir}: no such directory")
+    if not any(
+        (trial_dir / name).is_file() for name in ("journal.json", "events.jsonl", "status.json", "spec.json")
+    ):
+        raise UserError(
+            f"show: {args.trial_dir}: not a trial dir (no journal.json, events.jsonl, status.json or spec.json)"
+        )
+    out = (args.out or trial_dir / "trial.html").absolute()
+    try:
+        write_trial_page(load_trial_view(trial_dir), out)
+    except OSError as exc:
+        raise UserError(f"show: cannot write {out}: {exc.strerror or exc}") from exc
+    console.print(out.as_uri(), markup=False, highlight=False)
+    return 0
+
+
 def dispatch(command: str, rest: list[str], console: Console) -> int:
     args = build_sub_parser(command).parse_args(rest)
     if command == "status":
@@ -528,6 +553,8 @@ def dispatch(command: str, rest: list[str], console: Console) -> int:
         return show_status(args.output_dir.absolute(), console)
     if command == "audit":
         return cmd_audit(args, console)
+    if command == "show":
+        return cmd_show(args, console)
     if command == "grade":
         return cmd_grade(args, console)
     if command == "prepare":

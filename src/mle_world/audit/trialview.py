@@ -1,0 +1,396 @@
+"""One trial as a page model: the search tree laid out, each node's details, the best path, the budget timeline.
+
+Reads a trial dir's journal.json, events.jsonl, status.json, result.json and grading report (or the
+parsed journal and events the audit already holds); writes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mle_world.agent.journal import Node, WorldInfo
+from mle_world.costs import EventLog, read_events
+from mle_world.records import PredictionEvent
+
+OUTPUT_TAIL_LINES = 60
+"""Lines of a node's run output shown on the page (the journal already keeps only a tail)."""
+X_STEP = 26.0
+Y_STEP = 56.0
+MARGIN = 22.0
+RENDERED_FIELDS = frozenset(
+    {
+        "id", "step", "stage", "parent_id", "plan", "code", "term_out", "analysis", "metric",
+        "is_buggy", "executed", "skipped", "exec_time", "exit_code", "timed_out", "exc_type",
+        "exc_info", "gate", "prediction", "ctime", "group", "candidate", "debug_depth",
+        "lower_is_better", "has_submission", "debug_run_ok",
+    }
+)  # fmt: skip
+"""Node fields with their own place on the page; any other field is listed under "more fields"."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What happened to a node, to set beside the world model's prediction."""
+
+    executed: bool
+    buggy: bool | None
+    metric: float | None
+    improved: bool | None
+    """Good and better than the best node before it (from the prediction event when recorded)."""
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One journal node as the page shows it."""
+
+    node: Node
+    status: str
+    """good, buggy, skipped or pending (generated but neither run nor skipped)."""
+    x: float
+    y: float
+    on_best_path: bool
+    is_best: bool
+    diff: str
+    """Unified diff of the code against the parent's code ('' for drafts)."""
+    output_tail: str
+    observed: Observed
+    offset_s: float | None
+    """Seconds since the trial's first node was generated (from node times)."""
+    extra: tuple[tuple[str, str], ...]
+    """Fields the page has no special place for (newer journal versions), as text."""
+
+    @property
+    def short(self) -> str:
+        return self.node.id[:8]
+
+    @property
+    def prediction(self) -> WorldInfo | None:
+        return self.node.prediction
+
+    @property
+    def label(self) -> str:
+        """Tooltip text of the node in the tree."""
+        metric = "" if self.node.metric is None else f", metric {self.node.metric:.4g}"
+        return f"step {self.node.step} {self.node.stage}: {self.status}{metric}"
+
+
+@dataclass(frozen=True)
+class Edge:
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    on_best_path: bool
+    skipped: bool
+
+
+@dataclass(frozen=True)
+class Span:
+    """One bar of the budget timeline: seconds since the trial's first event."""
+
+    lane: str
+    start: float
+    end: float
+    label: str
+    kind: str
+    """llm-ok, llm-error, exec-debug, exec-full or exec-timeout (CSS classes)."""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Bars per lane plus the budget totals from result.json."""
+
+    lanes: tuple[str, ...]
+    spans: tuple[Span, ...]
+    horizon_s: float
+    totals: tuple[tuple[str, float], ...]
+    """(label, seconds) from result.json: LLM, execution, and the rest of the time used."""
+
+
+@dataclass
+class TrialView:
+    """Everything a trial page shows."""
+
+    trial_dir: Path
+    trial_id: str
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    """Header key/values: state, cause, stop reason, counts, score, medal."""
+    nodes: list[NodeView] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    width: float = 0.0
+    height: float = 0.0
+    timeline: Timeline | None = None
+    problems: list[str] = field(default_factory=list)
+    """Files that were missing or unreadable (the page still renders what it could read)."""
+    lower_is_better: bool | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Nodes per status and per stage (shown in the header and checked by tests)."""
+        out: dict[str, int] = {"nodes": len(self.nodes)}
+        for view in self.nodes:
+            out[view.status] = out.get(view.status, 0) + 1
+            out[view.node.stage] = out.get(view.node.stage, 0) + 1
+        return out
+
+
+def read_json(path: Path) -> tuple[Any, str | None]:
+    """(data, None), or (None, why) for a missing or unreadable file."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except FileNotFoundError:
+        return None, f"{path.name}: missing"
+    except (OSError, ValueError) as exc:
+        return None, f"{path.name}: unreadable ({type(exc).__name__})"
+
+
+def node_status(node: Node) -> str:
+    if node.executed:
+        return "buggy" if node.is_buggy else "good"
+    return "skipped" if node.skipped else "pending"
+
+
+def output_tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
+    parts = text.splitlines()
+    if len(parts) <= lines:
+        return text
+    return "\n".join([f"… {len(parts) - lines} earlier lines not shown", *parts[-lines:]])
+
+
+def code_diff(parent: Node | None, node: Node) -> str:
+    if parent is None:
+        return ""
+    lines = difflib.unified_diff(
+        parent.code.splitlines(), node.code.splitlines(), f"parent {parent.id[:8]}", f"node {node.id[:8]}",
+        lineterm="", n=2,
+    )  # fmt: skip
+    return "\n".join(lines)
+
+
+def _better(a: float, b: float, lower: bool | None) -> bool:
+    return a < b if lower else a > b
+
+
+def best_node_id(nodes: Sequence[Node], lower: bool | None) -> str | None:
+    """The best good executed node by metric, as the agent chooses it."""
+    best: Node | None = None
+    for node in nodes:
+        if not node.executed or node.is_buggy or node.metric is None:
+            continue
+        if best is None or best.metric is None or _better(node.metric, best.metric, lower):
+            best = node
+    return best.id if best else None
+
+
+def layout(nodes: Sequence[Node]) -> dict[str, tuple[float, float]]:
+    """Tidy tree coordinates: leaves take consecutive columns, a parent sits over its children."""
+    by_id = {n.id: n for n in nodes}
+    children: dict[str | None, list[Node]] = {}
+    for node in nodes:
+        parent = node.parent_id if node.parent_id in by_id else None
+        children.setdefault(parent, []).append(node)
+    coords: dict[str, tuple[float, float]] = {}
+    next_column = 0
+
+    # Iterative post-order: journals can be deep (long debug chains) and recursion would overflow.
+    for root in children.get(None, []):
+        stack: list[tuple[Node, int, bool]] = [(root, 0, False)]
+        while stack:
+            node, depth, expanded = stack.pop()
+            kids = children.get(node.id, [])
+            if not kids:
+                coords[node.id] = (MARGIN + next_column * X_STEP, MARGIN + depth * Y_STEP)
+                next_column += 1
+            elif not expanded:
+                stack.append((node, depth, True))
+                stack.extend((kid, depth + 1, False) for kid in reversed(kids))
+            else:
+                xs = [coords[k.id][0] for k in kids]
+                coords[node.id] = ((min(xs) + max(xs)) / 2, MARGIN + depth * Y_STEP)
+    return coords
+
+
+def _observed(node: Node, event: PredictionEvent | None) -> Observed:
+    improved = event.actual_improved if event is not None else None
+    return Observed(
+        executed=node.executed,
+        buggy=node.is_buggy if node.executed else None,
+        metric=node.metric if node.executed else None,
+        improved=improved,
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def _timeline(events: EventLog, result: Mapping[str, Any] | None) -> Timeline | None:
+    starts: list[tuple[float, float, Span]] = []
+    for call in events.llm:
+        end = call.ts.timestamp()
+        kind = "llm-ok" if call.outcome == "ok" else "llm-error"
+        label = f"{call.role} {call.purpose} {call.latency_s:.1f}s {call.outcome}"
+        starts.append((end - call.latency_s, end, Span(f"LLM {call.role}", 0, 0, label, kind)))
+    for run in events.executions:
+        end = run.ts.timestamp()
+        kind = "exec-timeout" if run.timed_out else f"exec-{run.kind}"
+        label = f"{run.kind} run of {run.node_id[:8]} {run.exec_time_s:.1f}s exit {run.exit_code}"
+        starts.append((end - run.exec_time_s, end, Span("execution", 0, 0, label, kind)))
+    totals: list[tuple[str, float]] = []
+    if result:
+        used = float(result.get("time_used_s") or 0.0)
+        parts = [("LLM", "llm_time_s"), ("execution", "exec_time_s")]
+        accounted = 0.0
+        for label, key in parts:
+            value = result.get(key)
+            if isinstance(value, int | float):
+                totals.append((label, float(value)))
+                accounted += float(value)
+        if used:
+            totals.append(("other", max(0.0, used - accounted)))
+    if not starts and not totals:
+        return None
+    origin = min((s for s, _, _ in starts), default=0.0)
+    spans = [Span(span.lane, s - origin, e - origin, span.label, span.kind) for s, e, span in starts]
+    lanes = tuple(sorted({s.lane for s in spans}, key=lambda lane: (lane != "execution", lane)))
+    horizon = max((s.end for s in spans), default=0.0)
+    return Timeline(lanes, tuple(spans), horizon, tuple(totals))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def load_trial_view(
+    trial_dir: Path,
+    *,
+    trial_id: str | None = None,
+    journal: Any = None,
+    events: EventLog | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> TrialView:
+    """Read (or take) a trial's records and build its page model; never raises for bad files.
+
+    The audit passes the journal and events it has already parsed so no file is read twice.
+    """
+    view = TrialView(trial_dir=trial_dir, trial_id=trial_id or trial_dir.name)
+    if journal is None:
+        journal, problem = read_json(trial_dir / "journal.json")
+        if problem:
+            view.problems.append(problem)
+    if events is None:
+        events = read_events(trial_dir / "events.jsonl")
+    if events.missing:
+        view.problems.append("events.jsonl: missing")
+    elif events.bad_lines:
+        view.problems.append(f"events.jsonl: {events.bad_lines} unreadable lines")
+    status, _ = read_json(trial_dir / "status.json")
+    result, _ = read_json(trial_dir / "result.json")
+    spec, _ = read_json(trial_dir / "spec.json")
+    if report is None:
+        report, _ = read_json(trial_dir.parent / f"{trial_dir.name}_grading_report.json")
+    for source in (spec, status, result, journal, report):
+        if isinstance(source, dict) and isinstance(source.get("trial_id"), str):
+            view.trial_id = trial_id or source["trial_id"]
+            break
+    _facts(view, spec, status, result, report)
+
+    raw_nodes = journal.get("nodes") if isinstance(journal, dict) else None
+    nodes: list[Node] = []
+    raws: list[dict[str, Any]] = []
+    for index, raw in enumerate(raw_nodes if isinstance(raw_nodes, list) else []):
+        try:
+            nodes.append(Node.model_validate(raw))
+            raws.append(raw)
+        except ValidationError:
+            view.problems.append(f"journal.json: node {index} unreadable")
+    lower = journal.get("lower_is_better") if isinstance(journal, dict) else None
+    view.lower_is_better = lower if isinstance(lower, bool) else None
+    by_id = {n.id: n for n in nodes}
+    best_id = best_node_id(nodes, view.lower_is_better)
+    best_path: set[str] = set()
+    cursor = by_id.get(best_id) if best_id else None
+    while cursor is not None and cursor.id not in best_path:
+        best_path.add(cursor.id)
+        cursor = by_id.get(cursor.parent_id) if cursor.parent_id else None
+    predictions = {p.node_id: p for p in events.predictions}
+    coords = layout(nodes)
+    origin = min((n.ctime for n in nodes if n.ctime > 0), default=0.0)
+    for node, raw in zip(nodes, raws, strict=True):
+        x, y = coords[node.id]
+        parent = by_id.get(node.parent_id) if node.parent_id else None
+        extra = tuple(
+            (k, _text(v)) for k, v in raw.items() if k not in RENDERED_FIELDS and v not in (None, "", [], {})
+        )
+        view.nodes.append(
+            NodeView(
+                node=node,
+                status=node_status(node),
+                x=x,
+                y=y,
+                on_best_path=node.id in best_path,
+                is_best=node.id == best_id,
+                diff=code_diff(parent, node),
+                output_tail=output_tail(node.term_out),
+                observed=_observed(node, predictions.get(node.id)),
+                offset_s=node.ctime - origin if origin and node.ctime > 0 else None,
+                extra=extra,
+            )
+        )
+        if parent is not None:
+            px, py = coords[parent.id]
+            view.edges.append(
+                Edge(px, py, x, y, node.id in best_path and parent.id in best_path, not node.executed)
+            )
+    view.width = max((x for x, _ in coords.values()), default=0.0) + MARGIN
+    view.height = max((y for _, y in coords.values()), default=0.0) + MARGIN
+    view.timeline = _timeline(events, result if isinstance(result, dict) else None)
+    return view
+
+
+def _facts(view: TrialView, spec: Any, status: Any, result: Any, report: Mapping[str, Any] | None) -> None:
+    def add(label: str, source: Any, key: str) -> None:
+        if isinstance(source, Mapping) and source.get(key) not in (None, ""):
+            view.facts.append((label, _fmt(source[key])))
+
+    for label, key in (
+        ("regime", "regime"),
+        ("configuration", "configuration"),
+        ("task", "task"),
+        ("seed", "seed"),
+    ):
+        add(label, spec, key)
+    for label, key in (
+        ("state", "state"),
+        ("failure class", "failure_class"),
+        ("cause", "cause"),
+        ("attempt", "attempt"),
+    ):
+        add(label, status, key)
+    for label, key in (
+        ("stop reason", "stop_reason"), ("best metric", "best_metric"), ("steps", "steps"),
+        ("executed", "executed"), ("skipped", "skipped"), ("buggy", "buggy"), ("time used (s)", "time_used_s"),
+        ("resumed", "resumed"),
+    ):  # fmt: skip
+        add(label, result, key)
+    for label, key in (
+        ("score", "score"),
+        ("valid submission", "valid_submission"),
+        ("any medal", "any_medal"),
+    ):
+        add(label, report, key)
+    if isinstance(report, Mapping):
+        medal = next((m for m in ("gold", "silver", "bronze") if report.get(f"{m}_medal")), None)
+        if medal:
+            view.facts.append(("medal", medal))
