@@ -437,6 +437,9 @@ def build_sub_parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
         p.add_argument("--pad-missing", action="store_true", help="count missing seeds as failures")
         p.add_argument("--out", type=Path, help="where audit/ goes (default: the first OUTPUT_DIR)")
+        p.add_argument(
+            "--no-trial-pages", action="store_true", help="write index.html without a page per trial"
+        )
     elif command == "show":
         p.add_argument("trial_dir", type=Path, metavar="TRIAL_DIR")
         p.add_argument("--out", type=Path, help="where the page goes (default: TRIAL_DIR/trial.html)")
@@ -517,7 +520,12 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
 
     dirs = [d.absolute() for d in args.output_dirs]
     return run_audit(
-        dirs, strict=args.strict, pad_missing=args.pad_missing, console=console, out_dir=args.out
+        dirs,
+        strict=args.strict,
+        pad_missing=args.pad_missing,
+        console=console,
+        out_dir=args.out,
+        trial_pages=not args.no_trial_pages,
     )
 
 

@@ -1,7 +1,8 @@
 """Audit one or more output dirs: completeness, medal rates, paired deltas, costs, world model.
 
 Reads launch.json, grading reports, status.json, events.jsonl, journal.json and costs/*.csv;
-writes `<out_dir>/summary.csv`, `report.md` and PNG plots, and prints rich tables.
+writes `<out_dir>/summary.csv`, `report.md`, PNG plots, `index.html` and `trials/*.html`, and prints rich
+tables.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def run_audit(
     console: Console | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
+    trial_pages: bool = True,
 ) -> int:
     """Audit `dirs`, print tables, write outputs; exit code 1 under `strict` if anything is off.
 
@@ -60,6 +62,9 @@ def run_audit(
     result = audit(dirs, pad_missing=pad_missing)
     target = out_dir if out_dir is not None else default_out_dir(dirs)
     written = write_outputs(result, target, plots=plots)
+    from mle_world.audit.pages import write_pages
+
+    written += write_pages(result, target, [p.name for p in written if p.suffix == ".png"], pages=trial_pages)
     out = console if console is not None else Console()
     print_tables(result, out)
     out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)

@@ -295,3 +295,86 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
         Curve(regime, cfg, counts[(regime, cfg)], grid, [v / counts[(regime, cfg)] for v in acc])
         for (regime, cfg), acc in sorted(sums.items())
     ]
+
+
+@dataclass
+class BaselineDeltaRow:
+    """A configuration − the baseline configuration on the same regime, task and seed (percentage points)."""
+
+    regime: str
+    configuration: str
+    baseline: str
+    pairs: int
+    delta: MeanSem
+
+
+def baseline_delta_rows(
+    sweep: Sweep, baseline: str = "aide", metric: str = "any_medal"
+) -> list[BaselineDeltaRow]:
+    """Paired deltas against `baseline` within each regime, over (task, seed) pairs where both have a report."""
+    by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
+    for trial in sweep.found:
+        by_key[(trial.regime, trial.task, trial.seed)][trial.configuration] = trial
+    diffs: dict[Group, list[float]] = defaultdict(list)
+    for (regime, _, _), configs in sorted(by_key.items()):
+        base = configs.get(baseline)
+        if base is None:
+            continue
+        for cfg, trial in configs.items():
+            if cfg != baseline:
+                value = float(getattr(trial.report, metric)) - float(getattr(base.report, metric))
+                diffs[(regime, cfg)].append(100.0 * value)
+    return [
+        BaselineDeltaRow(regime, cfg, baseline, len(values), mean_sem(values))
+        for (regime, cfg), values in sorted(diffs.items())
+    ]
+
+
+@dataclass
+class CalibrationRow:
+    """Calibration of executed, valid ungated predictions of one stage and mode."""
+
+    stage: str
+    mode: str
+    labelled: int
+    accuracy: float | None
+    brier: float | None
+    bug_labelled: int
+    bug_brier: float | None
+    bins: list[CalibrationBin]
+
+
+def calibration_rows(sweep: Sweep, n_bins: int = 10) -> list[CalibrationRow]:
+    """p_improves (and p_bug) against the observed outcome per stage and mode, from ungated trials."""
+    improves: dict[tuple[str, str], tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
+    bugs: dict[tuple[str, str], tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
+    for trial in sweep.trials:
+        if trial.regime != "ungated":
+            continue
+        for pred in trial_events(trial).predictions:
+            if not pred.valid or not pred.executed:
+                continue
+            key: tuple[str, str] = (pred.stage, pred.mode)
+            if pred.p_improves is not None and pred.actual_improved is not None:
+                improves[key][0].append(pred.p_improves)
+                improves[key][1].append(pred.actual_improved)
+            if pred.p_bug is not None and pred.actual_buggy is not None:
+                bugs[key][0].append(pred.p_bug)
+                bugs[key][1].append(pred.actual_buggy)
+    rows = []
+    for group in sorted(set(improves) | set(bugs)):
+        probs, outcomes = improves.get(group, ([], []))
+        bug_p, bug_y = bugs.get(group, ([], []))
+        rows.append(
+            CalibrationRow(
+                stage=group[0],
+                mode=group[1],
+                labelled=len(probs),
+                accuracy=accuracy_at(probs, outcomes),
+                brier=brier_score(probs, outcomes),
+                bug_labelled=len(bug_p),
+                bug_brier=brier_score(bug_p, bug_y),
+                bins=calibration_bins(probs, outcomes, n_bins) if probs else [],
+            )
+        )
+    return rows

@@ -44,6 +44,10 @@ class Trial:
     has_costs: bool = False
     tokens: int | None = None
     gpu_hours: float | None = None
+    events_cache: EventLog | None = field(default=None, repr=False, compare=False)
+    """events.jsonl parsed once (tables and pages share it)."""
+    journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
+    """(journal.json data or None,) read once (curves and pages share it)."""
 
     @property
     def report_path(self) -> Path:
@@ -240,8 +244,21 @@ def collect(dirs: Iterable[Path]) -> Sweep:
 
 
 def trial_events(trial: Trial) -> EventLog:
-    """The trial's events.jsonl (tolerant)."""
-    return read_events(trial.trial_dir / "events.jsonl")
+    """The trial's events.jsonl (tolerant), read on first use."""
+    if trial.events_cache is None:
+        trial.events_cache = read_events(trial.trial_dir / "events.jsonl")
+    return trial.events_cache
+
+
+def trial_journal(trial: Trial) -> Any:
+    """The trial's journal.json as parsed JSON, or None when absent or corrupt; read on first use."""
+    if trial.journal_cache is None:
+        try:
+            data = json.loads((trial.trial_dir / "journal.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        trial.journal_cache = (data,)
+    return trial.journal_cache[0]
 
 
 def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]:
@@ -250,11 +267,10 @@ def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]
     Tolerant: an absent or corrupt journal gives an empty curve. Times come from node `ctime`;
     when the journal has no times, the node's step is used as a stand-in in hours.
     """
-    path = trial.trial_dir / "journal.json"
+    data = trial_journal(trial)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         nodes = data["nodes"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return [], None
     points: list[tuple[float, float]] = []
     ctimes = [float(n.get("ctime") or 0.0) for n in nodes if isinstance(n, dict)]

@@ -5,17 +5,36 @@ Reads the computed audit tables and trial page models; writes self-contained HTM
 
 from __future__ import annotations
 
+import base64
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mle_world.audit.trialview import TrialView
+from mle_world.audit.analysis import (
+    RATE_METRICS,
+    BaselineDeltaRow,
+    CalibrationRow,
+    CostRow,
+    Curve,
+    DeltaRow,
+    RateRow,
+    WorldRow,
+    baseline_delta_rows,
+    calibration_rows,
+)
+from mle_world.audit.collect import Sweep, Trial, trial_events, trial_journal
+from mle_world.audit.report import LABELS, AuditResult, problem_lines
+from mle_world.audit.trialview import TrialView, load_trial_view
 from mle_world.storage import write_text_atomic
 
 if TYPE_CHECKING:
     import jinja2
 
+BASELINE = "aide"
+"""The configuration every other one is compared with on the same task and seed (DESIGN §4)."""
 PAGE_MODE = 0o644
 """Pages are readable by a static web server running as another user."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -65,3 +84,224 @@ def render_trial_page(view: TrialView, index_href: str | None = None) -> str:
 def write_trial_page(view: TrialView, path: Path, index_href: str | None = None) -> Path:
     write_text_atomic(path, render_trial_page(view, index_href), mode=PAGE_MODE)
     return path
+
+
+FIGURES = {
+    "medal_rates.png": "Medal rates",
+    "calibration.png": "Calibration",
+    "best_metric_over_time.png": "Best metric over time",
+}
+"""PNG plots of the audit embedded in index.html (as data URIs, so the page stands alone)."""
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One line of the index's trial table (strings, ready to show)."""
+
+    trial_id: str
+    href: str | None
+    state: str
+    score: str
+    medal: str
+    nodes: str
+    executed: str
+    skipped: str
+    buggy: str
+    best: str
+    cost: str
+    note: str
+
+
+@dataclass
+class IndexView:
+    """Everything index.html shows."""
+
+    result: AuditResult
+    baseline: str
+    baseline_deltas: list[BaselineDeltaRow]
+    calibration: list[CalibrationRow]
+    figures: dict[str, str]
+    trials: list[TrialRow]
+    problems: list[str]
+    rate_metrics: tuple[str, ...] = RATE_METRICS
+    labels: dict[str, str] = field(default_factory=lambda: dict(LABELS))
+
+    @property
+    def sweep(self) -> Sweep:
+        return self.result.sweep
+
+    @property
+    def dirs(self) -> list[str]:
+        return [str(d) for d in self.sweep.dirs]
+
+    @property
+    def rates(self) -> list[RateRow]:
+        return self.result.rates
+
+    @property
+    def costs(self) -> list[CostRow]:
+        return self.result.costs
+
+    @property
+    def has_costs(self) -> bool:
+        return any(c.with_costs for c in self.result.costs)
+
+    @property
+    def world(self) -> list[WorldRow]:
+        return self.result.world
+
+    @property
+    def curves(self) -> list[Curve]:
+        return self.result.curves
+
+    @property
+    def regimes(self) -> list[str]:
+        return sorted({r.regime for r in self.result.rates})
+
+    @property
+    def configurations(self) -> list[str]:
+        names = sorted({r.configuration for r in self.result.rates})
+        return sorted(names, key=lambda name: name != self.baseline)
+
+    @property
+    def seed_note(self) -> str:
+        if self.result.pad_missing:
+            return "every seed; a missing report counts as no medal"
+        return "complete seeds only: every task of the configuration has a report"
+
+    @property
+    def gated_deltas(self) -> dict[str, DeltaRow]:
+        return {d.configuration: d for d in self.result.deltas}
+
+    @property
+    def linked(self) -> int:
+        return sum(1 for t in self.trials if t.href)
+
+    def rate(self, regime: str, configuration: str) -> RateRow | None:
+        return next(
+            (r for r in self.result.rates if (r.regime, r.configuration) == (regime, configuration)), None
+        )
+
+    def baseline_delta(self, regime: str, configuration: str) -> BaselineDeltaRow | None:
+        return next(
+            (d for d in self.baseline_deltas if (d.regime, d.configuration) == (regime, configuration)), None
+        )
+
+
+def _data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _counts(journal: Any) -> dict[str, str]:
+    nodes = journal.get("nodes") if isinstance(journal, dict) else None
+    if not isinstance(nodes, list):
+        return {"nodes": "", "executed": "", "skipped": "", "buggy": "", "best": ""}
+    good = [n for n in nodes if isinstance(n, dict) and n.get("executed") and not n.get("is_buggy")]
+    metrics = [n["metric"] for n in good if isinstance(n.get("metric"), int | float)]
+    lower = journal.get("lower_is_better")
+    best = (min(metrics) if lower else max(metrics)) if metrics else None
+    return {
+        "nodes": str(len(nodes)),
+        "executed": str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed"))),
+        "skipped": str(sum(1 for n in nodes if isinstance(n, dict) and n.get("skipped"))),
+        "buggy": str(
+            sum(1 for n in nodes if isinstance(n, dict) and n.get("executed") and n.get("is_buggy"))
+        ),
+        "best": "" if best is None else f"{best:.4g}",
+    }
+
+
+def _trial_row(trial: Trial, href: str | None) -> TrialRow:
+    report = trial.report
+    medal = ""
+    if report is not None:
+        medal = next((m for m in ("gold", "silver", "bronze") if getattr(report, f"{m}_medal")), "–")
+    score = "" if report is None or report.score is None else f"{report.score:.4g}"
+    note = trial.problem or ""
+    if trial.cause:
+        note = f"{note}; {trial.cause}" if note else trial.cause
+    return TrialRow(
+        trial_id=trial.trial_id,
+        href=href,
+        state=trial.state or "",
+        score=score if report is None or report.valid_submission else "invalid",
+        medal=medal,
+        cost="" if trial.cost_usd is None else f"{trial.cost_usd:.2f}",
+        note=note,
+        **_counts(trial_journal(trial)),
+    )
+
+
+def _inputs_mtime(trial: Trial) -> int:
+    """Newest modification time (ns) of what a trial page shows, and of the code that draws it."""
+    paths = [
+        trial.trial_dir / n
+        for n in ("journal.json", "events.jsonl", "status.json", "result.json", "spec.json")
+    ]
+    paths += [trial.report_path, *_code_files()]
+    newest = 0
+    for path in paths:
+        try:
+            newest = max(newest, path.stat().st_mtime_ns)
+        except OSError:
+            continue
+    return newest
+
+
+@cache
+def _code_files() -> tuple[Path, ...]:
+    here = Path(__file__).parent
+    return (Path(__file__), here / "trialview.py", *sorted((here / "templates").glob("*.j2")))
+
+
+def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:
+    """A page per trial that left a journal, under `out_dir/trials/`; trial id → link relative to out_dir.
+
+    A page newer than every file it shows (and than the code drawing it) is kept as it is, so
+    re-running the audit during a sweep redraws only the trials that moved.
+    """
+    links: dict[str, str] = {}
+    for trial in sweep.trials:
+        if trial_journal(trial) is None:
+            continue
+        name = trial_page_name(trial.trial_id)
+        page = out_dir / "trials" / name
+        links[trial.trial_id] = f"trials/{name}"
+        try:
+            if page.stat().st_mtime_ns > _inputs_mtime(trial):
+                continue
+        except OSError:
+            pass
+        report = trial.report.model_dump(mode="json") if trial.report is not None else None
+        view = load_trial_view(
+            trial.trial_dir,
+            trial_id=trial.trial_id,
+            journal=trial_journal(trial),
+            events=trial_events(trial),
+            report=report,
+        )
+        write_trial_page(view, page, index_href="../index.html")
+    return links
+
+
+def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: dict[str, str]) -> IndexView:
+    figures = {FIGURES[name]: _data_uri(out_dir / name) for name in plots if name in FIGURES}
+    return IndexView(
+        result=result,
+        baseline=BASELINE,
+        baseline_deltas=baseline_delta_rows(result.sweep, BASELINE),
+        calibration=calibration_rows(result.sweep),
+        figures=figures,
+        trials=[_trial_row(t, links.get(t.trial_id)) for t in result.sweep.trials],
+        problems=problem_lines(result.sweep, limit=10_000),
+    )
+
+
+def write_pages(result: AuditResult, out_dir: Path, plots: Sequence[str], pages: bool = True) -> list[Path]:
+    """`out_dir/index.html` and (unless `pages` is off) the trial pages it links to."""
+    links = write_trial_pages(result.sweep, out_dir) if pages else {}
+    index = out_dir / "index.html"
+    write_text_atomic(
+        index, render("index.html.j2", v=index_view(result, out_dir, plots, links)), mode=PAGE_MODE
+    )
+    return [index]
