@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n==> %s\n' "$*"; }
 
-APT_PACKAGES=(squashfs-tools bubblewrap shellcheck rsync busybox-static git procps)
+APT_PACKAGES=(squashfs-tools bubblewrap shellcheck rsync busybox-static git procps chromium)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
 if ((${#missing[@]})); then

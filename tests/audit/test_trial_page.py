@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from browser import dump_dom
 from markupsafe import escape
 
 from mle_world.agent.events import EventLog
@@ -108,6 +109,15 @@ def test_untrusted_text_appears_as_text_not_markup(tmp_path: Path) -> None:
     # plan, output, review, code, diff, rationale, stop reason and the unknown field: each shown as text.
     assert page.count(escaped) >= 7, page.count(escaped)
     assert "&lt;script&gt;" in page
+
+
+def test_browser_shows_untrusted_text_and_runs_no_script(tmp_path: Path) -> None:
+    page = tmp_path / "trial.html"
+    page.write_text(render_trial_page(load_trial_view(make_trial(tmp_path))))
+    dom = dump_dom(page.as_uri())
+    # The DOM Chromium built has no script or img element; the hostile text is there as text.
+    assert "<script" not in dom and "<img" not in dom
+    assert dom.count('&lt;script&gt;alert("pwned")&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;') >= 7
 
 
 def test_tree_layout_puts_parents_over_children_and_survives_deep_chains() -> None:

@@ -3,20 +3,30 @@ runtime, scripted endpoints over real HTTP, grading, costs, then `audit --strict
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import functools
+import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import scripted
+from browser import drawn_fraction, dump_dom, screenshot
 from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer
 
+from mle_world.audit.pages import trial_page_name
 from mle_world.endpoints import PROBE_TOOL_NAME
 
 pytestmark = pytest.mark.slow
@@ -97,6 +107,7 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
     assert (tmp_path / "ungated" / "audit" / "summary.csv").exists()
     assert (tmp_path / "ungated" / "audit" / "report.md").exists()
     assert list((tmp_path / "ungated" / "audit").glob("*.png"))
+    check_pages(tmp_path / "ungated" / "audit")
 
     # Tokens in the cost CSVs are exactly the usage the servers sent to the agents (the launcher's
     # endpoint probes, a 1-token completion and a forced probe tool call, are not trial costs).
@@ -112,6 +123,49 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
         ok = [r for r in records if r.status == 200 and r.usage and not is_probe(r.request)]
         expected = [sum(r.usage[0] for r in ok if r.usage), sum(r.usage[1] for r in ok if r.usage)]
         assert totals[role] == expected, role
+
+
+def check_pages(audit_dir: Path) -> None:
+    """index.html and a trial page draw in headless Chromium, from file:// and from a static server."""
+    trial_id = "gated/wm-point/iris-species/seed34"
+    index = audit_dir / "index.html"
+    page = audit_dir / "trials" / trial_page_name(trial_id)
+    dom = dump_dom(index.as_uri())
+    assert "<title>Sweep report</title>" in dom and "12 trials; 12 with a page." in dom
+    assert (
+        dom.count('<a href="trials/') == 12 and 'id="brier-table"' in dom and "data:image/png;base64," in dom
+    )
+    nodes = json.loads(
+        (audit_dir.parents[1] / "gated/runs/wm-point/iris-species_seed34/journal.json").read_text()
+    )
+    stages = [n["stage"] for n in nodes["nodes"]]
+    counts = f"{len(stages)} nodes: {stages.count('draft')} draft, {stages.count('debug')} debug"
+    with static_server(audit_dir) as base:
+        served = dump_dom(f"{base}/trials/{page.name}")
+        back = re.search(r'href="([^"]+)">← sweep report', served)
+        assert back is not None
+        with urllib.request.urlopen(urllib.parse.urljoin(f"{base}/trials/{page.name}", back[1])) as reply:
+            assert b"<title>Sweep report</title>" in reply.read()
+    for text in (served, dump_dom(page.as_uri())):
+        assert f"<title>Trial {trial_id}</title>" in text and counts in text and "best</span>" in text
+        assert "<script" not in text
+    for url, name in ((index.as_uri(), "index.png"), (page.as_uri(), "trial.png")):
+        png = screenshot(url, name)
+        assert drawn_fraction(png) > 0.02, f"{png} looks blank"
+
+
+@contextlib.contextmanager
+def static_server(root: Path) -> Iterator[str]:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def is_probe(request: dict) -> bool:  # type: ignore[type-arg]
