@@ -87,6 +87,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line with exit code 2 (its default code, kept)."""
 
@@ -432,6 +442,10 @@ def build_sub_parser(command: str) -> argparse.ArgumentParser:
     p = _Parser(prog=f"{PROG} {command}")
     if command == "status":
         p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
+        p.add_argument(
+            "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
+        )
+        p.add_argument("--interval", type=_positive_float, default=5.0, help="seconds between redraws (5)")
     elif command == "audit":
         p.add_argument("output_dirs", type=Path, nargs="+", metavar="OUTPUT_DIR")
         p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
@@ -554,10 +568,12 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 def dispatch(command: str, rest: list[str], console: Console) -> int:
     args = build_sub_parser(command).parse_args(rest)
     if command == "status":
-        from mle_world.launch.status import show_status
+        from mle_world.launch.status import show_status, watch_status
 
         if not args.output_dir.is_dir():
             raise UserError(f"status: {args.output_dir}: no such directory")
+        if args.watch:
+            return watch_status(args.output_dir.absolute(), console, args.interval)
         return show_status(args.output_dir.absolute(), console)
     if command == "audit":
         return cmd_audit(args, console)

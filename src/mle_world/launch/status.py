@@ -1,4 +1,4 @@
-"""`run_paper.py status OUTPUT_DIR`: counts per state and configuration, running trials, failures, ETA.
+"""`run_paper.py status [--watch] OUTPUT_DIR`: counts per state and configuration, running trials, failures, ETA.
 
 Reads every `runs/*/*/status.json` under the output dir (the sweep's only source of truth); writes nothing.
 """
@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from mle_world.errors import UserError
 from mle_world.launch.state import STATES, utcnow
@@ -111,13 +115,25 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def show_status(output_dir: Path, console: Console) -> int:
-    """Print the sweep's state; exit 0 when every trial succeeded, 1 when some failed, else 0."""
-    sweep = collect(output_dir)
+@dataclass(frozen=True)
+class StatusView:
+    """What `status` shows of one sweep: rich renderables, and the exit code the state implies."""
+
+    renderables: tuple[RenderableType, ...]
+    failed: int
+    finished: bool
+    """No trial is pending, submitted or running (or none can progress: the launcher is gone)."""
+
+
+def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: bool = True) -> StatusView:
+    """Tables per configuration and state, running and failed trials, warnings and the ETA.
+
+    Raises UserError for an unreadable status.json under `strict`; otherwise shows it as a warning
+    (a live view keeps going while a file is being replaced).
+    """
+    out: list[RenderableType] = []
     if not sweep.trials and not sweep.unreadable:
-        console.print(f"{output_dir}: no trials launched yet")
-        return 0
-    now = utcnow()
+        return StatusView((Text(f"{output_dir}: no trials launched yet"),), 0, False)
     per_config: dict[str, Counter[str]] = defaultdict(Counter)
     for t in sweep.trials:
         per_config[configuration_of(t.trial_id)][t.state] += 1
@@ -129,7 +145,7 @@ def show_status(output_dir: Path, console: Console) -> int:
         table.add_row(name, *(str(per_config[name][s] or "") for s in STATES))
     totals = sweep.counts()
     table.add_row("[bold]total", *(f"[bold]{totals[s]}" for s in STATES))
-    console.print(table)
+    out.append(table)
 
     running = [t for t in sweep.trials if t.state == "running"]
     if running:
@@ -147,33 +163,76 @@ def show_status(output_dir: Path, console: Console) -> int:
                 t.slurm_job_id or "",
                 str(t.attempt),
             )
-        console.print(rt)
+        out.append(rt)
     failed = [t for t in sweep.trials if t.state == "failed"]
     if failed:
         ft = Table(title="failed")
         for col in ("trial", "class", "attempt", "cause"):
             ft.add_column(col)
         for t in failed:
-            ft.add_row(t.trial_id, t.failure_class or "", str(t.attempt), t.cause or "")
-        console.print(ft)
+            ft.add_row(t.trial_id, t.failure_class or "", str(t.attempt), Text(t.cause or ""))
+        out.append(ft)
     orphaned = sweep.orphaned()
     if orphaned:
-        console.print(
-            f"[yellow]{len(orphaned)} trial(s) marked submitted/running, but no launcher holds "
-            f"{output_dir / '.launcher.lock'}: the launcher is gone; re-run the same command to resume them"
+        out.append(
+            Text(
+                f"{len(orphaned)} trial(s) marked submitted/running, but no launcher holds "
+                f"{output_dir / '.launcher.lock'}: the launcher is gone; re-run the same command to resume them",
+                style="yellow",
+            )
         )
     if sweep.unreadable:
         # Counting them as finished (or dropping them) would misreport the sweep: refuse instead.
         path, problem = sweep.unreadable[0]
         more = f" (and {len(sweep.unreadable) - 1} more)" if len(sweep.unreadable) > 1 else ""
-        raise UserError(f"{path}: corrupt trial status: {problem}{more}")
+        if strict:
+            raise UserError(f"{path}: corrupt trial status: {problem}{more}")
+        out.append(Text(f"{path}: unreadable trial status: {problem}{more}", style="yellow"))
     eta = sweep.eta_s(now=now)
     if orphaned:
-        console.print("ETA: unknown (no launcher is running)")
+        out.append(Text("ETA: unknown (no launcher is running)"))
     elif eta == 0.0:
-        console.print("all trials finished")
+        out.append(Text("all trials finished"))
     elif eta is None:
-        console.print("ETA: unknown (no trial finished yet)")
+        out.append(Text("ETA: unknown (no trial finished yet)"))
     else:
-        console.print(f"ETA: ~{_duration(eta)} at the current parallelism")
-    return 1 if failed else 0
+        out.append(Text(f"ETA: ~{_duration(eta)} at the current parallelism"))
+    finished = (eta == 0.0 or bool(orphaned)) and not sweep.unreadable
+    return StatusView(tuple(out), len(failed), finished)
+
+
+def show_status(output_dir: Path, console: Console) -> int:
+    """Print the sweep's state; exit 0 when every trial succeeded, 1 when some failed, else 0."""
+    view = status_view(output_dir, collect(output_dir), utcnow())
+    for renderable in view.renderables:
+        console.print(renderable)
+    return 1 if view.failed else 0
+
+
+def watch_status(
+    output_dir: Path,
+    console: Console,
+    interval_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Redraw the status every `interval_s` in place until every trial finished (or Ctrl-C).
+
+    Returns what `show_status` would return for the last state seen.
+    """
+    collect(output_dir)  # a bad output dir is a user error before the screen is taken over
+
+    def frame() -> tuple[Group, StatusView]:
+        now = utcnow()
+        view = status_view(output_dir, collect(output_dir), now, strict=False)
+        footer = Text(f"updated {now:%H:%M:%S} UTC · every {interval_s:g}s · Ctrl-C to leave", style="dim")
+        return Group(*view.renderables, footer), view
+
+    group, view = frame()
+    with Live(group, console=console, auto_refresh=False, transient=False) as live:
+        while not view.finished:
+            sleep(interval_s)
+            group, view = frame()
+            live.update(group, refresh=True)
+    if not console.is_terminal:
+        console.line()  # Live ends its last frame with a newline only on a terminal
+    return 1 if view.failed else 0
