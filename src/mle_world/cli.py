@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -164,7 +165,11 @@ def _endpoints(config: PaperConfig, args: argparse.Namespace) -> dict[Role, Endp
             update["url"] = getattr(args, f"{role}_url")
         if getattr(args, f"{role}_model"):
             update["model"] = getattr(args, f"{role}_model")
-        out[role] = config.endpoints[role].model_copy(update=update)
+        # Validated, not copied: a comma-separated --ROLE-url is a list of replicas.
+        try:
+            out[role] = EndpointSettings.model_validate({**config.endpoints[role].model_dump(), **update})
+        except ValidationError as error:
+            raise UserError(f"--{role}-url: {error.errors()[0]['msg']}") from None
     return out
 
 
@@ -289,10 +294,9 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         data_dir=str(data_dir),
         image_path=runtime.image,
         endpoints=tuple(
-            EndpointRecord(
-                role=role, url=e.url, key_env=e.key_env, served_models=(e.model,) if e.model else ()
-            )
+            EndpointRecord(role=role, url=url, key_env=e.key_env, served_models=(e.model,) if e.model else ())
             for role, e in endpoints.items()
+            for url in e.urls
         ),
         trials=tuple(
             LaunchedTrial(
@@ -434,7 +438,9 @@ def execute_plan(
 
 def _endpoint_flags(parser: argparse.ArgumentParser) -> None:
     for role in ROLES:
-        parser.add_argument(f"--{role}-url", help=f"{role} endpoint base URL")
+        parser.add_argument(
+            f"--{role}-url", help=f"{role} endpoint base URL, or several replicas' URLs separated by commas"
+        )
         parser.add_argument(f"--{role}-model", help=f"{role} served model id (default: discovered)")
 
 

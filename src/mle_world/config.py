@@ -30,7 +30,7 @@ from mle_world.records import (
 )
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-TRANSPORT_FIELDS = ("url", "key_env", "timeout_s", "max_retries")
+TRANSPORT_FIELDS = ("url", "key_env", "timeout_s", "outage_window_s", "max_concurrent")
 """Endpoint fields that do not change results; excluded from every science hash."""
 
 

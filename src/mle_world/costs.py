@@ -19,7 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mle_world.config import read_yaml
 from mle_world.errors import ConfigError
-from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, PredictionEvent, Role, TrialSpec
+from mle_world.records import (
+    ROLES,
+    DowntimeEvent,
+    ExecutionEvent,
+    LLMCallEvent,
+    PredictionEvent,
+    Role,
+    TrialSpec,
+)
 from mle_world.storage import write_text_atomic
 
 DEFAULT_PRICES = Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
@@ -116,6 +124,7 @@ class EventLog:
     llm: list[LLMCallEvent] = field(default_factory=list)
     executions: list[ExecutionEvent] = field(default_factory=list)
     predictions: list[PredictionEvent] = field(default_factory=list)
+    downtime: list[DowntimeEvent] = field(default_factory=list)
     bad_lines: int = 0
     missing: bool = False
 
@@ -124,6 +133,7 @@ _EVENT_TYPES: dict[str, type[BaseModel]] = {
     "llm_call": LLMCallEvent,
     "execution": ExecutionEvent,
     "prediction": PredictionEvent,
+    "downtime": DowntimeEvent,
 }
 
 
@@ -151,6 +161,8 @@ def read_events(path: Path) -> EventLog:
             log.executions.append(event)
         elif isinstance(event, PredictionEvent):
             log.predictions.append(event)
+        elif isinstance(event, DowntimeEvent):
+            log.downtime.append(event)
     return log
 
 

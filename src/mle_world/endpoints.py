@@ -1,6 +1,6 @@
 """Probes of the three OpenAI-compatible endpoints (coder, world, feedback) for check-endpoints and launch.
 
-Reads each role's `/v1/models`, one 1-token chat completion and one forced tool call through the
+Reads each replica's `/v1/models`, one 1-token chat completion and one forced tool call through the
 `openai` client; writes only the rendered table to the given console. API keys are never shown.
 """
 
@@ -83,8 +83,15 @@ def api_key_for(settings: EndpointSettings) -> str:
 
 
 def default_client_factory(settings: EndpointSettings, timeout_s: float) -> OpenAI:
-    """An `OpenAI` client for the endpoint, without retries (a probe should answer fast)."""
-    return OpenAI(base_url=settings.url, api_key=api_key_for(settings), timeout=timeout_s, max_retries=0)
+    """An `OpenAI` client for the endpoint's (first) replica, without retries (a probe should answer fast)."""
+    return OpenAI(base_url=settings.urls[0], api_key=api_key_for(settings), timeout=timeout_s, max_retries=0)
+
+
+def replica_settings(settings: EndpointSettings) -> list[EndpointSettings]:
+    """One settings object per replica URL (each with a single URL)."""
+    if len(settings.urls) == 1:
+        return [settings]
+    return [settings.model_copy(update={"url": url}) for url in settings.urls]
 
 
 def describe_error(exc: BaseException) -> str:
@@ -143,13 +150,14 @@ def probe_endpoint(
     timeout_s: float = PROBE_TIMEOUT_S,
     check_tools: bool = True,
 ) -> EndpointProbe:
-    """Probe one endpoint: /v1/models, a 1-token completion, and a forced named tool call.
+    """Probe one endpoint (the first replica of `settings`): /v1/models, a 1-token completion, and a
+    forced named tool call.
 
     Never raises for endpoint failures; they are reported in `EndpointProbe.error`
     (fatal) or `EndpointProbe.tool_error` (tool calling unsupported, not fatal).
     """
     client = client_factory(settings, timeout_s)
-    url = settings.url
+    url = settings.urls[0]
     try:
         page = client.models.list()
         models = list(page.data)
@@ -214,19 +222,20 @@ def probe_all(
     timeout_s: float = PROBE_TIMEOUT_S,
     check_tools: bool = True,
 ) -> list[EndpointProbe]:
-    """Probe every configured role concurrently; results in ROLES order (coder, feedback, world)."""
-    roles = [r for r in ROLES if r in endpoints]
-    with ThreadPoolExecutor(max_workers=max(1, len(roles))) as pool:
+    """Probe every replica of every configured role concurrently; results in ROLES order (coder,
+    feedback, world), replicas in their configured order."""
+    targets = [(r, one) for r in ROLES if r in endpoints for one in replica_settings(endpoints[r])]
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
         futures = [
             pool.submit(
                 probe_endpoint,
                 role,
-                endpoints[role],
+                settings,
                 client_factory=client_factory,
                 timeout_s=timeout_s,
                 check_tools=check_tools,
             )
-            for role in roles
+            for role, settings in targets
         ]
         return [f.result() for f in futures]
 
@@ -254,8 +263,13 @@ def render_probe_table(probes: list[EndpointProbe]) -> Table:
 
 
 def failure_line(probes: list[EndpointProbe], prefix: str = "check-endpoints") -> str | None:
-    """One line naming every failed role, or None when all are usable."""
-    failed = [f"{p.role} endpoint {p.url} {p.error}" for p in probes if not p.ok]
+    """One line naming every role none of whose replicas works, or None when every role is usable.
+
+    A role with at least one working replica is usable: the agent's client fails over and probes
+    the others back; the table and a note show the dead ones.
+    """
+    usable = {p.role for p in probes if p.ok}
+    failed = [f"{p.role} endpoint {p.url} {p.error}" for p in probes if not p.ok and p.role not in usable]
     return f"{prefix}: " + "; ".join(failed) if failed else None
 
 
@@ -274,7 +288,11 @@ def check_endpoints(
     """
     probes = probe_all(endpoints, client_factory=client_factory, timeout_s=timeout_s)
     console.print(render_probe_table(probes))
+    usable = {p.role for p in probes if p.ok}
     for p in probes:
+        if not p.ok and p.role in usable:
+            note = f"note: {p.role} replica {p.url} is down ({p.error}); its share goes to the live replicas"
+            console.print(note, markup=False)
         if p.ok and p.tool_calls is False:
             note = f"note: {p.role} endpoint has no tool calling ({p.tool_error})"
             console.print(note + "; the agent uses its JSON fallback", markup=False)
@@ -287,21 +305,22 @@ def check_endpoints(
 def endpoint_records(
     endpoints: Mapping[Role, EndpointSettings], probes: list[EndpointProbe] | None = None
 ) -> tuple[EndpointRecord, ...]:
-    """launch.json entries: URL, key variable name and served model ids (never a key value)."""
-    by_role = {p.role: p for p in probes or []}
+    """launch.json entries, one per replica: URL, key variable name and served model ids (never a key)."""
+    by_url = {(p.role, p.url): p for p in probes or []}
     records = []
     for role in ROLES:
         if role not in endpoints:
             continue
         settings = endpoints[role]
-        probe = by_role.get(role)
-        records.append(
-            EndpointRecord(
-                role=role,
-                url=settings.url,
-                key_env=settings.key_env,
-                served_models=probe.served_models if probe else (),
-                probed=probe is not None,
+        for url in settings.urls:
+            probe = by_url.get((role, url))
+            records.append(
+                EndpointRecord(
+                    role=role,
+                    url=url,
+                    key_env=settings.key_env,
+                    served_models=probe.served_models if probe else (),
+                    probed=probe is not None,
+                )
             )
-        )
     return tuple(records)

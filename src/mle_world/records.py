@@ -45,8 +45,8 @@ def check_endpoint_url(text: str) -> str:
 class EndpointSettings(Record):
     """One OpenAI-compatible endpoint role."""
 
-    url: str
-    """Base URL including /v1, e.g. http://localhost:8000/v1."""
+    url: str | tuple[str, ...]
+    """Base URL including /v1, e.g. http://localhost:8000/v1, or the URLs of several replicas."""
     model: str | None = None
     """Served model id; discovered from /v1/models when null."""
 
@@ -60,9 +60,30 @@ class EndpointSettings(Record):
     temperature: float = Field(0.5, ge=0.0, le=2.0)
     max_tokens: int = Field(4096, gt=0)
     timeout_s: float = Field(600.0, gt=0)
-    """Per-request timeout."""
-    max_retries: int = Field(6, ge=0)
-    """Bounded retries (exponential backoff + jitter) on connection errors, 429 and 5xx."""
+    """Per-request timeout (further capped by the trial's time left plus the outage window)."""
+    outage_window_s: float = Field(900.0, gt=0)
+    """How long a request keeps retrying an outage or protocol garbage before the trial fails as infra."""
+    max_concurrent: int = Field(4, ge=1)
+    """Requests one trial may have in flight to this role at once (concurrent candidates count)."""
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _split_urls(cls, value: object) -> object:
+        if isinstance(value, str) and "," in value:
+            value = [u for u in value.split(",")]
+        if isinstance(value, list | tuple):
+            urls = tuple(str(u).strip() for u in value)
+            if not urls or not all(urls):
+                raise ValueError("url: give one URL or a non-empty list of URLs")
+            if len(set(urls)) != len(urls):
+                raise ValueError("url: a replica URL is listed twice")
+            return urls[0] if len(urls) == 1 else urls
+        return value
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every replica's base URL (one for a single server)."""
+        return (self.url,) if isinstance(self.url, str) else self.url
 
 
 class BudgetSettings(Record):
@@ -177,6 +198,8 @@ class TrialStatus(Record):
     """Times the trial was checkpointed and requeued (preemption/timeout) within its attempts."""
     wall_used_s: float = 0.0
     """Wall time of earlier interrupted runs of this attempt, carried over into the wall limit."""
+    downtime_s: float = 0.0
+    """Endpoint downtime the agent excluded from its budget (from result.json; extends the wall limit)."""
     exit_code: int | None = None
     """Exit code of the trial command's last run (None while running or when never started)."""
     pid: int | None = None
@@ -200,6 +223,8 @@ class AgentResult(Record):
     time_used_s: float = 0.0
     exec_time_s: float = 0.0
     llm_time_s: float = 0.0
+    downtime_s: float = 0.0
+    """Time during which every replica of some role was down; excluded from time_used_s."""
     resumed: int = 0
     """How many times the trial resumed from a checkpoint."""
     has_submission: bool = False
@@ -263,6 +288,20 @@ class LLMCallEvent(Record):
     latency_s: float
     outcome: Literal["ok", "retry", "error"]
     error: str | None = None
+
+
+class DowntimeEvent(Record):
+    """events.jsonl line when every replica of a role went down, and when the role came back."""
+
+    type: Literal["downtime"] = "downtime"
+    ts: datetime
+    role: Role
+    phase: Literal["down", "up", "ended"]
+    """down: the outage began (budget clock paused); up: a replica answered; ended: the session
+    stopped during the outage (gave up or was preempted)."""
+    downtime_s: float | None = None
+    """Length of this role's outage (on up/ended)."""
+    cause: str | None = None
 
 
 class ExecutionEvent(Record):

@@ -143,7 +143,7 @@ def make_spec(
     search: SearchSettings | None = None,
     stages: tuple[StageGuidance, ...] | None = None,
     urls: dict[str, str] | None = None,
-    max_retries: int = 2,
+    outage_window_s: float = 2.0,
     key_env: str | None = None,
     seed: int = 34,
 ) -> TrialSpec:
@@ -155,7 +155,7 @@ def make_spec(
             model=None,
             key_env=key_env,
             timeout_s=20,
-            max_retries=max_retries,
+            outage_window_s=outage_window_s,
         )
         for role, server in servers.items()
     }

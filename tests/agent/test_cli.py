@@ -76,7 +76,7 @@ def test_endpoint_down_for_good_exits_nonzero_with_cause(tmp_path, competition, 
     dead = FakeOpenAIServer()
     url = dead.url
     dead.stop()
-    spec = make_spec(tmp_path, public, servers, urls={"coder": url}, max_retries=1)
+    spec = make_spec(tmp_path, public, servers, urls={"coder": url}, outage_window_s=1.0)
     trial = Path(spec.paths.trial_dir)
     proc = start_agent(trial / "spec.json")
     _, err = proc.communicate(timeout=60)

@@ -5,6 +5,8 @@ Reads nothing; talks to fake servers on loopback.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from fakeserver import FakeOpenAIServer, Reply
 
@@ -19,12 +21,17 @@ MSG = [{"role": "user", "content": "hi"}]
 
 def client(server: FakeOpenAIServer, sink: MemorySink, **settings: object) -> EndpointClient:
     sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        time.sleep(seconds)
+
     c = EndpointClient(
         "coder",
         EndpointSettings(url=server.url, **settings),  # type: ignore[arg-type]
         sink,
-        backoff=Backoff(base_s=1.0, cap_s=4.0),
-        sleep=sleeps.append,
+        backoff=Backoff(base_s=0.01, cap_s=0.04),
+        sleep=sleep,
         environ={"MY_KEY": "k-123"},
     )
     c.sleeps = sleeps  # type: ignore[attr-defined]
@@ -45,17 +52,22 @@ def test_discovers_model_and_records_usage_and_key():
     assert isinstance(event, LLMCallEvent) and event.outcome == "ok" and event.purpose == "draft"
 
 
-def test_bounded_retries_with_backoff_then_failure():
+def test_retries_are_bounded_by_the_outage_window_with_jittered_backoff():
     sink = MemorySink()
     with FakeOpenAIServer() as server:
-        server.fail_next(10, status=500)
-        c = client(server, sink, model="m", max_retries=3)
-        with pytest.raises(EndpointFailure, match="gave up after 4 attempts"):
+        server.fail_next(10_000, status=500)
+        c = client(server, sink, model="m", outage_window_s=0.5)
+        with pytest.raises(
+            EndpointFailure, match=r"gave up after [\d.]+ s and \d+ attempts: .*InternalServerError"
+        ):
             c.chat(MSG, purpose="draft")
-        assert len(server.chat_requests) == 4
-    assert [e.outcome for e in sink.events] == ["retry", "retry", "retry", "error"]
+        attempts = len(server.chat_requests)
+    outcomes = [e.outcome for e in sink.events if isinstance(e, LLMCallEvent)]
+    assert attempts >= 3 and outcomes == ["retry"] * (attempts - 1) + ["error"]
     sleeps = c.sleeps  # type: ignore[attr-defined]
-    assert len(sleeps) == 3 and all(0 <= s <= cap for s, cap in zip(sleeps, (1, 2, 4), strict=True))
+    # Full jitter under a cap that doubles per failure (0.01, 0.02, 0.04, 0.04, ...).
+    caps = [min(0.04, 0.01 * 2**i) for i in range(len(sleeps))]
+    assert all(0 <= s <= cap + 1e-9 for s, cap in zip(sleeps, caps, strict=True))
 
 
 def test_429_is_retried_and_400_is_not():
@@ -82,15 +94,15 @@ def test_tool_rejection_is_distinguished():
 def test_tool_call_arguments_are_returned():
     sink = MemorySink()
     with FakeOpenAIServer() as server:
-        server.push(Reply(tool_call=("submit_review", {"is_bug": True}), usage=None))
+        server.push(Reply(tool_call=("submit_review", {"is_bug": True}), usage=(9, 4)))
         c = client(server, sink, model="m")
         reply = c.chat(MSG, purpose="review", tools=[REVIEW_TOOL], tool_choice=REVIEW_TOOL_CHOICE)
-        assert reply.tool_arguments == '{"is_bug": true}' and reply.prompt_tokens is None
+        assert reply.tool_arguments == '{"is_bug": true}' and reply.prompt_tokens == 9
         assert server.chat_requests[0]["tool_choice"] == REVIEW_TOOL_CHOICE
 
 
 def test_dead_endpoint_fails_discovery():
     server = FakeOpenAIServer()
     server.stop()
-    with pytest.raises(EndpointFailure, match="model discovery failed"):
-        client(server, MemorySink(), max_retries=1).chat(MSG, purpose="draft")
+    with pytest.raises(EndpointFailure, match="model discovery failed: .*APIConnectionError"):
+        client(server, MemorySink(), outage_window_s=0.3).chat(MSG, purpose="draft")

@@ -87,12 +87,12 @@ def test_usage_in_events_matches_what_the_server_returned(tmp_path, competition,
     events = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "llm_call"]
     for role, server in servers.items():
         mine = [e for e in events if e["role"] == role and e["outcome"] == "ok"]
-        sent = [s for s in server.sent if s.status == 200]
+        # A completion without usage is protocol garbage: retried, never an "ok" with zero tokens.
+        sent = [s for s in server.sent if s.status == 200 and s.usage]
         assert len(mine) == len(sent)
-        assert [(e["prompt_tokens"], e["completion_tokens"]) for e in mine] == [
-            s.usage if s.usage else (None, None) for s in sent
-        ]
+        assert [(e["prompt_tokens"], e["completion_tokens"]) for e in mine] == [s.usage for s in sent]
     coder = [e for e in events if e["role"] == "coder"]
+    assert coder[1]["outcome"] == "retry" and "no usage" in coder[1]["error"]
     assert coder[1]["prompt_tokens"] is None  # unknown is not zero
     assert {e["model"] for e in coder} == {"fake-coder"}  # discovered from /v1/models
 
@@ -322,7 +322,7 @@ def test_endpoint_down_for_a_while_recovers(tmp_path, competition, servers):
         tmp_path,
         public,
         servers,
-        max_retries=3,
+        outage_window_s=30.0,
         budget=BudgetSettings(time_limit_s=60, max_steps=1, min_step_s=0),
     )
     result = run(spec)
@@ -350,7 +350,7 @@ def test_endpoint_down_for_good_fails_the_trial(tmp_path, competition, servers):
         public,
         servers,
         urls={"feedback": dead_url},
-        max_retries=2,
+        outage_window_s=1.0,
         budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0),
     )
     result = run(spec)

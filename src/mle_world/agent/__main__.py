@@ -1,7 +1,7 @@
 """Entry point inside the container: `python -m mle_world.agent --spec PATH/spec.json`.
 
 Reads spec.json and the endpoint key variables; writes the trial dir's agent outputs (never status.json).
-Exit codes: 0 completed, 1 failed (infra, see result.json), 2 bad spec/checkpoint, 143 preempted, 130 Ctrl-C.
+Exit codes: 0 completed, 1 failed (see result.json), 2 bad spec/checkpoint, 143 preempted, 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from types import FrameType
 from pydantic import ValidationError
 
 from mle_world.agent.budget import MonotonicClock
+from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventLog
 from mle_world.agent.interpreter import ProcessRunner, enable_subreaper, kill_leftovers
 from mle_world.agent.llm import Backoff, EndpointClient
@@ -62,6 +63,8 @@ def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s
         if stale:
             log.warning("killed %d process(es) left in the workspace by an earlier session", len(stale))
     events = EventLog(layout.events)
+    clock = MonotonicClock()
+    downtime = Downtime(clock, events)
     clients = {
         role: EndpointClient(
             role,
@@ -69,6 +72,7 @@ def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s
             events,
             backoff=backoff,
             rng=random.Random(f"{spec.seed}:{role}"),
+            outages=downtime,
         )
         for role, settings in spec.agent.endpoints.items()
     }
@@ -78,8 +82,9 @@ def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s
         feedback=clients.get("feedback", clients["coder"]),
         world=clients.get("world") if world_needed else None,
         runner=ProcessRunner(layout.workspace, kill_grace_s=kill_grace_s),
-        clock=MonotonicClock(),
+        clock=clock,
         events=events,
+        downtime=downtime,
         llm_time=lambda: events.llm_time_s,
         gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
     )

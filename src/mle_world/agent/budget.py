@@ -6,7 +6,7 @@ Reads the clock passed in and the time already used by earlier sessions; writes 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -50,17 +50,25 @@ class Budget:
     """Time used = time carried over from earlier sessions + wall time of this session.
 
     Every consumer (prompts, execution timeouts, the stop rule) asks this object, so the 12-hour
-    limit counts LLM calls and executions alike.
+    limit counts LLM calls and executions alike, but not endpoint outages (`paused`).
     """
 
-    def __init__(self, settings: BudgetSettings, clock: Clock, carried_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        settings: BudgetSettings,
+        clock: Clock,
+        carried_s: float = 0.0,
+        paused: Callable[[], float] = lambda: 0.0,
+    ) -> None:
         self.settings = settings
         self.clock = clock
         self.carried_s = carried_s
+        self._paused = paused
+        """Seconds of this session the clock stood still (every replica of a role down)."""
         self._session_start = clock.now()
 
     def used(self) -> float:
-        return self.carried_s + (self.clock.now() - self._session_start)
+        return self.carried_s + (self.clock.now() - self._session_start) - self._paused()
 
     def left(self) -> float:
         return max(0.0, self.settings.time_limit_s - self.used())

@@ -1,4 +1,4 @@
-"""The trial's event log: one JSON line per LLM call, execution and prediction.
+"""The trial's event log: one JSON line per LLM call, execution, prediction and endpoint outage.
 
 Appends to `events.jsonl` in the trial directory; safe to call from several threads.
 """
@@ -9,10 +9,10 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from mle_world.records import ExecutionEvent, LLMCallEvent, PredictionEvent
+from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, PredictionEvent
 from mle_world.storage import append_jsonl
 
-Event = LLMCallEvent | ExecutionEvent | PredictionEvent
+Event = LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent
 
 
 class EventSink(Protocol):

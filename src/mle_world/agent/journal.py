@@ -86,6 +86,8 @@ class Checkpoint(BaseModel):
     time_used_s: float = 0.0
     exec_time_s: float = 0.0
     llm_time_s: float = 0.0
+    downtime_s: float = 0.0
+    """Endpoint downtime of all sessions, excluded from time_used_s."""
     sessions: int = 0
     consecutive_skips: int = 0
     groups: int = 0

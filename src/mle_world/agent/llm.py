@@ -1,25 +1,47 @@
 """Chat clients for the three endpoint roles (coder, feedback, world) over the `openai` client.
 
-Reads the endpoint settings and the key variable they name; writes one `LLMCallEvent` per attempt.
+Reads the endpoint settings and the key variable they name; writes one `LLMCallEvent` per attempt
+(and, through the outage listener, one `DowntimeEvent` when a role goes down or comes back).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal, Protocol, TypeVar
 
 import openai
+import pydantic
+from openai.types.chat import ChatCompletion
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from mle_world.agent.events import EventSink
+from mle_world.agent.replicas import Backoff, Lease, ReplicaPool
 from mle_world.records import EndpointSettings, LLMCallEvent, Role
 
+__all__ = [
+    "Backoff",
+    "ChatModel",
+    "ChatReply",
+    "EndpointClient",
+    "EndpointFailure",
+    "Message",
+    "OutageListener",
+    "ToolsUnsupported",
+]
+
 Message = dict[str, str]
+T = TypeVar("T")
+PROBE_TIMEOUT_S = 5.0
+"""Limit of the GET /models probe that brings a failed replica back (a hung server fails it fast)."""
+MIN_ATTEMPT_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -35,7 +57,7 @@ class ChatReply:
 
 
 class EndpointFailure(Exception):
-    """An endpoint could not serve a request after bounded retries (infra failure of the trial)."""
+    """An endpoint could not serve a request within the outage window (infra failure of the trial)."""
 
     def __init__(self, role: Role, cause: str) -> None:
         super().__init__(f"{role}: {cause}")
@@ -64,18 +86,60 @@ class ChatModel(Protocol):
     ) -> ChatReply: ...
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with full jitter: sleep U(0, min(cap, base * 2**attempt))."""
+class OutageListener(Protocol):
+    """Told when every replica of a role is down and when the role answers again (the budget pauses)."""
 
-    base_s: float = 1.0
-    cap_s: float = 60.0
+    def down(self, role: Role, cause: str) -> None: ...
 
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        return rng.uniform(0.0, min(self.cap_s, self.base_s * (2**attempt)))
+    def up(self, role: Role, phase: Literal["up", "ended"] = "up", cause: str | None = None) -> None: ...
 
 
-_RETRYABLE = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+class _NoListener:
+    def down(self, role: Role, cause: str) -> None:
+        pass
+
+    def up(self, role: Role, phase: Literal["up", "ended"] = "up", cause: str | None = None) -> None:
+        pass
+
+
+class _Fault(Exception):
+    """One failed attempt that is the endpoint's fault: outage, overload, hang or protocol garbage."""
+
+    def __init__(self, cause: str, retry_after_s: float | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.retry_after_s = retry_after_s
+
+
+def _retryable_status(error: openai.APIStatusError) -> bool:
+    return error.status_code in (408, 409, 429) or error.status_code >= 500
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as a date)."""
+    headers = error.response.headers
+    try:
+        if "retry-after-ms" in headers:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (ValueError, TypeError):
+        return None
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, openai.APITimeoutError):
+        return "APITimeoutError: request timed out"
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error.__context__
+        return f"APIConnectionError: {cause or error}"
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}"
 
 
 def _is_tools_rejection(error: openai.BadRequestError) -> bool:
@@ -83,21 +147,64 @@ def _is_tools_rejection(error: openai.BadRequestError) -> bool:
     return "tool" in text or "function" in text
 
 
-def _usage(response: Any) -> tuple[int | None, int | None]:
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return None, None
-    prompt = getattr(usage, "prompt_tokens", None)
-    completion = getattr(usage, "completion_tokens", None)
-    return (prompt if isinstance(prompt, int) else None, completion if isinstance(completion, int) else None)
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _parse_completion(raw: Any, wants_tool: bool) -> tuple[ChatCompletion, Any]:
+    """The completion and its first message, or `_Fault` for a body that is not a usable completion."""
+    content_type = str(raw.headers.get("content-type", ""))
+    if "json" not in content_type.lower():
+        raise _Fault(
+            f"protocol garbage: content type {content_type or 'missing'!r} with status {raw.status_code}"
+        )
+    try:
+        completion = raw.parse()
+    except (ValueError, TypeError, pydantic.ValidationError, openai.APIResponseValidationError) as error:
+        raise _Fault(f"protocol garbage: unparseable body ({type(error).__name__}: {error})") from error
+    if not isinstance(completion, ChatCompletion):
+        raise _Fault(f"protocol garbage: body is not a chat completion ({type(completion).__name__})")
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise _Fault("protocol garbage: no choices in the completion")
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise _Fault("protocol garbage: the choice has no message")
+    if getattr(completion, "usage", None) is None:
+        raise _Fault("protocol garbage: no usage in the completion")
+    if wants_tool:
+        for call in getattr(message, "tool_calls", None) or ():
+            arguments = getattr(getattr(call, "function", None), "arguments", None)
+            try:
+                json.loads(arguments if isinstance(arguments, str) else "")
+            except ValueError:
+                raise _Fault("protocol garbage: tool call arguments are not JSON") from None
+    return completion, message
+
+
+@dataclass
+class _Call:
+    """State of one logical request across its attempts (local to the calling thread)."""
+
+    purpose: str
+    model: str | None
+    deadline: float
+    first_fault: float | None = None
+    attempts: int = 0
+    pending: dict[str, Any] = field(default_factory=dict)
+    """The last failed attempt's event, emitted as `retry` before the next or as `error` on giving up."""
 
 
 class EndpointClient:
-    """A `ChatModel` over one OpenAI-compatible endpoint.
+    """A `ChatModel` over one role's replicas of an OpenAI-compatible server.
 
-    The openai client's own retries are disabled so that every attempt, including failed ones,
-    becomes an event; retries here are bounded by `max_retries` (connection errors, 429, 5xx).
-    The model id is discovered from /v1/models on first use when the settings leave it null.
+    The openai client's own retries are disabled so that every attempt becomes an event. An attempt
+    that fails by the endpoint's fault (connection error, timeout, 408/409/429/5xx, a body that is
+    not a usable completion) takes its replica out of rotation and is retried on another replica at
+    once, or, when every replica is down, after exponential backoff with jitter (never earlier than
+    `Retry-After`). Retrying stops after `outage_window_s` of continuous failure, or when the trial's
+    time left plus that window has passed; then `EndpointFailure`. The model id is discovered from
+    /v1/models on first use when the settings leave it null.
     """
 
     def __init__(
@@ -109,71 +216,156 @@ class EndpointClient:
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
         environ: Mapping[str, str] | None = None,
+        outages: OutageListener | None = None,
+        probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
         self.role = role
         self.settings = settings
         self.events = events
         self.backoff = backoff or Backoff()
-        self._rng = rng or random.Random(0)
-        self._rng_lock = threading.Lock()
         self._sleep = sleep
+        self._clock = clock
+        self._outages = outages or _NoListener()
+        self._probe_timeout_s = probe_timeout_s
         env = os.environ if environ is None else environ
         key = env.get(settings.key_env, "") if settings.key_env else ""
         # vLLM accepts any key, and the openai client refuses an empty one.
-        self._client = openai.OpenAI(
-            base_url=settings.url,
-            api_key=key or "EMPTY",
-            max_retries=0,
-            timeout=settings.timeout_s,
+        clients = [
+            (
+                url,
+                openai.OpenAI(
+                    base_url=url, api_key=key or "EMPTY", max_retries=0, timeout=settings.timeout_s
+                ),
+            )
+            for url in settings.urls
+        ]
+        self.pool: ReplicaPool[openai.OpenAI] = ReplicaPool(
+            clients,
+            backoff=self.backoff,
+            rng=rng or random.Random(0),
+            clock=clock,
+            on_down=lambda cause: self._outages.down(role, cause),
+            on_up=lambda: self._outages.up(role),
         )
+        self._slots = threading.BoundedSemaphore(settings.max_concurrent)
         self._model = settings.model
         self._model_lock = threading.Lock()
 
     def close(self) -> None:
-        self._client.close()
+        for replica in self.pool.replicas:
+            replica.client.close()
 
-    def _delay(self, attempt: int) -> float:
-        with self._rng_lock:
-            return self.backoff.delay(attempt, self._rng)
+    # ---- the retry policy --------------------------------------------------------------
+    def _call(self, call: _Call, send: Callable[[openai.OpenAI, float], T]) -> T:
+        """Run `send(client, timeout)` on some replica until it succeeds or the outage window closes."""
+        window = self.settings.outage_window_s
 
-    def model(self) -> str:
-        """The configured model id, or the first id the server lists."""
-        with self._model_lock:
-            if self._model is not None:
-                return self._model
-            last = "no attempt"
-            for attempt in range(self.settings.max_retries + 1):
-                try:
-                    page = self._client.models.list()
-                    ids = [m.id for m in page.data]
-                    if not ids:
-                        raise EndpointFailure(self.role, f"{self.settings.url}/models lists no model")
-                    self._model = ids[0]
-                    return self._model
-                except _RETRYABLE as error:
-                    last = f"{type(error).__name__}: {error}"
-                except openai.APIStatusError as error:
-                    raise EndpointFailure(self.role, f"model discovery: {error}") from error
-                if attempt < self.settings.max_retries:
-                    self._sleep(self._delay(attempt))
-            raise EndpointFailure(self.role, f"model discovery failed: {last}")
+        def stop(state: RetryCallState) -> bool:
+            now = self._clock()
+            return now >= call.deadline or (call.first_fault is not None and now - call.first_fault >= window)
+
+        def wait(state: RetryCallState) -> float:
+            left = call.deadline - self._clock()
+            if call.first_fault is not None:
+                left = min(left, call.first_fault + window - self._clock())
+            return max(0.0, min(self.pool.wait_s(), left))
+
+        def before_sleep(state: RetryCallState) -> None:
+            self._flush(call, "retry")
+
+        retrying = Retrying(
+            stop=stop,
+            wait=wait,
+            retry=retry_if_exception_type(_Fault),
+            sleep=self._sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        if not self._slots.acquire(timeout=max(0.0, call.deadline - self._clock())):
+            raise EndpointFailure(self.role, f"no request slot free before the deadline ({call.purpose})")
+        try:
+            result: T = retrying(self._attempt, call, send)
+            return result
+        except _Fault as fault:
+            self._flush(call, "error")
+            elapsed = self._clock() - (call.first_fault or self._clock())
+            cause = f"gave up after {elapsed:.1f} s and {call.attempts} attempts: {fault.cause}"
+            if self.pool.down:
+                self._outages.up(self.role, "ended", cause)
+            raise EndpointFailure(self.role, cause) from fault
+        finally:
+            self._slots.release()
+
+    def _attempt(self, call: _Call, send: Callable[[openai.OpenAI, float], T]) -> T:
+        lease = self.pool.acquire()
+        if lease is None:
+            if call.first_fault is None:
+                call.first_fault = self._clock()
+            raise _Fault(self.pool.last_error() or "every replica is down")
+        call.attempts += 1
+        replica = lease.replica
+        if lease.probe:
+            try:
+                replica.client.models.list(timeout=self._attempt_timeout(call, self._probe_timeout_s))
+            except openai.OpenAIError as error:
+                self._fault(call, lease, f"{replica.url}: probe failed: {_describe(error)}", None, 0.0)
+            self.pool.restored(lease)
+        start = self._clock()
+        try:
+            result = send(replica.client, self._attempt_timeout(call, self.settings.timeout_s))
+        except openai.APIStatusError as error:
+            latency = self._clock() - start
+            if _retryable_status(error):
+                self._fault(call, lease, _describe(error), _retry_after(error), latency)
+            self.pool.released(lease)
+            self._event(call, latency, "error", _describe(error))
+            raise
+        except openai.APIConnectionError as error:  # also APITimeoutError: a hung server
+            self._fault(call, lease, f"{replica.url}: {_describe(error)}", None, self._clock() - start)
+        except _Fault as fault:
+            self._fault(call, lease, f"{replica.url}: {fault.cause}", None, self._clock() - start)
+        except BaseException:
+            self.pool.released(lease)
+            raise
+        self.pool.succeeded(lease)
+        return result
+
+    def _attempt_timeout(self, call: _Call, limit: float) -> float:
+        return max(MIN_ATTEMPT_TIMEOUT_S, min(limit, call.deadline - self._clock()))
+
+    def _fault(
+        self, call: _Call, lease: Lease[openai.OpenAI], cause: str, retry_after: float | None, latency: float
+    ) -> None:
+        """Book a failed attempt against its replica and raise it for the retry policy."""
+        if call.first_fault is None:
+            call.first_fault = self._clock()
+        self.pool.failed(lease, cause, retry_after)
+        call.pending = {"latency": latency, "error": cause}
+        raise _Fault(cause, retry_after)
+
+    def _flush(self, call: _Call, outcome: Literal["retry", "error"]) -> None:
+        if call.pending:
+            self._event(call, call.pending["latency"], outcome, call.pending["error"])
+            call.pending = {}
 
     def _event(
         self,
-        purpose: str,
-        model: str | None,
+        call: _Call,
         latency: float,
         outcome: Literal["ok", "retry", "error"],
         error: str | None = None,
         usage: tuple[int | None, int | None] = (None, None),
     ) -> None:
+        if call.model is None:  # model discovery is not an LLM call
+            return
         self.events.emit(
             LLMCallEvent(
                 ts=datetime.now(UTC),
                 role=self.role,
-                model=model,
-                purpose=purpose,
+                model=call.model,
+                purpose=call.purpose,
                 prompt_tokens=usage[0],
                 completion_tokens=usage[1],
                 latency_s=latency,
@@ -181,6 +373,35 @@ class EndpointClient:
                 error=error,
             )
         )
+
+    def _deadline(self, timeout_s: float | None) -> float:
+        """Time left in the trial (or the per-request limit) plus the outage window, from now."""
+        left = self.settings.timeout_s if timeout_s is None else max(0.0, timeout_s)
+        return self._clock() + left + self.settings.outage_window_s
+
+    # ---- requests ----------------------------------------------------------------------
+    def model(self) -> str:
+        """The configured model id, or the first id the server lists."""
+        with self._model_lock:
+            if self._model is not None:
+                return self._model
+
+            def send(client: openai.OpenAI, timeout: float) -> str:
+                try:
+                    ids = [m.id for m in client.models.list(timeout=timeout).data]
+                except (ValueError, TypeError, AttributeError, pydantic.ValidationError) as error:
+                    raise _Fault(f"protocol garbage: unusable /models body ({error})") from error
+                if not ids:
+                    raise EndpointFailure(self.role, f"{client.base_url}models lists no model")
+                return ids[0]
+
+            try:
+                self._model = self._call(_Call("models", None, self._deadline(None)), send)
+            except EndpointFailure as error:
+                raise EndpointFailure(self.role, f"model discovery failed: {error.cause}") from error
+            except openai.APIStatusError as error:
+                raise EndpointFailure(self.role, f"model discovery: {_describe(error)}") from error
+            return self._model
 
     def chat(
         self,
@@ -192,57 +413,53 @@ class EndpointClient:
         tool_choice: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
     ) -> ChatReply:
+        """One completion; `timeout_s` is the trial's time left (the request never outlives it by
+        more than the outage window)."""
         model = self.model()
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": list(messages),
             "temperature": self.settings.temperature if temperature is None else temperature,
             "max_tokens": self.settings.max_tokens,
-            "timeout": min(self.settings.timeout_s, timeout_s) if timeout_s else self.settings.timeout_s,
         }
         if tools:
             kwargs["tools"] = list(tools)
             if tool_choice:
                 kwargs["tool_choice"] = dict(tool_choice)
-        last = "no attempt"
-        for attempt in range(self.settings.max_retries + 1):
-            final = attempt == self.settings.max_retries
-            start = time.monotonic()
-            try:
-                response = self._client.chat.completions.create(**kwargs)
-            except _RETRYABLE as error:
-                last = f"{type(error).__name__}: {error}"
-                self._event(purpose, model, time.monotonic() - start, "error" if final else "retry", last)
-                if not final:
-                    self._sleep(self._delay(attempt))
-                continue
-            except openai.BadRequestError as error:
-                self._event(purpose, model, time.monotonic() - start, "error", f"BadRequestError: {error}")
-                if tools and _is_tools_rejection(error):
-                    raise ToolsUnsupported(str(error)) from error
-                raise EndpointFailure(self.role, f"request rejected: {error}") from error
-            except openai.APIStatusError as error:
-                self._event(
-                    purpose, model, time.monotonic() - start, "error", f"{type(error).__name__}: {error}"
-                )
-                raise EndpointFailure(self.role, f"{type(error).__name__}: {error}") from error
-            latency = time.monotonic() - start
-            usage = _usage(response)
-            choice = response.choices[0] if response.choices else None
-            message = choice.message if choice is not None else None
-            content = (message.content if message is not None else None) or ""
-            tool_arguments: str | None = None
-            calls = getattr(message, "tool_calls", None) if message is not None else None
-            if calls:
-                function = getattr(calls[0], "function", None)
-                tool_arguments = getattr(function, "arguments", None)
-            self._event(purpose, model, latency, "ok", usage=usage)
-            return ChatReply(
-                content=content,
-                tool_arguments=tool_arguments,
-                model=model,
-                prompt_tokens=usage[0],
-                completion_tokens=usage[1],
-                latency_s=latency,
-            )
-        raise EndpointFailure(self.role, f"gave up after {self.settings.max_retries + 1} attempts: {last}")
+        call = _Call(purpose, model, self._deadline(timeout_s))
+        latency = 0.0
+
+        def send(client: openai.OpenAI, timeout: float) -> tuple[ChatCompletion, Any]:
+            nonlocal latency
+            start = self._clock()
+            raw = client.chat.completions.with_raw_response.create(**kwargs, timeout=timeout)
+            parsed = _parse_completion(raw, bool(tools))
+            latency = self._clock() - start
+            return parsed
+
+        try:
+            completion, message = self._call(call, send)
+        except openai.BadRequestError as error:
+            if tools and _is_tools_rejection(error):
+                raise ToolsUnsupported(str(error)) from error
+            raise EndpointFailure(self.role, f"request rejected: {_describe(error)}") from error
+        except openai.APIStatusError as error:
+            raise EndpointFailure(self.role, _describe(error)) from error
+        usage = completion.usage
+        counts = (
+            _count(getattr(usage, "prompt_tokens", None)),
+            _count(getattr(usage, "completion_tokens", None)),
+        )
+        tool_arguments: str | None = None
+        calls = getattr(message, "tool_calls", None)
+        if calls:
+            tool_arguments = getattr(getattr(calls[0], "function", None), "arguments", None)
+        self._event(call, latency, "ok", usage=counts)
+        return ChatReply(
+            content=getattr(message, "content", None) or "",
+            tool_arguments=tool_arguments,
+            model=model,
+            prompt_tokens=counts[0],
+            completion_tokens=counts[1],
+            latency_s=latency,
+        )

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from mle_world.agent import gate
 from mle_world.agent.budget import Budget, Clock
+from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
 from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, Journal, Node, WorldInfo, load_checkpoint, save_checkpoint
@@ -71,6 +72,8 @@ class Services:
     """Seconds spent in LLM calls this session (for result.json)."""
     gpu: str | None = None
     """CUDA_VISIBLE_DEVICES passed to the scripts, recorded on execution events."""
+    downtime: Downtime | None = None
+    """Endpoint outages of this session; the budget clock stands still while one lasts."""
 
 
 def _concurrently(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -125,7 +128,14 @@ class Agent:
         else:
             self.ckpt = Checkpoint(trial_id=spec.trial_id, science_hash=spec.science_hash, sessions=1)
         self.journal = Journal(self.ckpt.nodes, self.ckpt.lower_is_better)
-        self.budget = Budget(self.settings.budget, services.clock, carried_s=self.ckpt.time_used_s)
+        self._downtime_carried = self.ckpt.downtime_s
+        downtime = services.downtime
+        self.budget = Budget(
+            self.settings.budget,
+            services.clock,
+            carried_s=self.ckpt.time_used_s,
+            paused=downtime.paused_s if downtime is not None else lambda: 0.0,
+        )
         self._llm_carried = self.ckpt.llm_time_s
         self.reviewer = Reviewer(services.feedback, self.task, obfuscate=self.settings.obfuscate)
         wm = self.settings.world_model
@@ -147,6 +157,7 @@ class Agent:
             status, reason = "failed", f"endpoint_unavailable: {error}"
         except Preempted:
             self.s.runner.terminate()
+            self._end_outages("preempted")
             self.checkpoint()
             raise
         except Exception as error:
@@ -154,6 +165,7 @@ class Agent:
             status, reason = "failed", f"error: {type(error).__name__}: {error}"
         finally:
             self.s.runner.terminate()
+        self._end_outages(reason)
         self.checkpoint()
         result = self.result(status, reason)
         write_model(self.layout.result, result)
@@ -251,8 +263,12 @@ class Agent:
         return _concurrently(one, list(range(k)))
 
     def _llm_timeout(self) -> float:
-        # A request may not outlive the trial, but gets a little slack to finish a started answer.
-        return max(30.0, self.budget.left())
+        # The client adds its outage window: a request never outlives the trial by more than that.
+        return self.budget.left()
+
+    def _end_outages(self, cause: str) -> None:
+        if self.s.downtime is not None:
+            self.s.downtime.end(cause)
 
     # ---- world model -------------------------------------------------------------------
     def world_context(self, parent: Node | None) -> WorldContext:
@@ -480,6 +496,8 @@ class Agent:
         self.ckpt.nodes = self.journal.nodes
         self.ckpt.time_used_s = self.budget.used()
         self.ckpt.llm_time_s = self._llm_carried + self.s.llm_time()
+        if self.s.downtime is not None:
+            self.ckpt.downtime_s = self._downtime_carried + self.s.downtime.paused_s()
         self.ckpt.rng_state = _rng_state(self.rng)
         self.ckpt.lower_is_better = self.journal.lower_is_better
         save_checkpoint(self.layout.journal, self.ckpt)
@@ -500,6 +518,7 @@ class Agent:
             time_used_s=self.ckpt.time_used_s,
             exec_time_s=self.ckpt.exec_time_s,
             llm_time_s=self.ckpt.llm_time_s,
+            downtime_s=self.ckpt.downtime_s,
             resumed=max(0, self.ckpt.sessions - 1),
             has_submission=self.layout.submission_csv.is_file(),
         )
