@@ -50,11 +50,6 @@ class EndpointSettings(Record):
     model: str | None = None
     """Served model id; discovered from /v1/models when null."""
 
-    @field_validator("url")
-    @classmethod
-    def _valid_url(cls, value: str) -> str:
-        return check_endpoint_url(value)
-
     key_env: str | None = None
     """Name of the environment variable holding the API key (never the key itself)."""
     temperature: float = Field(0.5, ge=0.0, le=2.0)
@@ -79,6 +74,13 @@ class EndpointSettings(Record):
                 raise ValueError("url: a replica URL is listed twice")
             return urls[0] if len(urls) == 1 else urls
         return value
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        if isinstance(value, str):
+            return check_endpoint_url(value)
+        return tuple(check_endpoint_url(url) for url in value)
 
     @property
     def urls(self) -> tuple[str, ...]:
