@@ -1,18 +1,25 @@
 """Benchmarks of the agent loop: per-step overhead against a zero-latency server, and concurrent vs
 sequential generation of 4 candidates against a server with fixed latency.
 
-Reads nothing; writes a scratch trial dir in a temp directory and prints a table.
-Run: python benchmarks/agent_loop.py [--steps 30] [--latency 0.5]
+Reads nothing; writes a scratch trial dir in a temp directory and prints tables. The per-step table
+splits the run into quarters (the journal grows along it) and compares each with the baseline measured
+in the same run: the bare HTTP round trips a step needs (coder + feedback) through the same client.
+Nodes carry --code-kb of code each, like real solutions, so a journal rewrite grows with the trial.
+Run: python benchmarks/agent_loop.py [--steps 100] [--code-kb 8] [--latency 0.5]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "agent"))
@@ -45,12 +52,41 @@ class InstantRunner:
         pass
 
 
-def loop_overhead(steps: int, real_runner: bool) -> float:
+@dataclass
+class LoopTimes:
+    """Wall seconds of each step and of each checkpoint write, process CPU, journal files' bytes."""
+
+    steps: list[float] = field(default_factory=list)
+    checkpoints: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    journal_bytes: int = 0
+    round_trip_s: float = 0.0
+
+
+def _timed(times: list[float], method: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            times.append(time.perf_counter() - t0)
+
+    return wrapper
+
+
+def padded_script(code_kb: int) -> str:
+    padding = "".join(f"# feature note {i:05d}: " + "x" * 40 + "\n" for i in range(code_kb * 1024 // 62))
+    return good_script(0.5) + padding
+
+
+def loop_overhead(steps: int, real_runner: bool, code_kb: int = 0) -> LoopTimes:
+    times = LoopTimes()
+    script = padded_script(code_kb)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         public, _ = make_competition(root / "competition")
         servers = {
-            "coder": FakeOpenAIServer(default=lambda r: coder_reply(good_script(0.5))).start(),
+            "coder": FakeOpenAIServer(default=lambda r: coder_reply(script)).start(),
             "feedback": FakeOpenAIServer(default=review_responder).start(),
         }
         try:
@@ -70,14 +106,26 @@ def loop_overhead(steps: int, real_runner: bool) -> float:
                 events=events,
             )
             agent = Agent(spec, layout, services)
-            start = time.perf_counter()
+            agent.step = _timed(times.steps, agent.step)  # type: ignore[method-assign]
+            agent.checkpoint = _timed(times.checkpoints, agent.checkpoint)  # type: ignore[method-assign]
+            cpu0 = time.process_time()
             result = agent.run()
-            elapsed = time.perf_counter() - start
+            times.cpu_s = time.process_time() - cpu0
             assert result.steps == steps, result
+            times.journal_bytes = sum(
+                p.stat().st_size for p in Path(spec.paths.trial_dir).glob("journal*") if p.is_file()
+            )
+            # The floor: the two round trips of a step (coder, feedback) with the same client and servers.
+            messages = [{"role": "user", "content": "write code"}]
+            t0 = time.perf_counter()
+            for _ in range(20):
+                clients["coder"].chat(messages, purpose="draft")
+                clients["feedback"].chat(messages, purpose="review")
+            times.round_trip_s = (time.perf_counter() - t0) / 20
         finally:
             for server in servers.values():
                 server.stop()
-    return elapsed / steps
+    return times
 
 
 def generation(latency: float, k: int = 4) -> tuple[float, float]:
@@ -100,18 +148,46 @@ def generation(latency: float, k: int = 4) -> tuple[float, float]:
     return sequential, concurrent
 
 
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=30)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--code-kb", type=int, default=8, help="code size of each node (KiB)")
     parser.add_argument("--latency", type=float, default=0.5)
     args = parser.parse_args()
-    instant = loop_overhead(args.steps, real_runner=False)
-    real = loop_overhead(max(5, args.steps // 3), real_runner=True)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    instant = loop_overhead(args.steps, real_runner=False, code_kb=args.code_kb)
+    real = loop_overhead(max(5, args.steps // 10), real_runner=True)
     sequential, concurrent = generation(args.latency)
+    n, floor = len(instant.steps), instant.round_trip_s
+    print(f"agent loop, {n} steps, {args.code_kb} KiB of code per node, instant runner, zero-latency servers")
+    print(f"load average before: {load} (2 cores); baseline = coder + feedback round trip: {ms(floor)} ms")
+    print()
+    print(
+        "| steps | step ms (mean) | checkpoint ms (mean) | overhead beyond round trips ms | step vs baseline |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    quarters = [(i * n // 4, (i + 1) * n // 4) for i in range(4)]
+    for lo, hi in [*quarters, (0, n)]:
+        step = statistics.mean(instant.steps[lo:hi])
+        ckpt = statistics.mean(instant.checkpoints[lo:hi])
+        label = f"{lo + 1}-{hi}" if (lo, hi) != (0, n) else f"all {n}"
+        print(f"| {label} | {ms(step)} | {ms(ckpt)} | {ms(step - floor)} | {step / floor:.2f}x |")
+    first, last = (statistics.mean(instant.steps[lo:hi]) for lo, hi in (quarters[0], quarters[-1]))
+    print()
     print("| measurement | value |")
     print("|---|---|")
-    print(f"| loop overhead per step (zero-latency server, instant runner) | {instant * 1000:.1f} ms |")
-    print(f"| step with real `python` runs (--debug + full, trivial script) | {real * 1000:.1f} ms |")
+    print(f"| last quarter / first quarter step time | {last / first:.2f}x |")
+    print(f"| process CPU per step (agent + in-process servers) | {ms(instant.cpu_s / n)} ms |")
+    print(f"| journal files at the end | {instant.journal_bytes / 1024:.0f} KiB |")
+    print(
+        f"| step with real `python` runs (--debug + full, trivial script) | {ms(statistics.mean(real.steps))} ms |"
+    )
     print(f"| 4 candidates sequentially ({args.latency:.2f} s latency) | {sequential:.2f} s |")
     print(f"| 4 candidates concurrently ({args.latency:.2f} s latency) | {concurrent:.2f} s |")
     print(f"| sequential / concurrent ratio | {sequential / concurrent:.2f}x |")

@@ -1,26 +1,32 @@
 """Benchmark: audit time for a synthetic sweep of N grading reports (default 10,000).
 
 Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, events) under a temp
-dir (or --keep DIR) and prints how long `audit` (collect + tables) and `run_audit` (+ files) take.
+dir (or --keep DIR) and prints a table of whole-process runs (median wall and CPU of --repeats):
+`run_paper.py audit` (every table, summary.csv, report.md and plots) against baselines measured in the
+same run: bare `python -c pass`, and MLE-bench's own aggregator
+(`experiments/aggregate_grading_reports.py`) over the same reports when `MLEBENCH_VENV` is set (its
+checkout from `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as scripts/install_mlebench.sh puts it).
 
-Usage: python benchmarks/audit.py [--reports 10000] [--no-events] [--keep DIR]
+Usage: python benchmarks/audit.py [--reports 10000] [--repeats 5] [--no-events] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
+import os
 import random
+import resource
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
-
-from mle_world.audit import audit, run_audit
+REPO = Path(__file__).resolve().parents[1]
 
 CONFIGS = ("aide", "wm-point", "wm-strict", "wm-rank4", "wm-pairwise4", "wm-all-stages", "wm-blind")
 TASKS = tuple(f"task-{i:02d}" for i in range(17))
@@ -93,26 +99,80 @@ def make_sweep(root: Path, n_reports: int, events: bool, seed: int = 0) -> list[
     return dirs
 
 
+def mlebench_reports(dirs: list[Path], root: Path) -> tuple[list[str], Path] | None:
+    """The same reports in MLE-bench's run-group shape ({"competition_reports": [...]}) and a split file."""
+    out, paths = root / "mlebench-reports", []
+    out.mkdir(exist_ok=True)
+    for directory in dirs:
+        for report in sorted(directory.glob("runs/*/*_grading_report.json")):
+            target = out / f"{directory.name}.{report.parent.name}.{report.name}"
+            target.write_text(json.dumps({"competition_reports": [json.loads(report.read_text())]}))
+            paths.append(str(target))
+    split = root / "split.txt"
+    split.write_text("\n".join(TASKS) + "\n")
+    return paths, split
+
+
+def whole_process(cmd: list[str], repeats: int) -> tuple[float, float]:
+    """Median wall and CPU seconds (user + sys of the child) of `repeats` runs after one warm-up."""
+    walls, cpus = [], []
+    for i in range(repeats + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, cwd=REPO)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if i:
+            walls.append(wall)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
+
+
 def main() -> None:
     """Run the benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reports", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="audit-bench-"))
+    py = sys.executable
     try:
         t0 = time.perf_counter()
         dirs = make_sweep(root, args.reports, events=not args.no_events)
-        t1 = time.perf_counter()
-        result = audit(dirs)
-        t2 = time.perf_counter()
-        code = run_audit(dirs, console=Console(file=io.StringIO()), out_dir=root / "audit")
-        t3 = time.perf_counter()
-        print(f"synthetic sweep: {len(result.sweep.trials)} trials, {len(result.sweep.found)} reports "
-              f"(generated in {t1 - t0:.1f} s)")  # fmt: skip
-        print(f"audit (collect + tables): {t2 - t1:.2f} s")
-        print(f"run_audit (+ summary.csv, report.md, plots): {t3 - t2:.2f} s, exit code {code}")
+        print(f"synthetic sweep: {args.reports} reports in {len(dirs)} output dirs "
+              f"(generated in {time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
+              f"medians of {args.repeats} whole-process runs")  # fmt: skip
+        cases = {
+            "python -c pass": [py, "-c", "pass"],
+            "run_paper.py audit (tables, summary.csv, report.md, plots)": [
+                py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "audit")
+            ],
+        }  # fmt: skip
+        venv = os.environ.get("MLEBENCH_VENV")
+        checkout = Path(os.environ.get("MLEBENCH_DIR") or Path.home() / ".local/share/mle-bench")
+        aggregator = checkout / "experiments" / "aggregate_grading_reports.py"
+        if venv and aggregator.is_file():
+            shaped = mlebench_reports(dirs, root)
+            assert shaped is not None
+            paths, split = shaped
+            cases["MLE-bench aggregate_grading_reports.py (seed means only)"] = [
+                str(Path(venv) / "bin" / "python"), str(aggregator),
+                "--grading-reports", *paths, "--split", str(split), "--pad-missing",
+            ]  # fmt: skip
+        results = {name: whole_process(cmd, args.repeats) for name, cmd in cases.items()}
+        base_wall, base_cpu = results["python -c pass"]
+        reference = results.get("MLE-bench aggregate_grading_reports.py (seed means only)")
+        print()
+        print("| process | wall s | CPU s | CPU vs python -c pass | CPU vs MLE-bench aggregator |")
+        print("|---|---:|---:|---:|---:|")
+        for name, (wall, cpu) in results.items():
+            versus = f"{cpu / reference[1]:.2f}x" if reference else "n/a (MLEBENCH_VENV unset)"
+            print(f"| {name} | {wall:.2f} | {cpu:.2f} | {cpu / base_cpu:.1f}x | {versus} |")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -185,6 +185,7 @@ class FakeOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # TCP_NODELAY, as real servers set: no 40 ms delayed-ACK stall
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass

@@ -17,7 +17,7 @@ import pytest
 from agent_helpers import coder_reply, counter_coder, make_spec, read_events
 from fakeserver import FakeOpenAIServer
 
-from mle_world.agent.journal import Checkpoint
+from mle_world.agent.journal import Checkpoint, load_checkpoint, log_path
 from mle_world.records import AgentResult, BudgetSettings
 
 pytestmark = pytest.mark.timeout(90)
@@ -38,8 +38,8 @@ def wait_for_nodes(
 ) -> Checkpoint:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if journal.exists():
-            ckpt = Checkpoint.model_validate_json(journal.read_text())
+        ckpt = load_checkpoint(journal)
+        if ckpt is not None:
             if len(ckpt.nodes) >= count:
                 return ckpt
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
@@ -102,7 +102,7 @@ def test_sigterm_checkpoints_and_exits_143_then_resumes(tmp_path, competition, s
     proc.wait(timeout=30)
     assert proc.returncode == 143
     assert not (trial / "result.json").exists()
-    ckpt = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    ckpt = load_checkpoint(trial / "journal.json")
     assert 1 <= len(ckpt.nodes) < 4 and ckpt.time_used_s > 0
 
     proc = start_agent(trial / "spec.json")
@@ -126,16 +126,19 @@ def test_kill_9_mid_trial_then_resume_carries_time(tmp_path, competition, server
     time.sleep(0.3)  # mid-step
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    before = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    before = load_checkpoint(trial / "journal.json")
     assert len(before.nodes) >= len(first.nodes) and not (trial / "result.json").exists()
 
     proc = start_agent(trial / "spec.json")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()
-    after = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    after = load_checkpoint(trial / "journal.json")
     result = AgentResult.model_validate_json((trial / "result.json").read_text())
     assert result.resumed == 1 and result.steps == 4
     assert [n.id for n in after.nodes[: len(before.nodes)]] == [n.id for n in before.nodes]
+    # A finished trial's journal.json is whole: the appended log was folded into it.
+    assert not log_path(trial / "journal.json").exists()
+    assert Checkpoint.model_validate_json((trial / "journal.json").read_text()).nodes == after.nodes
     # Time used = time of the killed session (up to its last checkpoint) + the new session's.
     assert result.time_used_s > before.time_used_s
     assert after.sessions == 2
@@ -207,7 +210,7 @@ def test_sigusr2_also_checkpoints_and_exits_143(tmp_path, competition, servers):
     os.kill(proc.pid, signal.SIGUSR2)
     proc.wait(timeout=30)
     assert proc.returncode == 143 and not (trial / "result.json").exists()
-    ckpt = Checkpoint.model_validate_json((trial / "journal.json").read_text())
+    ckpt = load_checkpoint(trial / "journal.json")
     assert len(ckpt.nodes) == 1
     # The interrupted script's process group was killed with the agent's clean exit.
     time.sleep(0.2)

@@ -22,7 +22,7 @@ from agent_helpers import (
 from fakeserver import FakeOpenAIServer, Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
-from mle_world.agent.journal import Checkpoint
+from mle_world.agent.journal import Checkpoint, load_checkpoint
 from mle_world.agent.llm import Backoff
 from mle_world.records import AgentResult, BudgetSettings, TrialSpec, WorldModelSettings
 
@@ -35,7 +35,9 @@ def run(spec: TrialSpec) -> AgentResult:
 
 
 def journal(spec: TrialSpec) -> Checkpoint:
-    return Checkpoint.model_validate_json((Path(spec.paths.trial_dir) / "journal.json").read_text())
+    ckpt = load_checkpoint(Path(spec.paths.trial_dir) / "journal.json")
+    assert ckpt is not None
+    return ckpt
 
 
 def test_draft_bug_debug_improve(tmp_path, competition, servers):

@@ -1,20 +1,25 @@
-"""The journal of solution nodes (AIDE's single state object) and its checkpoint file.
+"""The journal of solution nodes (AIDE's single state object) and its checkpoint files.
 
-Reads and writes `journal.json` in the trial directory (atomically, after every step).
+Reads and writes `journal.json` (a compacted snapshot, replaced atomically) and `journal.jsonl` (one
+appended line per checkpoint since that snapshot) in the trial directory.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mle_world.records import Stage
 from mle_world.storage import read_model, write_model
 
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2
+"""2: journal.json may be followed by journal.jsonl; read both with `load_checkpoint`."""
+COMPACT_MIN_BYTES = 256 * 1024
 GateLabel = Literal["execute", "skip", "forced", "not_gated"]
 
 
@@ -76,11 +81,18 @@ class Node(BaseModel):
 
 
 class Checkpoint(BaseModel):
-    """journal.json: the nodes plus everything needed to resume the loop where it stopped."""
+    """journal.json: the nodes plus everything needed to resume the loop where it stopped.
+
+    A line of journal.jsonl is a Checkpoint too, holding only the nodes appended since the line
+    before it (`first_node` is the index of its first node) and the state at that moment.
+    """
 
     model_config = ConfigDict(extra="ignore")
 
     version: int = JOURNAL_VERSION
+    seq: int = 0
+    """How many checkpoints this state includes; a log line at or below a snapshot's seq is stale."""
+    first_node: int = 0
     trial_id: str
     science_hash: str
     time_used_s: float = 0.0
@@ -185,11 +197,127 @@ def valid_metric(value: object) -> float | None:
     return result if math.isfinite(result) else None
 
 
-def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
-    write_model(path, checkpoint)
+def log_path(snapshot: Path) -> Path:
+    """journal.jsonl beside journal.json."""
+    return snapshot.with_suffix(".jsonl")
+
+
+class JournalWriter:
+    """Checkpoints one trial's journal in time independent of its length.
+
+    Each checkpoint appends one line (the new nodes and the state) to journal.jsonl, written with a
+    single `write` and fsynced, and cut back if anything interrupts it. When the log outgrows the
+    snapshot (and COMPACT_MIN_BYTES), or on `compact=True`, journal.json is rewritten atomically
+    and the log removed, so rewriting costs a bounded multiple of what was appended. A kill at any
+    point leaves a snapshot plus whole lines (at most a torn last one, which readers drop). Nodes
+    are immutable once checkpointed: a later change to one reaches disk only at the next compaction.
+    """
+
+    def __init__(self, snapshot: Path, loaded: Checkpoint | None) -> None:
+        self.snapshot = snapshot
+        self.log = log_path(snapshot)
+        self.seq = loaded.seq if loaded else 0
+        self._on_disk = len(loaded.nodes) if loaded else 0
+        self._snapshot_bytes = snapshot.stat().st_size if snapshot.exists() else 0
+        self._log_bytes = self.log.stat().st_size if self.log.exists() else 0
+        # A resumed journal starts from a fresh snapshot, so no torn line stays in the middle of a log.
+        self._compact_next = self._log_bytes > 0 or (loaded is not None and loaded.version != JOURNAL_VERSION)
+
+    def save(self, checkpoint: Checkpoint, *, compact: bool = False) -> None:
+        self.seq += 1
+        nodes = checkpoint.nodes
+        if compact or self._compact_next or self._log_bytes > max(COMPACT_MIN_BYTES, self._snapshot_bytes):
+            self._compact(
+                checkpoint.model_copy(update={"seq": self.seq, "first_node": 0, "version": JOURNAL_VERSION})
+            )
+        else:
+            line = checkpoint.model_copy(
+                update={"seq": self.seq, "first_node": self._on_disk, "nodes": nodes[self._on_disk :]}
+            )
+            self._append((line.model_dump_json() + "\n").encode())
+        self._on_disk = len(nodes)
+
+    def _compact(self, checkpoint: Checkpoint) -> None:
+        write_model(self.snapshot, checkpoint)
+        self._snapshot_bytes = self.snapshot.stat().st_size
+        # A crash before this unlink leaves only lines at or below the snapshot's seq: skipped on read.
+        self.log.unlink(missing_ok=True)
+        self._log_bytes = 0
+        self._compact_next = False
+
+    def _append(self, data: bytes) -> None:
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+                os.fsync(fd)
+            except BaseException:
+                os.ftruncate(fd, size)  # interrupted (e.g. by a preemption signal): no torn line
+                raise
+        finally:
+            os.close(fd)
+        self._log_bytes = size + len(data)
 
 
 def load_checkpoint(path: Path) -> Checkpoint | None:
-    if not path.exists():
-        return None
-    return read_model(path, Checkpoint)
+    """The journal as of its last complete checkpoint: journal.json plus the whole lines of journal.jsonl.
+
+    Raises OSError or ValidationError for an unreadable snapshot; a torn or inconsistent log line
+    ends the replay there (what follows it cannot have been written by a live writer).
+    """
+    log = log_path(path)
+    merged = read_model(path, Checkpoint) if path.exists() else None
+    if not log.exists():
+        return merged
+    with open(log, "rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                line = Checkpoint.model_validate_json(raw)
+            except ValidationError:
+                break
+            if merged is not None and line.seq <= merged.seq:
+                continue
+            have = len(merged.nodes) if merged is not None else 0
+            if line.first_node != have or (merged is not None and merged.trial_id != line.trial_id):
+                break
+            nodes = (merged.nodes if merged is not None else []) + line.nodes
+            merged = line.model_copy(update={"nodes": nodes, "first_node": 0})
+    return merged
+
+
+def load_journal_data(path: Path) -> dict[str, Any]:
+    """journal.json plus journal.jsonl as plain JSON (for tolerant readers: the audit, trial pages).
+
+    Raises OSError when neither file exists and ValueError when the snapshot is not JSON; log lines
+    are merged as `load_checkpoint` does, without validating nodes.
+    """
+    log = log_path(path)
+    data: dict[str, Any] = (
+        json.loads(path.read_text(encoding="utf-8")) if path.exists() or not log.exists() else {}
+    )
+    if not isinstance(data, dict) or not log.exists():
+        return data
+    nodes = list(data.get("nodes") or [])
+    seq = data.get("seq", 0)
+    with open(log, "rb") as handle:
+        for raw in handle:
+            try:
+                line = json.loads(raw) if raw.endswith(b"\n") else None
+            except ValueError:
+                line = None
+            if not isinstance(line, dict):
+                break
+            if isinstance(seq, int) and isinstance(line.get("seq"), int) and line["seq"] <= seq:
+                continue
+            if line.get("first_node") != len(nodes) or not isinstance(line.get("nodes"), list):
+                break
+            nodes += line["nodes"]
+            seq = line.get("seq")
+            data = {**line, "nodes": nodes, "first_node": 0}
+    data["nodes"] = nodes
+    return data

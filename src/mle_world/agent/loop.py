@@ -21,7 +21,7 @@ from mle_world.agent.budget import Budget, Clock
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
 from mle_world.agent.interpreter import CodeRunner, ExecResult
-from mle_world.agent.journal import Checkpoint, Journal, Node, WorldInfo, load_checkpoint, save_checkpoint
+from mle_world.agent.journal import Checkpoint, Journal, JournalWriter, Node, WorldInfo, load_checkpoint
 from mle_world.agent.llm import ChatModel, EndpointFailure
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.preview import data_preview, task_description
@@ -128,6 +128,7 @@ class Agent:
         else:
             self.ckpt = Checkpoint(trial_id=spec.trial_id, science_hash=spec.science_hash, sessions=1)
         self.journal = Journal(self.ckpt.nodes, self.ckpt.lower_is_better)
+        self.journal_writer = JournalWriter(layout.journal, loaded)
         self._downtime_carried = self.ckpt.downtime_s
         downtime = services.downtime
         self.budget = Budget(
@@ -158,7 +159,7 @@ class Agent:
         except Preempted:
             self.s.runner.terminate()
             self._end_outages("preempted")
-            self.checkpoint()
+            self.checkpoint(compact=True)
             raise
         except Exception as error:
             log.exception("agent error")
@@ -166,7 +167,7 @@ class Agent:
         finally:
             self.s.runner.terminate()
         self._end_outages(reason)
-        self.checkpoint()
+        self.checkpoint(compact=True)
         result = self.result(status, reason)
         write_model(self.layout.result, result)
         return result
@@ -492,7 +493,8 @@ class Agent:
         log.info("new best node %s: metric %s", node.id[:8], node.metric)
 
     # ---- persistence -------------------------------------------------------------------
-    def checkpoint(self) -> None:
+    def checkpoint(self, *, compact: bool = False) -> None:
+        """Persist the journal: one appended line per step; a whole journal.json when the trial stops."""
         self.ckpt.nodes = self.journal.nodes
         self.ckpt.time_used_s = self.budget.used()
         self.ckpt.llm_time_s = self._llm_carried + self.s.llm_time()
@@ -500,7 +502,7 @@ class Agent:
             self.ckpt.downtime_s = self._downtime_carried + self.s.downtime.paused_s()
         self.ckpt.rng_state = _rng_state(self.rng)
         self.ckpt.lower_is_better = self.journal.lower_is_better
-        save_checkpoint(self.layout.journal, self.ckpt)
+        self.journal_writer.save(self.ckpt, compact=compact)
 
     def result(self, status: str, reason: str) -> AgentResult:
         best = self.journal.get(self.ckpt.best_node_id)

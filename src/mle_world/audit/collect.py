@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mle_world.agent.journal import load_journal_data
 from mle_world.costs import EventLog, read_cost_rows, read_events
 from mle_world.grading import GradingReport
 from mle_world.records import LaunchRecord, TrialStatus
@@ -251,10 +252,13 @@ def trial_events(trial: Trial) -> EventLog:
 
 
 def trial_journal(trial: Trial) -> Any:
-    """The trial's journal.json as parsed JSON, or None when absent or corrupt; read on first use."""
+    """The trial's journal (journal.json + journal.jsonl) as parsed JSON, or None when absent or corrupt.
+
+    Read on first use.
+    """
     if trial.journal_cache is None:
         try:
-            data = json.loads((trial.trial_dir / "journal.json").read_text(encoding="utf-8"))
+            data = load_journal_data(trial.trial_dir / "journal.json")
         except (OSError, ValueError):
             data = None
         trial.journal_cache = (data,)
@@ -262,7 +266,7 @@ def trial_journal(trial: Trial) -> Any:
 
 
 def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]:
-    """(hours since the first node, metric) of good executed nodes in journal.json, and direction.
+    """(hours since the first node, metric) of good executed nodes in the journal, and direction.
 
     Tolerant: an absent or corrupt journal gives an empty curve. Times come from node `ctime`;
     when the journal has no times, the node's step is used as a stand-in in hours.

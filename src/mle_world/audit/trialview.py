@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mle_world.agent.journal import Node, WorldInfo
+from mle_world.agent.journal import Node, WorldInfo, load_journal_data
 from mle_world.costs import EventLog, read_events
 from mle_world.records import PredictionEvent
 
@@ -145,6 +145,16 @@ def read_json(path: Path) -> tuple[Any, str | None]:
     """(data, None), or (None, why) for a missing or unreadable file."""
     try:
         return json.loads(path.read_text(encoding="utf-8")), None
+    except FileNotFoundError:
+        return None, f"{path.name}: missing"
+    except (OSError, ValueError) as exc:
+        return None, f"{path.name}: unreadable ({type(exc).__name__})"
+
+
+def read_journal(path: Path) -> tuple[Any, str | None]:
+    """Like `read_json`, for journal.json plus the lines appended to journal.jsonl since."""
+    try:
+        return load_journal_data(path), None
     except FileNotFoundError:
         return None, f"{path.name}: missing"
     except (OSError, ValueError) as exc:
@@ -286,7 +296,7 @@ def load_trial_view(
     """
     view = TrialView(trial_dir=trial_dir, trial_id=trial_id or trial_dir.name)
     if journal is None:
-        journal, problem = read_json(trial_dir / "journal.json")
+        journal, problem = read_journal(trial_dir / "journal.json")
         if problem:
             view.problems.append(problem)
     if events is None:
