@@ -262,6 +262,11 @@ class JournalWriter:
         self._log_bytes = size + len(data)
 
 
+def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+    """Write a whole journal.json (no log beside it), e.g. a journal built outside the agent."""
+    JournalWriter(path, None).save(checkpoint, compact=True)
+
+
 def load_checkpoint(path: Path) -> Checkpoint | None:
     """The journal as of its last complete checkpoint: journal.json plus the whole lines of journal.jsonl.
 
