@@ -11,6 +11,9 @@ Usage::
 
 Each role normally gets its own server (as in production, one URL per role). A reply is a
 `Reply`, a plain string (content), or a callable `(request_json) -> Reply | str` set as `default`.
+`outage(...)` scripts an outage (HTTP 500s, 429s with Retry-After, or refused connections) that
+starts at a given chat request and lasts some seconds or for good; `Reply(garbage=...)` answers
+with a broken body (protocol garbage).
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 DEFAULT_USAGE = (10, 5)
+Garbage = Literal["html", "truncated", "no_choices", "no_usage", "bad_tool_args", "wrong_content_type"]
+OutageKind = Literal["500", "429", "refuse"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,9 @@ class Reply:
     status: int = 200
     error_message: str = "scripted error"
     delay_s: float = 0.0
+    garbage: Garbage | None = None
+    """A broken 200 answer: an HTML page, truncated JSON, no/empty choices, no usage, tool-call
+    arguments that are not JSON, or a JSON body sent as text/plain."""
 
 
 Responder = Callable[[dict[str, Any]], "Reply | str"]
@@ -81,15 +89,82 @@ class FakeOpenAIServer:
         self._queue: deque[Reply | str | Responder] = deque()
         self._failures: deque[int] = deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
-        self._server.daemon_threads = True
+        self._host = host
+        self._server = self._listen(port)
         self._thread: threading.Thread | None = None
+        self._outage: tuple[OutageKind, float | None, float | None, int] | None = None
+        self._outage_until: float | None = None
+        self.outage_started: float | None = None
+        self.outage_ended: float | None = None
+        self._chat_count = 0
+        self._dead = False
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Most chat requests this server was answering at once."""
 
     # ---- scripting -------------------------------------------------------------------
     def push(self, *replies: Reply | str | Responder) -> None:
         """Queue replies for the next chat requests (FIFO); `default` answers when empty."""
         with self._lock:
             self._queue.extend(replies)
+
+    def outage(
+        self,
+        seconds: float | None,
+        kind: OutageKind = "500",
+        *,
+        after_requests: int = 0,
+        retry_after_s: float | None = None,
+    ) -> None:
+        """From the chat request after the first `after_requests` ones, for `seconds` (None: for good):
+        answer 500, answer 429 with `Retry-After`, or refuse connections (listener closed, open
+        connections dropped without an answer)."""
+        with self._lock:
+            self._outage = (kind, seconds, retry_after_s, after_requests)
+            start = self._chat_count >= after_requests
+        if start:
+            self._start_outage()
+
+    @property
+    def in_outage(self) -> bool:
+        with self._lock:
+            return self._outage_active()
+
+    def _outage_active(self) -> bool:
+        if self.outage_started is None or self.outage_ended is not None:
+            return False
+        if self._outage_until is not None and time.monotonic() >= self._outage_until:
+            self.outage_ended = time.monotonic()
+            return False
+        return True
+
+    def _start_outage(self) -> None:
+        with self._lock:
+            if self._outage is None or self.outage_started is not None:
+                return
+            kind, seconds, _, _ = self._outage
+            self.outage_started = time.monotonic()
+            self._outage_until = None if seconds is None else self.outage_started + seconds
+        if kind == "refuse":
+            threading.Thread(target=self._refuse_for, args=(seconds,), daemon=True).start()
+
+    def _refuse_for(self, seconds: float | None) -> None:
+        port = self.port
+        self._server.shutdown()
+        self._server.server_close()
+        if seconds is None:
+            return
+        time.sleep(max(0.0, (self._outage_until or 0.0) - time.monotonic()))
+        for _ in range(100):  # the port may linger briefly in use
+            try:
+                self._server = self._listen(port)
+                break
+            except OSError:
+                time.sleep(0.1)
+        with self._lock:
+            self.outage_ended = time.monotonic()
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
 
     def fail_next(self, count: int, status: int = 500) -> None:
         """Answer the next `count` chat requests with HTTP `status` (e.g. 500, 429, 503)."""
@@ -107,6 +182,11 @@ class FakeOpenAIServer:
         return prompt, completion
 
     # ---- lifecycle -------------------------------------------------------------------
+    def _listen(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer((self._host, port), self._handler_class())
+        server.daemon_threads = True
+        return server
+
     @property
     def port(self) -> int:
         return int(self._server.server_address[1])
@@ -121,6 +201,11 @@ class FakeOpenAIServer:
         return self
 
     def stop(self) -> None:
+        """Stop listening and drop open (keep-alive) connections: a dead server."""
+        with self._lock:
+            self._dead = True
+            self._outage = None  # a scheduled reopening must not bring the server back
+            self._outage_until = None
         if self._thread is not None:
             self._server.shutdown()
         self._server.server_close()
@@ -147,6 +232,29 @@ class FakeOpenAIServer:
         if isinstance(item, str):
             return Reply(content=item)
         return item
+
+    def _garbage_body(self, reply: Reply, model: str) -> tuple[bytes, str]:
+        """Body and content type of a broken 200 answer."""
+        good = self._completion_body(reply, model)
+        kind = reply.garbage
+        if kind == "html":
+            return b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"
+        if kind == "truncated":
+            return json.dumps(good).encode()[:40], "application/json"
+        if kind == "no_choices":
+            return json.dumps({**good, "choices": []}).encode(), "application/json"
+        if kind == "no_usage":
+            return json.dumps({k: v for k, v in good.items() if k != "usage"}).encode(), "application/json"
+        if kind == "bad_tool_args":
+            call = {
+                "id": "call_x",
+                "type": "function",
+                "function": {"name": "submit_review", "arguments": "{not json"},
+            }
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+            return json.dumps({**good, "choices": [choice]}).encode(), "application/json"
+        return json.dumps(good).encode(), "text/plain"
 
     def _completion_body(self, reply: Reply, model: str) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -190,17 +298,46 @@ class FakeOpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
+            def _send(
+                self,
+                status: int,
+                body: dict[str, Any] | bytes,
+                content_type: str = "application/json",
+                headers: dict[str, str] | None = None,
+            ) -> None:
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _outage_answer(self) -> bool:
+                """Answer (or drop) a chat request during an outage; False when there is none."""
+                with fake._lock:
+                    if fake._dead:
+                        self.close_connection = True
+                        return True
+                    active = fake._outage_active()
+                    kind, _, retry_after, _ = fake._outage or ("500", None, None, 0)
+                if not active:
+                    return False
+                if kind == "refuse":
+                    self.close_connection = True  # dropped without an answer, like a dead server
+                    return True
+                status = int(kind)
+                headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else None
+                message = "rate limited" if status == 429 else "server restarting"
+                self._send(status, {"error": {"message": message, "code": status}}, headers=headers)
+                return True
 
             def do_GET(self) -> None:  # noqa: N802
                 with fake._lock:
                     fake.requests.append({"_path": self.path})
+                if self._outage_answer():
+                    return
                 if self.path.rstrip("/").endswith("/models"):
                     entry: dict[str, Any] = {
                         "id": fake.model,
@@ -230,6 +367,23 @@ class FakeOpenAIServer:
                     self._send(404, {"error": {"message": "not found", "type": "not_found"}})
                     return
                 model = str(request.get("model", fake.model))
+                with fake._lock:
+                    fake._chat_count += 1
+                    trigger = fake._outage is not None and fake._chat_count > fake._outage[3]
+                if trigger:
+                    fake._start_outage()
+                if self._outage_answer():
+                    return
+                with fake._lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    self._answer_chat(request, model)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
+
+            def _answer_chat(self, request: dict[str, Any], model: str) -> None:
                 if fake.latency_s:
                     time.sleep(fake.latency_s)
                 if fake.reject_tools and request.get("tools"):
@@ -251,7 +405,12 @@ class FakeOpenAIServer:
                     time.sleep(reply.delay_s)
                 with fake._lock:
                     fake.sent.append(
-                        SentRecord(reply.status, model, reply.usage if reply.status == 200 else None, request)
+                        SentRecord(
+                            reply.status,
+                            model,
+                            reply.usage if reply.status == 200 and reply.garbage is None else None,
+                            request,
+                        )
                     )
                 if reply.status != 200:
                     self._send(
@@ -264,6 +423,10 @@ class FakeOpenAIServer:
                             }
                         },
                     )
+                    return
+                if reply.garbage is not None:
+                    data, content_type = fake._garbage_body(reply, model)
+                    self._send(200, data, content_type)
                     return
                 self._send(200, fake._completion_body(reply, model))
 

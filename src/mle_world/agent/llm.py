@@ -262,15 +262,15 @@ class EndpointClient:
         """Run `send(client, timeout)` on some replica until it succeeds or the outage window closes."""
         window = self.settings.outage_window_s
 
+        def limit() -> float:
+            return min(call.deadline, (call.first_fault or call.deadline) + window)
+
         def stop(state: RetryCallState) -> bool:
-            now = self._clock()
-            return now >= call.deadline or (call.first_fault is not None and now - call.first_fault >= window)
+            # Give up as soon as the next possible attempt would fall outside the window.
+            return self._clock() + self.pool.wait_s() >= limit()
 
         def wait(state: RetryCallState) -> float:
-            left = call.deadline - self._clock()
-            if call.first_fault is not None:
-                left = min(left, call.first_fault + window - self._clock())
-            return max(0.0, min(self.pool.wait_s(), left))
+            return max(0.0, min(self.pool.wait_s(), limit() - self._clock()))
 
         def before_sleep(state: RetryCallState) -> None:
             self._flush(call, "retry")
@@ -310,7 +310,8 @@ class EndpointClient:
             try:
                 replica.client.models.list(timeout=self._attempt_timeout(call, self._probe_timeout_s))
             except openai.OpenAIError as error:
-                self._fault(call, lease, f"{replica.url}: probe failed: {_describe(error)}", None, 0.0)
+                wait = _retry_after(error) if isinstance(error, openai.APIStatusError) else None
+                self._fault(call, lease, f"{replica.url}: probe failed: {_describe(error)}", wait, 0.0)
             self.pool.restored(lease)
         start = self._clock()
         try:
