@@ -17,7 +17,7 @@ from mle_world.agent.events import EventLog
 from mle_world.agent.journal import Checkpoint, Node, WorldInfo, save_checkpoint
 from mle_world.audit.pages import render_trial_page
 from mle_world.audit.trialview import layout, load_trial_view
-from mle_world.records import ExecutionEvent, LLMCallEvent, PredictionEvent
+from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, PredictionEvent
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
@@ -61,12 +61,15 @@ def make_trial(root: Path) -> Path:
                              prompt_tokens=1, completion_tokens=1, latency_s=2.0, outcome="ok"))  # fmt: skip
     events.emit(ExecutionEvent(ts=T0 + timedelta(seconds=5), node_id="d" * 32, kind="full", exec_time_s=3.0,
                                timeout_s=10, timed_out=False, exit_code=1))  # fmt: skip
+    events.emit(DowntimeEvent(ts=T0 + timedelta(seconds=5.5), role="world", phase="down", cause="refused"))
+    events.emit(DowntimeEvent(ts=T0 + timedelta(seconds=9.5), role="world", phase="up", downtime_s=4.0))
     events.emit(PredictionEvent(ts=T0 + timedelta(seconds=6), node_id="i" * 32, stage="improve",
                                 mode="pointwise", valid=True, p_improves=0.8, gate="execute", executed=True,
                                 actual_buggy=False, actual_improved=True, actual_metric=0.9))  # fmt: skip
     (trial / "result.json").write_text(json.dumps({
         "trial_id": "gated/wm-point/iris/seed1", "status": "completed", "stop_reason": f"max_steps {HOSTILE}",
-        "time_used_s": 10.0, "llm_time_s": 2.0, "exec_time_s": 3.0, "steps": 4, "executed": 3, "skipped": 1,
+        "time_used_s": 10.0, "llm_time_s": 2.0, "exec_time_s": 3.0, "downtime_s": 4.0, "steps": 4,
+        "executed": 3, "skipped": 1,
     }))  # fmt: skip
     (trial / "status.json").write_text(
         json.dumps({"trial_id": "gated/wm-point/iris/seed1", "state": "succeeded"})
@@ -97,9 +100,17 @@ def test_page_model_tree_best_path_and_observed_outcome(tmp_path: Path) -> None:
     assert view.timeline is not None
     assert [(s.lane, s.start, s.end) for s in view.timeline.spans] == [
         ("LLM coder", 0.0, 2.0),
+        ("downtime", 5.5, 9.5),
         ("execution", 2.0, 5.0),
     ]
-    assert dict(view.timeline.totals) == {"LLM": 2.0, "execution": 3.0, "other": 5.0}
+    assert view.timeline.lanes == ("execution", "LLM coder", "downtime")
+    # Downtime is outside the time used (the budget clock paused), so "other" is not reduced by it.
+    assert dict(view.timeline.totals) == {
+        "LLM": 2.0,
+        "execution": 3.0,
+        "other": 5.0,
+        "downtime (not budgeted)": 4.0,
+    }
 
 
 def test_untrusted_text_appears_as_text_not_markup(tmp_path: Path) -> None:
