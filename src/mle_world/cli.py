@@ -557,7 +557,8 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     if not trial_dir.is_dir():
         raise UserError(f"show: {args.trial_dir}: no such directory")
     if not any(
-        (trial_dir / name).is_file() for name in ("journal.json", "events.jsonl", "status.json", "spec.json")
+        (trial_dir / name).is_file()
+        for name in ("journal.json", "journal.jsonl", "events.jsonl", "status.json", "spec.json")
     ):
         raise UserError(
             f"show: {args.trial_dir}: not a trial dir (no journal.json, events.jsonl, status.json or spec.json)"

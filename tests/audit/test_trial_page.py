@@ -14,7 +14,7 @@ from browser import dump_dom
 from markupsafe import escape
 
 from mle_world.agent.events import EventLog
-from mle_world.agent.journal import Checkpoint, Node, WorldInfo, save_checkpoint
+from mle_world.agent.journal import Checkpoint, JournalWriter, Node, WorldInfo, save_checkpoint
 from mle_world.audit.pages import render_trial_page
 from mle_world.audit.trialview import layout, load_trial_view
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, PredictionEvent
@@ -174,3 +174,17 @@ def test_show_out(tmp_path: Path, name: str) -> None:
     proc = cli("show", str(trial), "--out", str(tmp_path / name))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / name).stat().st_mode & 0o044 == 0o044
+
+
+def test_show_a_running_trial_whose_latest_nodes_are_only_in_the_journal_log(tmp_path: Path) -> None:
+    trial = tmp_path / "running"
+    trial.mkdir()
+    writer = JournalWriter(trial / "journal.json", None)
+    first = [node("r" * 32, 0, "draft", None, executed=True, metric=0.4)]
+    writer.save(Checkpoint(trial_id="gated/aide/iris/seed1", science_hash="h", nodes=first))
+    more = [*first, node("c" * 32, 1, "improve", "r" * 32, executed=True, metric=0.6)]
+    writer.save(Checkpoint(trial_id="gated/aide/iris/seed1", science_hash="h", nodes=more))
+    assert not (trial / "journal.json").exists() and (trial / "journal.jsonl").is_file()
+    proc = cli("show", str(trial))
+    assert proc.returncode == 0, proc.stderr
+    assert "2 nodes: 1 draft, 0 debug, 1 improve" in (trial / "trial.html").read_text()

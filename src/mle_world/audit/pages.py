@@ -236,7 +236,7 @@ def _inputs_mtime(trial: Trial) -> int:
     """Newest modification time (ns) of what a trial page shows, and of the code that draws it."""
     paths = [
         trial.trial_dir / n
-        for n in ("journal.json", "events.jsonl", "status.json", "result.json", "spec.json")
+        for n in ("journal.json", "journal.jsonl", "events.jsonl", "status.json", "result.json", "spec.json")
     ]
     paths += [trial.report_path, *_code_files()]
     newest = 0
