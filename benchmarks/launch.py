@@ -26,7 +26,7 @@ from launchkit import fast_cluster, make_plan  # noqa: E402
 
 from mle_world.launch import run_sweep  # noqa: E402
 from mle_world.launch.state import read_status  # noqa: E402
-from mle_world.plan import LaunchOptions  # noqa: E402
+from mle_world.plan.sweep_plan import LaunchOptions  # noqa: E402
 
 
 def bench(backend: str, work: Path, n: int, seconds: float, parallelism: int) -> dict[str, float | int | str]:

@@ -12,10 +12,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from mle_world.config import load_paper_config
-from mle_world.render import Renderer, RuntimeSpec, render_command, view_paths
-from mle_world.sweep import Selection, expand
-from mle_world.tasks import load_registry
+from mle_world.plan.config import load_paper_config
+from mle_world.plan.render import Renderer, RuntimeSpec, render_command, view_paths
+from mle_world.plan.sweep import Selection, expand
+from mle_world.tasks.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[1]
 REPEATS = 5

@@ -1,7 +1,7 @@
 """Generate leaderboard.csv of every package competition from real fitted scikit-learn baselines.
 
 Reads the package competitions (prepared with seed 0 into a temp dir); writes
-`src/mle_world/competitions/<id>/leaderboard.csv` (Kaggle export header, best to worst).
+`src/mle_world/tasks/competitions/<id>/leaderboard.csv` (Kaggle export header, best to worst).
 
 Usage: python scripts/make_leaderboards.py [--rows 120] [--only ID]
 """
@@ -26,8 +26,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from mle_world.grading import is_lower_better
-from mle_world.localcomp import list_local_competitions, load_competition, load_grade_fn, prepare_local
+from mle_world.grading.medals import is_lower_better
+from mle_world.tasks.local import list_local_competitions, load_competition, load_grade_fn, prepare_local
 
 # id -> (target column, task kind, lower is better)
 SPECS: dict[str, tuple[str, str, bool]] = {

@@ -6,11 +6,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Role = Literal["coder", "feedback", "world"]
 ROLES: tuple[Role, ...] = ("coder", "feedback", "world")
@@ -342,3 +345,55 @@ class PredictionEvent(Record):
     actual_improved: bool | None = None
     """Known for executed nodes: the node is good and beats its reference (best node before it)."""
     actual_metric: float | None = None
+
+
+# --------------------------------------------------------------------------- reading events.jsonl
+
+
+@dataclass
+class EventLog:
+    """Parsed events.jsonl; unreadable lines are counted, never fatal."""
+
+    llm: list[LLMCallEvent] = field(default_factory=list)
+    executions: list[ExecutionEvent] = field(default_factory=list)
+    predictions: list[PredictionEvent] = field(default_factory=list)
+    downtime: list[DowntimeEvent] = field(default_factory=list)
+    bad_lines: int = 0
+    missing: bool = False
+
+
+_EVENT_TYPES: dict[str, type[BaseModel]] = {
+    "llm_call": LLMCallEvent,
+    "execution": ExecutionEvent,
+    "prediction": PredictionEvent,
+    "downtime": DowntimeEvent,
+}
+
+
+def read_events(path: Path) -> EventLog:
+    """Read events.jsonl tolerantly: a corrupted or unknown line counts as a bad line."""
+    log = EventLog()
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        log.missing = True
+        return log
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            model = _EVENT_TYPES[data["type"]]
+            event = model.model_validate(data)
+        except (ValueError, KeyError, TypeError, ValidationError):
+            log.bad_lines += 1
+            continue
+        if isinstance(event, LLMCallEvent):
+            log.llm.append(event)
+        elif isinstance(event, ExecutionEvent):
+            log.executions.append(event)
+        elif isinstance(event, PredictionEvent):
+            log.predictions.append(event)
+        elif isinstance(event, DowntimeEvent):
+            log.downtime.append(event)
+    return log

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mle_world.grading import GradingReport
+from mle_world.grading.report import GradingReport
 
 TS = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
 HEADER = (

@@ -9,13 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.costs import (
-    COST_COLUMNS,
-    DEFAULT_PRICES,
-    load_prices,
-    write_cost_summary,
-    write_trial_costs,
-)
+from mle_world.costs.account import COST_COLUMNS, write_trial_costs
+from mle_world.costs.prices import DEFAULT_PRICES, load_prices
+from mle_world.costs.summary import write_cost_summary
 from mle_world.errors import ConfigError
 from mle_world.records import TrialSpec
 
@@ -163,7 +159,7 @@ def test_summary_sums_per_regime_configuration_role(tmp_path: Path, prices) -> N
 
 
 def test_cost_output_dir_rewrites_every_trial(tmp_path: Path, prices) -> None:  # type: ignore[no-untyped-def]
-    from mle_world.costs import cost_output_dir
+    from mle_world.costs.summary import cost_output_dir
     from mle_world.storage import write_model
 
     for seed in (34, 35):

@@ -27,7 +27,7 @@ from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer
 
 from mle_world.audit.pages import trial_page_name
-from mle_world.endpoints import PROBE_TOOL_NAME
+from mle_world.launch.endpoints import PROBE_TOOL_NAME
 
 pytestmark = pytest.mark.slow
 

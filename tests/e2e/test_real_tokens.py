@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from e2ekit import REPO, cli
 
-from mle_world.endpoints import PROBE_TOOL_NAME
+from mle_world.launch.endpoints import PROBE_TOOL_NAME
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
 

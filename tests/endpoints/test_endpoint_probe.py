@@ -13,14 +13,14 @@ import sys
 import pytest
 from rich.console import Console
 
-from mle_world.endpoints import (
+from mle_world.errors import UserError
+from mle_world.launch.endpoints import (
     check_endpoints,
     endpoint_records,
     probe_all,
     probe_endpoint,
     render_probe_table,
 )
-from mle_world.errors import UserError
 from mle_world.records import EndpointSettings
 
 

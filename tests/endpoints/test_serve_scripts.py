@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mle_world.endpoints import check_endpoints
+from mle_world.launch.endpoints import check_endpoints
 from mle_world.records import EndpointSettings
 
 REPO = Path(__file__).resolve().parents[2]

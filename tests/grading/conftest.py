@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from gradekit import write_custom_competition
 
-from mle_world.localcomp import list_local_competitions, prepare_local
+from mle_world.tasks.local import list_local_competitions, prepare_local
 
 
 @pytest.fixture(scope="session")

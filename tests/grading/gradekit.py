@@ -39,7 +39,7 @@ CUSTOM_GRADE = textwrap.dedent(
     """Test grader: the score is the `value` cell of the first row (or NaN when asked)."""
     import math
 
-    from mle_world.grading import InvalidSubmissionError
+    from mle_world.grading.submission import InvalidSubmissionError
 
 
     def grade(submission, answers):

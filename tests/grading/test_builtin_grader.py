@@ -10,7 +10,8 @@ import pytest
 from gradekit import submit
 
 from mle_world.errors import NotPreparedError
-from mle_world.grading import BuiltinGrader, make_grader
+from mle_world.grading.builtin import BuiltinGrader
+from mle_world.grading.grader import make_grader
 
 Make = Callable[[str, Sequence[float]], tuple[dict[str, Path], Path]]
 

@@ -14,15 +14,9 @@ import pytest
 from gradekit import spec_for, submit
 
 from mle_world.errors import UserError
-from mle_world.grading import (
-    MLEBENCH_MISSING,
-    BuiltinGrader,
-    MLEBenchGrader,
-    grade_output_dir,
-    grade_trial,
-    import_mlebench,
-    make_grader,
-)
+from mle_world.grading.builtin import BuiltinGrader
+from mle_world.grading.grader import grade_output_dir, grade_trial, make_grader
+from mle_world.grading.mlebench import MLEBENCH_MISSING, MLEBenchGrader, import_mlebench
 from mle_world.storage import write_model
 
 
@@ -203,7 +197,7 @@ def grade_csv(path, comp):
 def test_grading_through_a_separate_mlebench_venv(
     tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mle_world.grading import VenvMLEBenchGrader, make_mlebench_grader
+    from mle_world.grading.mlebench import VenvMLEBenchGrader, make_mlebench_grader
 
     site = tmp_path / "venv-site" / "mlebench"
     site.mkdir(parents=True)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from mle_world.errors import UserError
-from mle_world.grading import is_lower_better
-from mle_world.localcomp import (
+from mle_world.grading.medals import is_lower_better
+from mle_world.tasks.local import (
     is_prepared,
     list_local_competitions,
     load_competition,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mle_world.grading import is_lower_better, medal_positions, rank_score, thresholds
+from mle_world.grading.medals import is_lower_better, medal_positions, rank_score, thresholds
 
 # (n teams, gold row, silver row, bronze row) from reference/mlebench.md §5, computed by hand.
 POSITIONS = [

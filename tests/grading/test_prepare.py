@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mle_world.errors import UserError
-from mle_world.localcomp import is_prepared
-from mle_world.preparation import check_kaggle_credentials, explain_prepare_failure, prepare_tasks
+from mle_world.tasks.local import is_prepared
+from mle_world.tasks.prepare import check_kaggle_credentials, explain_prepare_failure, prepare_tasks
 
 
 def write_token(home: Path, mode: int = 0o600, data: object | None = None) -> Path:

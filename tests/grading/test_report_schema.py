@@ -7,7 +7,9 @@ from pathlib import Path
 
 from gradekit import spec_for, submit
 
-from mle_world.grading import BuiltinGrader, CompetitionReport, GradingReport, grade_trial
+from mle_world.grading.builtin import BuiltinGrader
+from mle_world.grading.grader import grade_trial
+from mle_world.grading.report import CompetitionReport, GradingReport
 
 # Copied from reference/mlebench.md §5 ("Per-competition report fields, in order").
 MLEBENCH_FIELDS = [

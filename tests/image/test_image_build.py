@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from image_helpers import BUILD_SCRIPT, REPO, SHIMS, require_tool
 
-from mle_world.image import verify_image
+from mle_world.launch.image import verify_image
 
 TEST_SETUP = Path(__file__).with_name("setup_for_test.sh")
 

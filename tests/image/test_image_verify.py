@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mle_world.errors import UserError
-from mle_world.image import sha256_file, verify_image
+from mle_world.launch.image import sha256_file, verify_image
 
 
 def _mksquashfs(tmp_path: Path, comp: str = "gzip") -> Path:

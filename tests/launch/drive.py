@@ -18,7 +18,7 @@ from launchkit import fast_cluster, make_plan  # noqa: E402
 
 from mle_world.errors import UserError  # noqa: E402
 from mle_world.launch import parse_gpu_devices, run_sweep  # noqa: E402
-from mle_world.plan import LaunchOptions  # noqa: E402
+from mle_world.plan.sweep_plan import LaunchOptions  # noqa: E402
 
 
 def main() -> int:

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mle_world.config import ClusterConfig, load_paper_config
-from mle_world.plan import PlannedRun, SweepPlan
+from mle_world.plan.config import ClusterConfig, load_paper_config
+from mle_world.plan.render import RuntimeSpec, view_paths
+from mle_world.plan.sweep import Selection, expand
+from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
 from mle_world.records import BudgetSettings, LaunchRecord
-from mle_world.render import RuntimeSpec, view_paths
-from mle_world.sweep import Selection, expand
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")

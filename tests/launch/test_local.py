@@ -22,7 +22,7 @@ from mle_world.launch import check_identity, check_prepared, parse_gpu_devices, 
 from mle_world.launch.run import make_job
 from mle_world.launch.state import StateError, read_status, update_status
 from mle_world.launch.trial import TrialRunner
-from mle_world.plan import LaunchOptions
+from mle_world.plan.sweep_plan import LaunchOptions
 
 HERE = Path(__file__).parent
 

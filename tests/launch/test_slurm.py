@@ -20,7 +20,7 @@ from mle_world.launch import run_sweep, write_sbatch_preview
 from mle_world.launch.run import decide
 from mle_world.launch.slurm import _expand
 from mle_world.launch.state import read_status
-from mle_world.plan import LaunchOptions
+from mle_world.plan.sweep_plan import LaunchOptions
 from mle_world.records import TrialStatus
 
 SLURM = LaunchOptions(backend="slurm", show_progress=False)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.config import load_cluster_config, load_paper_config
 from mle_world.errors import UserError
-from mle_world.render import RuntimeSpec, view_paths
-from mle_world.sweep import Selection, expand
-from mle_world.tasks import load_registry
+from mle_world.plan.config import load_cluster_config, load_paper_config
+from mle_world.plan.render import RuntimeSpec, view_paths
+from mle_world.plan.sweep import Selection, expand
+from mle_world.tasks.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[2]
 

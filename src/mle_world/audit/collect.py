@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world.agent.journal import load_journal_data
-from mle_world.costs import EventLog, read_cost_rows, read_events
-from mle_world.grading import GradingReport
-from mle_world.records import LaunchRecord, TrialStatus
+from mle_world.costs.summary import read_cost_rows
+from mle_world.grading.report import GradingReport
+from mle_world.records import EventLog, LaunchRecord, TrialStatus, read_events
 
 TRIAL_ID = re.compile(r"^(?P<regime>gated|ungated)/(?P<cfg>[^/]+)/(?P<task>[^/]+)/seed(?P<seed>-?\d+)$")
 REPORT_NAME = re.compile(r"^(?P<task>.+)_seed(?P<seed>-?\d+)_grading_report\.json$")

@@ -16,8 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, WorldInfo, load_journal_data
-from mle_world.costs import EventLog, read_events
-from mle_world.records import PredictionEvent
+from mle_world.records import EventLog, PredictionEvent, read_events
 
 OUTPUT_TAIL_LINES = 60
 """Lines of a node's run output shown on the page (the journal already keeps only a tail)."""

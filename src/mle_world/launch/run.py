@@ -34,10 +34,10 @@ from mle_world.launch.slurm import (
 )
 from mle_world.launch.state import FINAL, is_retryable, read_status, update_status, utcnow
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
-from mle_world.plan import LaunchOptions, PlannedRun, SweepPlan
+from mle_world.plan.sweep import PlannedTrial
+from mle_world.plan.sweep_plan import LaunchOptions, PlannedRun, SweepPlan
 from mle_world.records import TrialStatus
 from mle_world.storage import write_json_atomic, write_text_atomic
-from mle_world.sweep import PlannedTrial
 
 IDENTITY_FILE = ".sweep-identity"
 Action = Literal["skip", "run", "watch", "stale"]

@@ -21,10 +21,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-from mle_world.config import ClusterConfig
 from mle_world.errors import UserError
 from mle_world.launch.state import FINAL, read_status, update_status
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
+from mle_world.plan.config import ClusterConfig
 
 ALIVE_STATES = frozenset(
     {

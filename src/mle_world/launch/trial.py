@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.state import FINAL, State, read_status, update_status, utcnow
+from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import AgentResult, TrialSpec
 from mle_world.storage import write_model
-from mle_world.sweep import PlannedTrial
 
 Outcome = Literal["succeeded", "failed", "interrupted", "skipped"]
 PostTrial = Callable[[PlannedTrial], None]

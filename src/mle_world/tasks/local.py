@@ -156,10 +156,15 @@ def load_grade_fn(comp: LocalCompetition) -> Callable[[pd.DataFrame, Any], Any]:
     return _load_fn(comp, comp.grade_fn, "grader.grade_fn")
 
 
+def read_csv_exact(path: Path) -> pd.DataFrame:
+    """`read_csv` with round-trip float parsing (MLE-bench's choice; pandas >= 3 does it by default)."""
+    if int(pd.__version__.split(".", 1)[0]) >= 3:
+        return pd.read_csv(path)
+    return pd.read_csv(path, float_precision="round_trip")
+
+
 def load_answers(path: Path) -> Any:
     """Answers as MLE-bench reads them: CSV with round-trip floats, or JSONL records."""
-    from mle_world.grading import read_csv_exact
-
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     return read_csv_exact(path)

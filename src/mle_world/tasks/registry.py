@@ -1,6 +1,6 @@
 """The competition registry: MLE-bench's ids plus local competition folders, in one id space.
 
-Reads the shipped MLE-bench split lists and, through `localcomp`, the package's competitions/ and any
+Reads the shipped MLE-bench split lists and, through `tasks.local`, the package's competitions/ and any
 `--competitions-dir` folders; writes nothing.
 """
 
@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from mle_world.localcomp import check_no_mlebench_clash, list_local_competitions
+from mle_world.tasks.local import check_no_mlebench_clash, list_local_competitions
 
 
 def _split(name: str) -> tuple[str, ...]:
-    text = resources.files("mle_world").joinpath("data", name).read_text(encoding="utf-8")
+    text = resources.files("mle_world.tasks").joinpath("data", name).read_text(encoding="utf-8")
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mle_world.costs import load_prices, write_trial_costs
-from mle_world.grading import MultiGrader, grade_trial
-from mle_world.sweep import PlannedTrial
+from mle_world.costs.account import write_trial_costs
+from mle_world.costs.prices import load_prices
+from mle_world.grading.grader import MultiGrader, grade_trial
+from mle_world.plan.sweep import PlannedTrial
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Literal
 import jinja2
 
 from mle_world.errors import UserError
+from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import TrialPaths
-from mle_world.sweep import PlannedTrial
 
 Runtime = Literal["enroot", "pyxis", "process"]
 RUNTIMES: tuple[Runtime, ...] = ("enroot", "pyxis", "process")
@@ -56,7 +56,7 @@ class Renderer:
 
     env: jinja2.Environment = field(
         default_factory=lambda: jinja2.Environment(
-            loader=jinja2.PackageLoader("mle_world", "templates"),
+            loader=jinja2.PackageLoader("mle_world.plan", "templates"),
             undefined=jinja2.StrictUndefined,
             autoescape=False,
             keep_trailing_newline=False,

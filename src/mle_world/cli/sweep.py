@@ -1,7 +1,7 @@
-"""Command-line entry point: `run_paper.py` / `mle-world` (sweeps, dry runs, status, grade, audit, prepare).
+"""The sweep command (`run_paper.py [flags]`): flags + configs → a plan; dry run, listing or launch.
 
-Reads flags, configs and the environment; writes launch.json and agent-config.yaml, then hands the
-plan to a launch backend. The only module that builds real implementations of the plug-in points.
+Reads flags, configs, the environment and git; writes launch.json and agent-config.yaml, then hands the
+plan to a launch backend. The only place that builds the real post-trial step and endpoint checks.
 """
 
 from __future__ import annotations
@@ -16,22 +16,34 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from mle_world import __version__
-from mle_world.config import (
+from mle_world.cli.options import (
+    PROG,
+    Parser,
+    add_endpoint_flags,
+    csv_list,
+    default_config_path,
+    default_data_dir,
+    endpoint_overrides,
+    positive_int,
+    repo_root,
+    seed_list,
+)
+from mle_world.errors import UserError
+from mle_world.plan.config import (
     PaperConfig,
     load_cluster_config,
     load_paper_config,
     regime_hash,
     resolved_regime,
 )
-from mle_world.errors import UserError
-from mle_world.plan import LaunchOptions, PlannedRun, SweepPlan
+from mle_world.plan.render import RUNTIMES, Renderer, RuntimeSpec, render_command, view_paths
+from mle_world.plan.sweep import Selection, expand
+from mle_world.plan.sweep_plan import LaunchOptions, PlannedRun, SweepPlan
 from mle_world.records import (
-    ROLES,
     EndpointRecord,
     EndpointSettings,
     LaunchedTrial,
@@ -39,76 +51,19 @@ from mle_world.records import (
     Regime,
     Role,
 )
-from mle_world.render import RUNTIMES, Renderer, RuntimeSpec, render_command, view_paths
 from mle_world.storage import write_model, write_text_atomic
-from mle_world.sweep import Selection, expand
-from mle_world.tasks import TaskRegistry, load_registry
+from mle_world.tasks.registry import TaskRegistry, load_registry
 
-PROG = "run_paper.py"
-SUBCOMMANDS = ("status", "audit", "show", "grade", "prepare", "check-endpoints")
 NO_SANDBOX_WARNING = (
     "--no-sandbox: the agent and its generated code run unsandboxed with the host filesystem in view; "
     "private answers under --data-dir are readable. Results are not valid for the paper."
 )
 
 
-def repo_root() -> Path:
-    """The checkout root when running from a source tree (configs/ lives there)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def default_config_path(name: str) -> Path:
-    local = Path("configs") / name
-    return local if local.exists() else repo_root() / "configs" / name
-
-
-def default_data_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "mle-bench" / "data"
-
-
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in text.split(",") if item.strip())
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(item) for item in _csv(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line with exit code 2 (its default code, kept)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(message)
-
-
-def build_run_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
+    p = Parser(
         prog=PROG,
-        description="Plan and run MLE-World sweeps. Subcommands: " + ", ".join(SUBCOMMANDS) + ".",
+        description="Plan and run MLE-World sweeps. Subcommands: " + ", ".join(subcommands) + ".",
     )
     p.add_argument("--version", action="version", version=f"mle-world {__version__}")
     g = p.add_argument_group("sweep")
@@ -120,28 +75,28 @@ def build_run_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--competitions-dir", type=Path, action="append", default=[], help="extra local competitions"
     )
-    g.add_argument("--tasks", type=_csv, help="comma-separated competition ids (default: the config's)")
-    g.add_argument("--configs", type=_csv, help="comma-separated configuration names")
-    g.add_argument("--seeds", type=_seeds, help="comma-separated seeds")
+    g.add_argument("--tasks", type=csv_list, help="comma-separated competition ids (default: the config's)")
+    g.add_argument("--configs", type=csv_list, help="comma-separated configuration names")
+    g.add_argument("--seeds", type=seed_list, help="comma-separated seeds")
     g.add_argument("--grade", action="store_true", help="grade each trial after its agent exits")
     g.add_argument("--prices", type=Path, help="price table for cost CSVs (default configs/prices.yaml)")
     g.add_argument("--dry-run", action="store_true", help="render and record everything, execute nothing")
     g.add_argument("--summary", action="store_true", help="with --dry-run: a table instead of every command")
     g.add_argument("--retry-failed", nargs="?", const="infra", choices=["infra", "all"])
-    _endpoint_flags(p.add_argument_group("endpoints"))  # type: ignore[arg-type]
+    add_endpoint_flags(p.add_argument_group("endpoints"))  # type: ignore[arg-type]
     r = p.add_argument_group("execution")
     r.add_argument("--backend", choices=["local", "slurm"], default="local")
     r.add_argument("--runtime", choices=list(RUNTIMES), default="enroot")
     r.add_argument("--enroot-image", type=Path)
     r.add_argument("--no-sandbox", action="store_true", help="process runtime without bubblewrap (unsafe)")
-    r.add_argument("--n-workers", type=_positive, default=1)
+    r.add_argument("--n-workers", type=positive_int, default=1)
     r.add_argument("--gpu-device", default=None, help="GPU ids for the local pool, e.g. 0,1,2,3 or 0-3")
-    r.add_argument("--trials-per-gpu", type=_positive, default=1)
+    r.add_argument("--trials-per-gpu", type=positive_int, default=1)
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--no-endpoint-check", action="store_true", help="skip probing endpoints before launching")
     k = p.add_argument_group("one trial (Kapso-style)")
     k.add_argument("-c", "--competition", help="run one competition (one trial)")
-    k.add_argument("-i", "--iterations", type=_positive, help="max agent steps")
+    k.add_argument("-i", "--iterations", type=positive_int, help="max agent steps")
     k.add_argument("-m", "--configuration", help="configuration name for -c (default: the first)")
     k.add_argument("--seed", type=int, help="seed for -c (default: $MLE_SEED, else the config's first)")
     lst = p.add_argument_group("listings")
@@ -155,22 +110,6 @@ def _print_listing(registry: TaskRegistry, lite: bool, console: Console) -> None
     for task in ids:
         tag = "local" if registry.is_local(task) else "mle-bench"
         print(f"{task}\t{tag}")
-
-
-def _endpoints(config: PaperConfig, args: argparse.Namespace) -> dict[Role, EndpointSettings]:
-    out: dict[Role, EndpointSettings] = {}
-    for role in ROLES:
-        update: dict[str, object] = {}
-        if getattr(args, f"{role}_url"):
-            update["url"] = getattr(args, f"{role}_url")
-        if getattr(args, f"{role}_model"):
-            update["model"] = getattr(args, f"{role}_model")
-        # Validated, not copied: a comma-separated --ROLE-url is a list of replicas.
-        try:
-            out[role] = EndpointSettings.model_validate({**config.endpoints[role].model_dump(), **update})
-        except ValidationError as error:
-            raise UserError(f"--{role}-url: {error.errors()[0]['msg']}") from None
-    return out
 
 
 def _git_sha() -> str | None:
@@ -259,7 +198,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
 
     output_dir = args.output_dir.absolute()
     data_dir = (args.data_dir or default_data_dir()).absolute()
-    endpoints = _endpoints(config, args)
+    endpoints = endpoint_overrides(config, args)
     config = replace(config, endpoints=endpoints)
     runtime = _runtime(args, endpoints, cluster.container.env)
 
@@ -407,10 +346,10 @@ def execute_plan(
     plan: SweepPlan, config: PaperConfig, args: argparse.Namespace, console: Console, err: Console
 ) -> int:
     """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
-    from mle_world.costs import write_cost_summary
-    from mle_world.endpoints import check_endpoints, endpoint_records
-    from mle_world.finisher import TrialFinisher
-    from mle_world.image import verify_image
+    from mle_world.costs.summary import write_cost_summary
+    from mle_world.launch.endpoints import check_endpoints, endpoint_records
+    from mle_world.launch.image import verify_image
+    from mle_world.launch.post_trial import TrialFinisher
     from mle_world.launch.run import check_identity, check_prepared, run_sweep
 
     options = _launch_options(args)
@@ -434,182 +373,3 @@ def execute_plan(
     code = run_sweep(plan, options, post_trial=finisher, console=err)
     write_cost_summary(plan.output_dir)
     return code
-
-
-def _endpoint_flags(parser: argparse.ArgumentParser) -> None:
-    for role in ROLES:
-        parser.add_argument(
-            f"--{role}-url", help=f"{role} endpoint base URL, or several replicas' URLs separated by commas"
-        )
-        parser.add_argument(f"--{role}-model", help=f"{role} served model id (default: discovered)")
-
-
-def build_sub_parser(command: str) -> argparse.ArgumentParser:
-    p = _Parser(prog=f"{PROG} {command}")
-    if command == "status":
-        p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
-        p.add_argument(
-            "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
-        )
-        p.add_argument("--interval", type=_positive_float, default=5.0, help="seconds between redraws (5)")
-    elif command == "audit":
-        p.add_argument("output_dirs", type=Path, nargs="+", metavar="OUTPUT_DIR")
-        p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
-        p.add_argument("--pad-missing", action="store_true", help="count missing seeds as failures")
-        p.add_argument("--out", type=Path, help="where audit/ goes (default: the first OUTPUT_DIR)")
-        p.add_argument(
-            "--no-trial-pages", action="store_true", help="write index.html without a page per trial"
-        )
-    elif command == "show":
-        p.add_argument("trial_dir", type=Path, metavar="TRIAL_DIR")
-        p.add_argument("--out", type=Path, help="where the page goes (default: TRIAL_DIR/trial.html)")
-    elif command == "grade":
-        p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
-        p.add_argument("--data-dir", type=Path)
-        p.add_argument("--competitions-dir", type=Path, action="append", default=[])
-        p.add_argument("--missing-only", action="store_true", help="keep existing reports")
-        p.add_argument("--prices", type=Path, help="price table (default configs/prices.yaml)")
-    elif command == "prepare":
-        p.add_argument("--config", type=Path)
-        p.add_argument("--data-dir", type=Path)
-        p.add_argument("--tasks", type=_csv, help="comma-separated ids (default: the config's task list)")
-        p.add_argument("--competitions-dir", type=Path, action="append", default=[])
-    elif command == "check-endpoints":
-        p.add_argument("--config", type=Path)
-        _endpoint_flags(p)
-    return p
-
-
-def cmd_grade(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.costs import cost_output_dir, load_prices
-    from mle_world.grading import grade_output_dir
-
-    prices = load_prices(args.prices or default_config_path("prices.yaml"))
-    registry = load_registry(list(args.competitions_dir))
-    data_dir = (args.data_dir or default_data_dir()).absolute()
-    result = grade_output_dir(args.output_dir, data_dir, registry.local, force=not args.missing_only)
-    for report in result.graded:
-        score = "invalid" if not report.valid_submission else f"{report.score}"
-        medal = (
-            "gold"
-            if report.gold_medal
-            else "silver"
-            if report.silver_medal
-            else ("bronze" if report.bronze_medal else "-")
-        )
-        print(f"{report.trial_id}\tscore={score}\tmedal={medal}")
-    for line in result.errors:
-        print(f"error: {line}", file=sys.stderr)
-    cost_output_dir(args.output_dir, prices)
-    print(f"graded {len(result.graded)}, kept {len(result.skipped)}, errors {len(result.errors)}")
-    return 1 if result.errors else 0
-
-
-def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.preparation import prepare_tasks
-
-    registry = load_registry(list(args.competitions_dir))
-    if args.tasks:
-        tasks = list(args.tasks)
-        for task in tasks:
-            if task not in registry:
-                raise UserError(f"--tasks: unknown task id '{task}' (see `run_paper.py --list`)")
-    else:
-        config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
-        tasks = list(config.tasks)
-    data_dir = (args.data_dir or default_data_dir()).absolute()
-    outcomes = prepare_tasks(
-        tasks, data_dir, registry.local, on_progress=lambda t: print(f"preparing {t} ...")
-    )
-    for outcome in outcomes:
-        print(f"{outcome.task}\t{outcome.kind}\t{outcome.prepared_dir}")
-    return 0
-
-
-def cmd_check_endpoints(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.endpoints import check_endpoints
-
-    registry = load_registry()
-    config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
-    check_endpoints(_endpoints(config, args), console)
-    return 0
-
-
-def cmd_audit(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.audit import run_audit
-
-    dirs = [d.absolute() for d in args.output_dirs]
-    return run_audit(
-        dirs,
-        strict=args.strict,
-        pad_missing=args.pad_missing,
-        console=console,
-        out_dir=args.out,
-        trial_pages=not args.no_trial_pages,
-    )
-
-
-def cmd_show(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.audit.pages import write_trial_page
-    from mle_world.audit.trialview import load_trial_view
-
-    trial_dir = args.trial_dir.absolute()
-    if not trial_dir.is_dir():
-        raise UserError(f"show: {args.trial_dir}: no such directory")
-    if not any(
-        (trial_dir / name).is_file()
-        for name in ("journal.json", "journal.jsonl", "events.jsonl", "status.json", "spec.json")
-    ):
-        raise UserError(
-            f"show: {args.trial_dir}: not a trial dir (no journal.json, events.jsonl, status.json or spec.json)"
-        )
-    out = (args.out or trial_dir / "trial.html").absolute()
-    try:
-        write_trial_page(load_trial_view(trial_dir), out)
-    except OSError as exc:
-        raise UserError(f"show: cannot write {out}: {exc.strerror or exc}") from exc
-    console.print(out.as_uri(), markup=False, highlight=False)
-    return 0
-
-
-def dispatch(command: str, rest: list[str], console: Console) -> int:
-    args = build_sub_parser(command).parse_args(rest)
-    if command == "status":
-        from mle_world.launch.status import show_status, watch_status
-
-        if not args.output_dir.is_dir():
-            raise UserError(f"status: {args.output_dir}: no such directory")
-        if args.watch:
-            return watch_status(args.output_dir.absolute(), console, args.interval)
-        return show_status(args.output_dir.absolute(), console)
-    if command == "audit":
-        return cmd_audit(args, console)
-    if command == "show":
-        return cmd_show(args, console)
-    if command == "grade":
-        return cmd_grade(args, console)
-    if command == "prepare":
-        return cmd_prepare(args, console)
-    if command == "check-endpoints":
-        return cmd_check_endpoints(args, console)
-    raise UserError(f"{PROG} {command}: not available yet in this version")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: user errors print one line and return 2; Ctrl-C returns 130."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80-column default.
-    width = None if sys.stdout.isatty() else 160
-    console = Console(highlight=False, width=width)
-    err = Console(stderr=True, highlight=False, width=width)
-    try:
-        if argv and argv[0] in SUBCOMMANDS:
-            return dispatch(argv[0], argv[1:], console)
-        args = build_run_parser().parse_args(argv)
-        return cmd_run(args, argv, console, err)
-    except UserError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130

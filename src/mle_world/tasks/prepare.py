@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mle_world.errors import UserError
-from mle_world.localcomp import is_prepared, prepare_local
+from mle_world.tasks.local import is_prepared, prepare_local
 
 INSTALL_HINT = "mlebench is not installed; run scripts/install_mlebench.sh"
 NETWORK_MARKERS = (

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mle_world.config import PaperConfig, science_of, stable_hash
 from mle_world.errors import UserError
+from mle_world.plan.config import PaperConfig, science_of, stable_hash
 from mle_world.records import BudgetSettings, Regime, TrialPaths, TrialSpec
 
 HASH_SCHEME = "v1"

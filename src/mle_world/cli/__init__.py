@@ -1,0 +1,6 @@
+"""The command line: the only place that builds real implementations and prints.
+
+`commands` holds the command table and `main`; `sweep`, `results` and `setup` one command group each.
+"""
+
+from mle_world.cli.commands import main as main

@@ -1,0 +1,96 @@
+"""Shared flag parsing of the CLI: the one-line-error parser, value types, default paths, endpoint flags.
+
+Reads the environment (XDG_CACHE_HOME) and the working directory for defaults; writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from mle_world.errors import UserError
+from mle_world.plan.config import PaperConfig
+from mle_world.records import ROLES, EndpointSettings, Role
+
+PROG = "run_paper.py"
+
+
+def repo_root() -> Path:
+    """The checkout root when running from a source tree (configs/ lives there)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def default_config_path(name: str) -> Path:
+    local = Path("configs") / name
+    return local if local.exists() else repo_root() / "configs" / name
+
+
+def default_data_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "mle-bench" / "data"
+
+
+def csv_list(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def seed_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(item) for item in csv_list(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line with exit code 2 (its default code, kept)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(message)
+
+
+def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    for role in ROLES:
+        parser.add_argument(
+            f"--{role}-url", help=f"{role} endpoint base URL, or several replicas' URLs separated by commas"
+        )
+        parser.add_argument(f"--{role}-model", help=f"{role} served model id (default: discovered)")
+
+
+def endpoint_overrides(config: PaperConfig, args: argparse.Namespace) -> dict[Role, EndpointSettings]:
+    """The config's endpoints with `--<role>-url/--<role>-model` applied."""
+    out: dict[Role, EndpointSettings] = {}
+    for role in ROLES:
+        update: dict[str, object] = {}
+        if getattr(args, f"{role}_url"):
+            update["url"] = getattr(args, f"{role}_url")
+        if getattr(args, f"{role}_model"):
+            update["model"] = getattr(args, f"{role}_model")
+        # Validated, not copied: a comma-separated --ROLE-url is a list of replicas.
+        try:
+            out[role] = EndpointSettings.model_validate({**config.endpoints[role].model_dump(), **update})
+        except ValidationError as error:
+            raise UserError(f"--{role}-url: {error.errors()[0]['msg']}") from None
+    return out

@@ -1,0 +1,119 @@
+"""Result commands: `status`, `grade` (re-grade and re-cost an output dir), `audit` and `show`.
+
+Reads an output dir; `grade` writes grading reports and cost CSVs, `audit` writes audit/,
+`show` a trial's HTML page. Prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from mle_world.cli.options import default_config_path, default_data_dir, positive_float
+from mle_world.errors import UserError
+from mle_world.tasks.registry import load_registry
+
+
+def add_status_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
+    p.add_argument(
+        "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
+    )
+    p.add_argument("--interval", type=positive_float, default=5.0, help="seconds between redraws (5)")
+
+
+def add_audit_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("output_dirs", type=Path, nargs="+", metavar="OUTPUT_DIR")
+    p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
+    p.add_argument("--pad-missing", action="store_true", help="count missing seeds as failures")
+    p.add_argument("--out", type=Path, help="where audit/ goes (default: the first OUTPUT_DIR)")
+    p.add_argument("--no-trial-pages", action="store_true", help="write index.html without a page per trial")
+
+
+def add_show_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trial_dir", type=Path, metavar="TRIAL_DIR")
+    p.add_argument("--out", type=Path, help="where the page goes (default: TRIAL_DIR/trial.html)")
+
+
+def add_grade_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
+    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--competitions-dir", type=Path, action="append", default=[])
+    p.add_argument("--missing-only", action="store_true", help="keep existing reports")
+    p.add_argument("--prices", type=Path, help="price table (default configs/prices.yaml)")
+
+
+def cmd_status(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.launch.status import show_status, watch_status
+
+    if not args.output_dir.is_dir():
+        raise UserError(f"status: {args.output_dir}: no such directory")
+    if args.watch:
+        return watch_status(args.output_dir.absolute(), console, args.interval)
+    return show_status(args.output_dir.absolute(), console)
+
+
+def cmd_grade(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.costs.prices import load_prices
+    from mle_world.costs.summary import cost_output_dir
+    from mle_world.grading.grader import grade_output_dir
+
+    prices = load_prices(args.prices or default_config_path("prices.yaml"))
+    registry = load_registry(list(args.competitions_dir))
+    data_dir = (args.data_dir or default_data_dir()).absolute()
+    result = grade_output_dir(args.output_dir, data_dir, registry.local, force=not args.missing_only)
+    for report in result.graded:
+        score = "invalid" if not report.valid_submission else f"{report.score}"
+        medal = (
+            "gold"
+            if report.gold_medal
+            else "silver"
+            if report.silver_medal
+            else ("bronze" if report.bronze_medal else "-")
+        )
+        print(f"{report.trial_id}\tscore={score}\tmedal={medal}")
+    for line in result.errors:
+        print(f"error: {line}", file=sys.stderr)
+    cost_output_dir(args.output_dir, prices)
+    print(f"graded {len(result.graded)}, kept {len(result.skipped)}, errors {len(result.errors)}")
+    return 1 if result.errors else 0
+
+
+def cmd_audit(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.audit import run_audit
+
+    dirs = [d.absolute() for d in args.output_dirs]
+    return run_audit(
+        dirs,
+        strict=args.strict,
+        pad_missing=args.pad_missing,
+        console=console,
+        out_dir=args.out,
+        trial_pages=not args.no_trial_pages,
+    )
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.audit.pages import write_trial_page
+    from mle_world.audit.trialview import load_trial_view
+
+    trial_dir = args.trial_dir.absolute()
+    if not trial_dir.is_dir():
+        raise UserError(f"show: {args.trial_dir}: no such directory")
+    if not any(
+        (trial_dir / name).is_file()
+        for name in ("journal.json", "journal.jsonl", "events.jsonl", "status.json", "spec.json")
+    ):
+        raise UserError(
+            f"show: {args.trial_dir}: not a trial dir (no journal.json, events.jsonl, status.json or spec.json)"
+        )
+    out = (args.out or trial_dir / "trial.html").absolute()
+    try:
+        write_trial_page(load_trial_view(trial_dir), out)
+    except OSError as exc:
+        raise UserError(f"show: cannot write {out}: {exc.strerror or exc}") from exc
+    console.print(out.as_uri(), markup=False, highlight=False)
+    return 0

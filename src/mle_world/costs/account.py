@@ -1,0 +1,154 @@
+"""Cost accounting of one trial: its events priced by the price table, one CSV row per role.
+
+Reads `<trial>/events.jsonl` (LLM calls, executions); writes `costs/<configuration>.<task>.seed<seed>.csv`
+(atomically).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mle_world.costs.prices import Prices
+from mle_world.records import ROLES, EventLog, ExecutionEvent, LLMCallEvent, Role, TrialSpec, read_events
+from mle_world.storage import write_text_atomic
+
+COST_COLUMNS: tuple[str, ...] = (
+    "trial_id",
+    "regime",
+    "configuration",
+    "task",
+    "seed",
+    "role",
+    "model",
+    "calls",
+    "calls_unknown_usage",
+    "prompt_tokens",
+    "completion_tokens",
+    "llm_seconds",
+    "exec_seconds",
+    "gpu_hours",
+    "pricing",
+    "cost_usd",
+    "prices_version",
+    "bad_event_lines",
+)
+EXECUTION_ROLE = "execution"
+
+
+def _gpu_count(gpu: str | None) -> int:
+    if gpu is None or not gpu.strip():
+        return 0
+    return len([g for g in gpu.split(",") if g.strip()])
+
+
+def _fmt(value: float | int | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, int):
+        return str(value)
+    return repr(round(value, 6))
+
+
+def role_row(role: Role, events: Sequence[LLMCallEvent], prices: Prices) -> dict[str, Any]:
+    """Usage and cost of one role; per-token pricing when every call's model has a price and usage."""
+    calls = len(events)
+    unknown = sum(1 for e in events if e.prompt_tokens is None or e.completion_tokens is None)
+    known = [e for e in events if e.prompt_tokens is not None and e.completion_tokens is not None]
+    prompt = sum(e.prompt_tokens or 0 for e in known) if known or calls == 0 else None
+    completion = sum(e.completion_tokens or 0 for e in known) if known or calls == 0 else None
+    seconds = sum(e.latency_s for e in events)
+    models = Counter(e.model or "" for e in events)
+    cost: float | None = None
+    pricing = ""
+    token_prices = [prices.models.get(e.model or "") for e in events]
+    if calls == 0:
+        cost, pricing = 0.0, "none"
+    elif unknown == 0 and all(p and p.input is not None and p.output is not None for p in token_prices):
+        cost = sum(
+            (e.prompt_tokens or 0) * (p.input or 0.0) / 1e6
+            + (e.completion_tokens or 0) * (p.output or 0.0) / 1e6
+            for e, p in zip(events, token_prices, strict=True)
+            if p is not None
+        )
+        pricing = "per-token"
+    else:
+        server = prices.self_hosted.get(role)
+        if server is not None and server.usd_per_gpu_hour is not None:
+            cost = seconds / 3600.0 * server.gpus * server.usd_per_gpu_hour
+            pricing = "gpu-hour-by-llm-seconds"
+    return {
+        "role": role,
+        "model": ";".join(m for m, _ in models.most_common()),
+        "calls": calls,
+        "calls_unknown_usage": unknown,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "llm_seconds": seconds,
+        "exec_seconds": None,
+        "gpu_hours": None,
+        "pricing": pricing,
+        "cost_usd": cost,
+    }
+
+
+def execution_row(events: Sequence[ExecutionEvent], prices: Prices) -> dict[str, Any]:
+    """GPU-hours of executions that ran with a GPU (CUDA_VISIBLE_DEVICES set)."""
+    seconds = sum(e.exec_time_s for e in events)
+    gpu_hours = sum(e.exec_time_s * _gpu_count(e.gpu) for e in events) / 3600.0
+    rate = prices.execution.usd_per_gpu_hour
+    return {
+        "role": EXECUTION_ROLE,
+        "model": "",
+        "calls": len(events),
+        "calls_unknown_usage": 0,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "llm_seconds": None,
+        "exec_seconds": seconds,
+        "gpu_hours": gpu_hours,
+        "pricing": "gpu-hour" if rate is not None else "",
+        "cost_usd": gpu_hours * rate if rate is not None else (0.0 if gpu_hours == 0 else None),
+    }
+
+
+def trial_cost_rows(events: EventLog, spec: TrialSpec, prices: Prices) -> list[dict[str, Any]]:
+    """One row per role plus one for execution."""
+    rows = [role_row(role, [e for e in events.llm if e.role == role], prices) for role in ROLES]
+    rows.append(execution_row(events.executions, prices))
+    ident = {
+        "trial_id": spec.trial_id,
+        "regime": spec.regime,
+        "configuration": spec.configuration,
+        "task": spec.task,
+        "seed": spec.seed,
+        "prices_version": f"{prices.version}@{prices.as_of}",
+        "bad_event_lines": events.bad_lines,
+    }
+    return [{**ident, **row} for row in rows]
+
+
+def _csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_fmt(v) if not isinstance(v, str) else v for v in (row.get(c) for c in columns)])
+    return buffer.getvalue()
+
+
+def cost_path(output_dir: Path, spec: TrialSpec) -> Path:
+    """`costs/<configuration>.<task>.seed<seed>.csv` (flat, so costs/*.csv finds every trial)."""
+    return output_dir / "costs" / f"{spec.configuration}.{spec.task}.seed{spec.seed}.csv"
+
+
+def write_trial_costs(trial_dir: Path, spec: TrialSpec, output_dir: Path, prices: Prices) -> Path:
+    """Write one trial's cost CSV from its events.jsonl; a missing or corrupt log is not fatal."""
+    rows = trial_cost_rows(read_events(trial_dir / "events.jsonl"), spec, prices)
+    path = cost_path(output_dir, spec)
+    write_text_atomic(path, _csv_text(COST_COLUMNS, rows))
+    return path

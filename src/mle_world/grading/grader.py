@@ -1,0 +1,123 @@
+"""Grade a trial's submission with MLE-bench or the built-in grader for local competitions.
+
+Reads `<trial>/submission/submission.csv`, the task's private answers and its leaderboard; writes
+`runs/<configuration>/<task>_seed<seed>_grading_report.json` (MLE-bench's fields + trial fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+from pydantic import ValidationError
+
+from mle_world.errors import UserError
+from mle_world.grading.builtin import BuiltinGrader
+from mle_world.grading.mlebench import make_mlebench_grader
+from mle_world.grading.report import CompetitionReport, GradingReport
+from mle_world.grading.submission import SUBMISSION_RELPATH
+from mle_world.records import TrialSpec
+from mle_world.storage import read_model, write_json_atomic
+
+
+class Grader(Protocol):
+    """Scores one submission of one task; never raises for a bad submission."""
+
+    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
+        """Return MLE-bench's report for `submission_path` (invalid/missing → valid_submission false)."""
+        ...
+
+
+def make_grader(task: str, data_dir: Path, local_competitions: Mapping[str, Path]) -> Grader:
+    """Built-in grader for local competitions, MLE-bench's (imported lazily) for the rest."""
+    if task in local_competitions:
+        return BuiltinGrader(local_competitions, data_dir)
+    return make_mlebench_grader(data_dir)
+
+
+class MultiGrader:
+    """Picks the built-in or the MLE-bench grader per task; MLE-bench is imported on first use."""
+
+    def __init__(self, data_dir: Path, local_competitions: Mapping[str, Path]) -> None:
+        self.data_dir = data_dir
+        self.builtin = BuiltinGrader(local_competitions, data_dir)
+        self._mlebench: Grader | None = None
+
+    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
+        """Dispatch by task id."""
+        if task in self.builtin.competitions:
+            return self.builtin.grade(task, submission_path)
+        if self._mlebench is None:
+            self._mlebench = make_mlebench_grader(self.data_dir)
+        return self._mlebench.grade(task, submission_path)
+
+
+# --------------------------------------------------------------------------- trials
+
+
+def report_path(output_dir: Path, spec: TrialSpec) -> Path:
+    """`<output_dir>/runs/<configuration>/<task>_seed<seed>_grading_report.json`."""
+    return output_dir / "runs" / spec.configuration / f"{spec.task}_seed{spec.seed}_grading_report.json"
+
+
+def trial_report_path(trial_dir: Path, spec: TrialSpec) -> Path:
+    """The report beside the trial directory (`runs/<configuration>/`)."""
+    return trial_dir.parent / f"{spec.task}_seed{spec.seed}_grading_report.json"
+
+
+def grade_trial(trial_dir: Path, spec: TrialSpec, data_dir: Path, grader: Grader) -> GradingReport:
+    """Grade `<trial_dir>/submission/submission.csv` after the agent exited; write the report atomically."""
+    core = grader.grade(spec.task, trial_dir / SUBMISSION_RELPATH)
+    report = GradingReport(
+        **core.model_dump(),
+        trial_id=spec.trial_id,
+        regime=spec.regime,
+        configuration=spec.configuration,
+        seed=spec.seed,
+    )
+    write_json_atomic(trial_report_path(trial_dir, spec), report.model_dump(mode="json"))
+    return report
+
+
+class RegradeResult(NamedTuple):
+    """Outcome of `grade_output_dir`."""
+
+    graded: list[GradingReport]
+    skipped: list[str]
+    """Trial ids whose report already existed (without `force`)."""
+    errors: list[str]
+    """One line per trial that could not be graded (bad spec.json, not prepared, …)."""
+
+
+def grade_output_dir(
+    output_dir: Path,
+    data_dir: Path,
+    local_competitions: Mapping[str, Path],
+    *,
+    force: bool = True,
+    grader: Grader | None = None,
+) -> RegradeResult:
+    """(Re)grade every trial under `<output_dir>/runs/*/*/spec.json`."""
+    runs = output_dir / "runs"
+    if not runs.is_dir():
+        raise UserError(f"{runs}: no such directory (is {output_dir} an --output-dir?)")
+    active: Grader = grader if grader is not None else MultiGrader(data_dir, local_competitions)
+    graded: list[GradingReport] = []
+    skipped: list[str] = []
+    errors: list[str] = []
+    for spec_path in sorted(runs.glob("*/*/spec.json")):
+        trial_dir = spec_path.parent
+        try:
+            spec = read_model(spec_path, TrialSpec)
+        except (OSError, ValidationError, ValueError) as exc:
+            errors.append(f"{spec_path}: unreadable spec ({type(exc).__name__})")
+            continue
+        if not force and trial_report_path(trial_dir, spec).exists():
+            skipped.append(spec.trial_id)
+            continue
+        try:
+            graded.append(grade_trial(trial_dir, spec, data_dir, active))
+        except UserError as exc:
+            errors.append(f"{spec.trial_id}: {exc}")
+    return RegradeResult(graded, skipped, errors)

@@ -1,0 +1,54 @@
+"""The grading report schema: MLE-bench's per-competition report, and the trial's report file.
+
+Defines the records of `<task>_seed<seed>_grading_report.json`; reads and writes nothing itself.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from mle_world.records import Regime
+
+
+class CompetitionReport(BaseModel):
+    """MLE-bench's per-competition report: same fields, names, order and meanings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    competition_id: str
+    score: float | None
+    """The grader's score rounded to 5 decimals; null when missing, invalid or not finite."""
+    gold_threshold: float
+    silver_threshold: float
+    bronze_threshold: float
+    median_threshold: float
+    """Median of all leaderboard scores."""
+    any_medal: bool
+    gold_medal: bool
+    silver_medal: bool
+    bronze_medal: bool
+    above_median: bool
+    """Strictly better than the median."""
+    submission_exists: bool
+    """The path is a file with suffix .csv."""
+    valid_submission: bool
+    """The grader returned a finite score."""
+    is_lower_better: bool
+    """First leaderboard score < last one (a tie counts as higher-is-better)."""
+    created_at: datetime
+    """Local naive time, like MLE-bench."""
+    submission_path: str
+
+
+class GradingReport(CompetitionReport):
+    """`<task>_seed<seed>_grading_report.json`: MLE-bench's fields followed by the trial's identity."""
+
+    trial_id: str
+    regime: Regime
+    configuration: str
+    seed: int
+
+
+MLEBENCH_REPORT_FIELDS: tuple[str, ...] = tuple(CompetitionReport.model_fields)

@@ -1,0 +1,1 @@
+"""Tasks: the competition registry, local competition folders and data preparation."""
