@@ -18,7 +18,8 @@ from launchkit import fast_cluster, make_plan, max_overlap, timelines
 from rich.console import Console
 
 from mle_world.errors import NotPreparedError, UserError
-from mle_world.launch import check_identity, check_prepared, parse_gpu_devices, run_sweep, show_status
+from mle_world.identity import check_sweep_identity
+from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_status
 from mle_world.launch.run import make_job
 from mle_world.launch.state import StateError, read_status, update_status
 from mle_world.launch.trial import TrialRunner
@@ -244,9 +245,9 @@ def test_identity_and_spec_mismatch_are_refused(dirs: tuple[Path, Path]) -> None
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1)
     assert run_sweep(plan, options(), console=quiet()) == 0
-    check_identity(out, plan.config_hash)
+    check_sweep_identity(out, plan.config_hash)
     with pytest.raises(UserError, match="another science config"):
-        check_identity(out, "x" * 64)
+        check_sweep_identity(out, "x" * 64)
     other = make_plan(out, data, 1, seconds=0.1, budget_s=99.0)  # different science, same identity hash
     with pytest.raises(UserError, match="science hash"):
         run_sweep(other, options(), console=quiet())

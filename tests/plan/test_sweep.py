@@ -74,7 +74,7 @@ def test_science_hash_ignores_transport_but_not_science() -> None:
 
 
 def test_science_hash_is_pinned() -> None:
-    """Changing the recipe changes every trial's identity: bump sweep.HASH_SCHEME and update this."""
+    """Changing the recipe changes every trial's identity: bump identity.HASH_SCHEME and update this."""
     trial = next(t for t in _expand() if t.trial_id == "gated/aide/leaf-classification/seed35")
     assert trial.spec.science_hash == PINNED_HASH
 

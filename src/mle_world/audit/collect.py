@@ -7,7 +7,6 @@ Reads `launch.json`, `runs/<cfg>/<task>_seed<seed>_grading_report.json`, `status
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,13 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mle_world import layout
 from mle_world.agent.journal import load_journal_data
 from mle_world.costs.summary import read_cost_rows
 from mle_world.grading.report import GradingReport
 from mle_world.records import EventLog, LaunchRecord, TrialStatus, read_events
-
-TRIAL_ID = re.compile(r"^(?P<regime>gated|ungated)/(?P<cfg>[^/]+)/(?P<task>[^/]+)/seed(?P<seed>-?\d+)$")
-REPORT_NAME = re.compile(r"^(?P<task>.+)_seed(?P<seed>-?\d+)_grading_report\.json$")
 
 
 @dataclass
@@ -53,9 +50,7 @@ class Trial:
     @property
     def report_path(self) -> Path:
         """Where the grading report of this trial lives."""
-        return (
-            self.output_dir / "runs" / self.configuration / f"{self.task}_seed{self.seed}_grading_report.json"
-        )
+        return layout.grading_report_path(self.output_dir, self.configuration, self.task, self.seed)
 
 
 @dataclass
@@ -91,16 +86,8 @@ class Sweep:
         return [t for t in self.trials if t.state == "failed"]
 
 
-def parse_trial_id(trial_id: str) -> tuple[str, str, str, int] | None:
-    """`<regime>/<configuration>/<task>/seed<seed>` → parts, or None."""
-    match = TRIAL_ID.match(trial_id)
-    if match is None:
-        return None
-    return match["regime"], match["cfg"], match["task"], int(match["seed"])
-
-
 def _expected_from_launch(output_dir: Path, sweep: Sweep) -> list[tuple[str, Path | None]]:
-    path = output_dir / "launch.json"
+    path = output_dir / layout.LAUNCH
     if path.is_file():
         try:
             record = LaunchRecord.model_validate_json(path.read_text(encoding="utf-8"))
@@ -121,13 +108,13 @@ def _expected_from_launch(output_dir: Path, sweep: Sweep) -> list[tuple[str, Pat
 def _expected_from_disk(output_dir: Path) -> list[tuple[str, Path | None]]:
     """Fallback: trials with a spec.json or a report; the regime comes from spec.json when present."""
     found: dict[str, Path | None] = {}
-    for spec in sorted((output_dir / "runs").glob("*/*/spec.json")):
+    for spec in layout.spec_paths(output_dir):
         try:
             data = json.loads(spec.read_text(encoding="utf-8"))
             found[str(data["trial_id"])] = spec.parent
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    for report in sorted((output_dir / "runs").glob("*/*_grading_report.json")):
+    for report in layout.report_paths(output_dir):
         try:
             data = json.loads(report.read_text(encoding="utf-8"))
             found.setdefault(str(data["trial_id"]), None)
@@ -177,7 +164,7 @@ def attach_costs(sweep: Sweep) -> None:
     """Per-trial totals from costs/*.csv: cost (known only if every row is), tokens, GPU-hours."""
     by_id = {t.trial_id: t for t in sweep.trials}
     for output_dir in sweep.dirs:
-        costs_dir = output_dir / "costs"
+        costs_dir = layout.costs_dir(output_dir)
         if not costs_dir.is_dir():
             continue
         rows, bad = read_cost_rows(costs_dir)
@@ -213,22 +200,21 @@ def collect(dirs: Iterable[Path]) -> Sweep:
     expected_paths: set[str] = set()
     for output_dir in sweep.dirs:
         for trial_id, trial_dir in _expected_from_launch(output_dir, sweep):
-            parts = parse_trial_id(trial_id)
-            if parts is None:
+            key = layout.parse_trial_id(trial_id)
+            if key is None:
                 sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")
                 continue
             if trial_id in seen:
                 sweep.duplicates.append(trial_id)
                 continue
             seen.add(trial_id)
-            regime, cfg, task, seed = parts
-            canonical = output_dir / "runs" / cfg / f"{task}_seed{seed}"
+            canonical = layout.trial_dir(output_dir, key.configuration, key.task, key.seed)
             trial = Trial(
                 trial_id=trial_id,
-                regime=regime,
-                configuration=cfg,
-                task=task,
-                seed=seed,
+                regime=key.regime,
+                configuration=key.configuration,
+                task=key.task,
+                seed=key.seed,
                 output_dir=output_dir,
                 trial_dir=trial_dir if trial_dir is not None and trial_dir.is_dir() else canonical,
             )
@@ -237,7 +223,7 @@ def collect(dirs: Iterable[Path]) -> Sweep:
             sweep.trials.append(trial)
             expected_paths.add(str(trial.report_path))
     for output_dir in sweep.dirs:
-        for report in sorted((output_dir / "runs").glob("*/*_grading_report.json")):
+        for report in layout.report_paths(output_dir):
             if str(report) not in expected_paths:
                 sweep.unexpected.append(str(report))
     attach_costs(sweep)

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, WorldInfo, load_journal_data
+from mle_world.layout import report_beside
 from mle_world.records import EventLog, PredictionEvent, read_events
 
 OUTPUT_TAIL_LINES = 60
@@ -318,7 +319,7 @@ def load_trial_view(
     result, _ = read_json(trial_dir / "result.json")
     spec, _ = read_json(trial_dir / "spec.json")
     if report is None:
-        report, _ = read_json(trial_dir.parent / f"{trial_dir.name}_grading_report.json")
+        report, _ = read_json(report_beside(trial_dir))
     for source in (spec, status, result, journal, report):
         if isinstance(source, dict) and isinstance(source.get("trial_id"), str):
             view.trial_id = trial_id or source["trial_id"]

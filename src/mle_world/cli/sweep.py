@@ -33,6 +33,7 @@ from mle_world.cli.options import (
     seed_list,
 )
 from mle_world.errors import UserError
+from mle_world.identity import check_sweep_identity
 from mle_world.plan.config import (
     PaperConfig,
     load_cluster_config,
@@ -350,10 +351,10 @@ def execute_plan(
     from mle_world.launch.endpoints import check_endpoints, endpoint_records
     from mle_world.launch.image import verify_image
     from mle_world.launch.post_trial import TrialFinisher
-    from mle_world.launch.run import check_identity, check_prepared, run_sweep
+    from mle_world.launch.run import check_prepared, run_sweep
 
     options = _launch_options(args)
-    check_identity(plan.output_dir, plan.config_hash)
+    check_sweep_identity(plan.output_dir, plan.config_hash)
     check_prepared([r.trial for r in plan.runs], plan.data_dir, plan.local_competitions)
     record = plan.record
     if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mle_world import layout
 from mle_world.costs.prices import Prices
 from mle_world.records import ROLES, EventLog, ExecutionEvent, LLMCallEvent, Role, TrialSpec, read_events
 from mle_world.storage import write_text_atomic
@@ -141,14 +142,9 @@ def _csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def cost_path(output_dir: Path, spec: TrialSpec) -> Path:
-    """`costs/<configuration>.<task>.seed<seed>.csv` (flat, so costs/*.csv finds every trial)."""
-    return output_dir / "costs" / f"{spec.configuration}.{spec.task}.seed{spec.seed}.csv"
-
-
 def write_trial_costs(trial_dir: Path, spec: TrialSpec, output_dir: Path, prices: Prices) -> Path:
     """Write one trial's cost CSV from its events.jsonl; a missing or corrupt log is not fatal."""
     rows = trial_cost_rows(read_events(trial_dir / "events.jsonl"), spec, prices)
-    path = cost_path(output_dir, spec)
+    path = layout.cost_path(output_dir, spec.configuration, spec.task, spec.seed)
     write_text_atomic(path, _csv_text(COST_COLUMNS, rows))
     return path

@@ -13,12 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mle_world import layout
 from mle_world.costs.account import _csv_text, write_trial_costs
 from mle_world.costs.prices import Prices
 from mle_world.records import TrialSpec
 from mle_world.storage import read_model, write_text_atomic
-
-SUMMARY_NAME = "summary.csv"
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "regime",
@@ -51,7 +50,7 @@ def read_cost_rows(costs_dir: Path) -> tuple[list[dict[str, str]], list[str]]:
     rows: list[dict[str, str]] = []
     bad: list[str] = []
     for path in sorted(costs_dir.glob("*.csv")):
-        if path.name == SUMMARY_NAME:
+        if path.name == layout.COST_SUMMARY:
             continue
         try:
             with open(path, encoding="utf-8", newline="") as handle:
@@ -108,9 +107,9 @@ def summarise_cost_rows(rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any
 
 def write_cost_summary(output_dir: Path) -> Path:
     """Write `costs/summary.csv` from every per-trial CSV in `costs/`."""
-    costs_dir = output_dir / "costs"
+    costs_dir = layout.costs_dir(output_dir)
     rows, _ = read_cost_rows(costs_dir) if costs_dir.is_dir() else ([], [])
-    path = costs_dir / SUMMARY_NAME
+    path = layout.cost_summary_path(output_dir)
     write_text_atomic(path, _csv_text(SUMMARY_COLUMNS, summarise_cost_rows(rows)))
     return path
 
@@ -121,7 +120,7 @@ def cost_output_dir(output_dir: Path, prices: Prices) -> list[Path]:
     Trials whose spec.json is unreadable are skipped. Returns the files written.
     """
     written: list[Path] = []
-    for spec_path in sorted((output_dir / "runs").glob("*/*/spec.json")):
+    for spec_path in layout.spec_paths(output_dir):
         try:
             spec = read_model(spec_path, TrialSpec)
         except (OSError, ValueError, ValidationError):

@@ -12,6 +12,7 @@ from typing import NamedTuple, Protocol
 
 from pydantic import ValidationError
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.mlebench import make_mlebench_grader
@@ -56,16 +57,6 @@ class MultiGrader:
 # --------------------------------------------------------------------------- trials
 
 
-def report_path(output_dir: Path, spec: TrialSpec) -> Path:
-    """`<output_dir>/runs/<configuration>/<task>_seed<seed>_grading_report.json`."""
-    return output_dir / "runs" / spec.configuration / f"{spec.task}_seed{spec.seed}_grading_report.json"
-
-
-def trial_report_path(trial_dir: Path, spec: TrialSpec) -> Path:
-    """The report beside the trial directory (`runs/<configuration>/`)."""
-    return trial_dir.parent / f"{spec.task}_seed{spec.seed}_grading_report.json"
-
-
 def grade_trial(trial_dir: Path, spec: TrialSpec, data_dir: Path, grader: Grader) -> GradingReport:
     """Grade `<trial_dir>/submission/submission.csv` after the agent exited; write the report atomically."""
     core = grader.grade(spec.task, trial_dir / SUBMISSION_RELPATH)
@@ -76,7 +67,7 @@ def grade_trial(trial_dir: Path, spec: TrialSpec, data_dir: Path, grader: Grader
         configuration=spec.configuration,
         seed=spec.seed,
     )
-    write_json_atomic(trial_report_path(trial_dir, spec), report.model_dump(mode="json"))
+    write_json_atomic(layout.report_beside(trial_dir), report.model_dump(mode="json"))
     return report
 
 
@@ -99,21 +90,21 @@ def grade_output_dir(
     grader: Grader | None = None,
 ) -> RegradeResult:
     """(Re)grade every trial under `<output_dir>/runs/*/*/spec.json`."""
-    runs = output_dir / "runs"
+    runs = output_dir / layout.RUNS
     if not runs.is_dir():
         raise UserError(f"{runs}: no such directory (is {output_dir} an --output-dir?)")
     active: Grader = grader if grader is not None else MultiGrader(data_dir, local_competitions)
     graded: list[GradingReport] = []
     skipped: list[str] = []
     errors: list[str] = []
-    for spec_path in sorted(runs.glob("*/*/spec.json")):
+    for spec_path in layout.spec_paths(output_dir):
         trial_dir = spec_path.parent
         try:
             spec = read_model(spec_path, TrialSpec)
         except (OSError, ValidationError, ValueError) as exc:
             errors.append(f"{spec_path}: unreadable spec ({type(exc).__name__})")
             continue
-        if not force and trial_report_path(trial_dir, spec).exists():
+        if not force and layout.report_beside(trial_dir).exists():
             skipped.append(spec.trial_id)
             continue
         try:

@@ -2,13 +2,12 @@
 
 Reads the plan and every trial's status.json; writes status.json, spec.json, `<output_dir>/.sweep-identity`
 and `<output_dir>/slurm/` (Slurm backend). The entry points the CLI calls are `run_sweep`,
-`write_sbatch_preview`, `check_prepared` and `check_identity`.
+`write_sbatch_preview` and `check_prepared`.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shlex
 import socket
@@ -22,6 +21,7 @@ from typing import Literal
 from rich.console import Console
 
 from mle_world.errors import NotPreparedError, UserError
+from mle_world.identity import record_sweep_identity
 from mle_world.launch.local import run_pool
 from mle_world.launch.slurm import (
     ALIVE_STATES,
@@ -37,9 +37,8 @@ from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.plan.sweep_plan import LaunchOptions, PlannedRun, SweepPlan
 from mle_world.records import TrialStatus
-from mle_world.storage import write_json_atomic, write_text_atomic
+from mle_world.storage import write_text_atomic
 
-IDENTITY_FILE = ".sweep-identity"
 Action = Literal["skip", "run", "watch", "stale"]
 
 
@@ -70,33 +69,6 @@ def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collec
         f"--data-dir {data_dir}: {len(missing)} {noun} not prepared: {', '.join(missing)}; run: "
         + " && ".join(hints)
     )
-
-
-def check_identity(output_dir: Path, config_hash: str) -> None:
-    """Refuse an output dir that holds a sweep of another science config.
-
-    The reference hash is `<output_dir>/.sweep-identity`, written by `run_sweep` when a real sweep
-    starts (never by dry runs, and separate from launch.json, which every launch rewrites)."""
-    path = output_dir / IDENTITY_FILE
-    try:
-        previous = json.loads(path.read_text(encoding="utf-8"))["config_hash"]
-    except FileNotFoundError:
-        return
-    except (OSError, ValueError, KeyError, TypeError):
-        raise UserError(
-            f"{path}: unreadable; remove it only if {output_dir} holds no trials you want"
-        ) from None
-    if previous != config_hash:
-        raise UserError(
-            f"--output-dir {output_dir}: holds a sweep of another science config "
-            f"(hash {previous[:12]}, this one {config_hash[:12]}); use a new --output-dir"
-        )
-
-
-def _record_identity(plan: SweepPlan) -> None:
-    path = plan.output_dir / IDENTITY_FILE
-    if not path.exists():
-        write_json_atomic(path, {"config_hash": plan.config_hash, "regime": plan.regime})
 
 
 @contextmanager
@@ -167,10 +139,10 @@ class SweepRunner:
         plan, options = self.plan, self.options
         if options.backend not in ("local", "slurm"):
             raise UserError(f"--backend: unknown backend '{options.backend}' (choose local or slurm)")
-        check_identity(plan.output_dir, plan.config_hash)
+        # The CLI checked the dir's identity (check_sweep_identity) before it wrote launch.json.
         for run in plan.runs:
             ensure_spec(run.trial)  # refuses a different science hash before anything starts
-        _record_identity(plan)
+        record_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
         with launcher_lock(plan.output_dir):
             if options.backend == "local":
                 return self._run_local()

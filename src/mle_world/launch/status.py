@@ -20,6 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.launch.state import STATES, utcnow
 from mle_world.records import TrialStatus
@@ -97,7 +98,7 @@ def collect(output_dir: Path) -> SweepStatus:
         raise UserError(f"{output_dir}: not an output dir of run_paper.py (no launch.json)")
     trials: list[TrialStatus] = []
     bad: list[tuple[Path, str]] = []
-    for path in sorted(output_dir.glob("runs/*/*/status.json")):
+    for path in layout.status_paths(output_dir):
         try:
             trials.append(TrialStatus.model_validate_json(path.read_text(encoding="utf-8")))
         except OSError as exc:

@@ -5,8 +5,6 @@ Reads YAML/text files; writes nothing. Every problem becomes one `ConfigError` l
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mle_world.errors import ConfigError
+from mle_world.identity import sweep_hash
 from mle_world.records import (
     ROLES,
     AgentSettings,
@@ -30,8 +29,6 @@ from mle_world.records import (
 )
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-TRANSPORT_FIELDS = ("url", "key_env", "timeout_s", "outage_window_s", "max_concurrent")
-"""Endpoint fields that do not change results; excluded from every science hash."""
 
 
 class _File(BaseModel):
@@ -319,21 +316,6 @@ def load_cluster_config(path: Path | None) -> ClusterConfig:
         raise _first_error(path, exc) from None
 
 
-def science_of(settings: AgentSettings) -> dict[str, Any]:
-    """The agent settings with transport-only endpoint fields removed (what identity hashes see)."""
-    data = settings.model_dump(mode="json")
-    for endpoint in data["endpoints"].values():
-        for key in TRANSPORT_FIELDS:
-            endpoint.pop(key, None)
-    return data
-
-
-def stable_hash(data: Any, length: int = 16) -> str:
-    """sha256 of canonical JSON, truncated; stable across runs and machines."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
-
-
 def resolved_regime(config: PaperConfig, regime: Regime, configurations: tuple[str, ...]) -> dict[str, Any]:
     """The fully resolved config of one regime, as written to agent-config.yaml."""
     return {
@@ -350,12 +332,6 @@ def resolved_regime(config: PaperConfig, regime: Regime, configurations: tuple[s
 
 def regime_hash(config: PaperConfig, regime: Regime, configurations: tuple[str, ...]) -> str:
     """Hash of the science of one regime's sweep (endpoint transport fields excluded)."""
-    return stable_hash(
-        {
-            "regime": regime,
-            "seeds": list(config.seeds),
-            "tasks": list(config.tasks),
-            "configurations": {n: science_of(config.agent_settings(n)) for n in configurations},
-        },
-        length=64,
+    return sweep_hash(
+        regime, config.seeds, config.tasks, {n: config.agent_settings(n) for n in configurations}
     )

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mle_world import layout
 from mle_world.errors import UserError
-from mle_world.plan.config import PaperConfig, science_of, stable_hash
+from mle_world.identity import trial_hash
+from mle_world.plan.config import PaperConfig
 from mle_world.records import BudgetSettings, Regime, TrialPaths, TrialSpec
 
-HASH_SCHEME = "v1"
 """Bump when the science-hash recipe changes (a golden test pins the hashes)."""
 
 
@@ -43,15 +44,6 @@ class PlannedTrial:
         return self.spec.trial_id
 
 
-def make_trial_id(regime: str, configuration: str, task: str, seed: int) -> str:
-    return f"{regime}/{configuration}/{task}/seed{seed}"
-
-
-def trial_dir_for(output_dir: Path, configuration: str, task: str, seed: int) -> Path:
-    """DESIGN §3: runs/<run-group>/<task>_seed<seed>/ with run-group = configuration name."""
-    return output_dir / "runs" / configuration / f"{task}_seed{seed}"
-
-
 def task_data_dirs(data_dir: Path, task: str) -> tuple[Path, Path]:
     """MLE-bench's prepared layout: (<data>/<id>/prepared/public, <data>/<id>/prepared/private)."""
     base = data_dir / task / "prepared"
@@ -78,10 +70,6 @@ def resolve_selection(
     return tuple(configs), tuple(tasks), tuple(seeds)
 
 
-def science_hash(spec_fields: dict[str, object]) -> str:
-    return stable_hash({"scheme": HASH_SCHEME, **spec_fields})
-
-
 def expand(
     config: PaperConfig,
     regime: Regime,
@@ -106,25 +94,15 @@ def expand(
                 {**settings.budget.model_dump(), "max_steps": selection.max_steps}
             )
             settings = settings.model_copy(update={"budget": budget})
-        science = science_of(settings)
         for task in tasks:
             public, private = task_data_dirs(data_dir, task)
             for seed in seeds:
                 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", task):
                     raise UserError(f"task id '{task}' contains characters unsafe for a path")
-                trial_dir = trial_dir_for(output_dir, configuration, task, seed)
-                digest = science_hash(
-                    {
-                        "regime": regime,
-                        "configuration": configuration,
-                        "task": task,
-                        "seed": seed,
-                        "agent": science,
-                    }
-                )
+                trial_dir = layout.trial_dir(output_dir, configuration, task, seed)
                 spec = TrialSpec(
-                    trial_id=make_trial_id(regime, configuration, task, seed),
-                    science_hash=digest,
+                    trial_id=layout.trial_id(regime, configuration, task, seed),
+                    science_hash=trial_hash(regime, configuration, task, seed, settings),
                     regime=regime,
                     configuration=configuration,
                     task=task,

@@ -1,0 +1,91 @@
+"""Where a sweep's files live: trial ids, trial dirs, grading reports, cost files, and the globs over them.
+
+Path arithmetic over an output dir, written once here; lists directories for the globs, writes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+RUNS = "runs"
+COSTS = "costs"
+LAUNCH = "launch.json"
+SPEC = "spec.json"
+STATUS = "status.json"
+COST_SUMMARY = "summary.csv"
+REPORT_SUFFIX = "_grading_report.json"
+
+_TRIAL_ID = re.compile(
+    r"^(?P<regime>gated|ungated)/(?P<configuration>[^/]+)/(?P<task>[^/]+)/seed(?P<seed>-?\d+)$"
+)
+
+
+@dataclass(frozen=True)
+class TrialKey:
+    """The four parts that name a trial."""
+
+    regime: str
+    configuration: str
+    task: str
+    seed: int
+
+    @property
+    def trial_id(self) -> str:
+        return trial_id(self.regime, self.configuration, self.task, self.seed)
+
+
+def trial_id(regime: str, configuration: str, task: str, seed: int) -> str:
+    """`<regime>/<configuration>/<task>/seed<seed>`."""
+    return f"{regime}/{configuration}/{task}/seed{seed}"
+
+
+def parse_trial_id(text: str) -> TrialKey | None:
+    """The parts of a trial id, or None when `text` is not one."""
+    match = _TRIAL_ID.match(text)
+    if match is None:
+        return None
+    return TrialKey(match["regime"], match["configuration"], match["task"], int(match["seed"]))
+
+
+def trial_dir(output_dir: Path, configuration: str, task: str, seed: int) -> Path:
+    """`runs/<configuration>/<task>_seed<seed>/` (DESIGN §3: the run group is the configuration)."""
+    return output_dir / RUNS / configuration / f"{task}_seed{seed}"
+
+
+def report_beside(trial: Path) -> Path:
+    """A trial's grading report lives beside its dir: `runs/<configuration>/<task>_seed<seed>_grading_report.json`."""
+    return trial.parent / f"{trial.name}{REPORT_SUFFIX}"
+
+
+def grading_report_path(output_dir: Path, configuration: str, task: str, seed: int) -> Path:
+    return report_beside(trial_dir(output_dir, configuration, task, seed))
+
+
+def costs_dir(output_dir: Path) -> Path:
+    return output_dir / COSTS
+
+
+def cost_path(output_dir: Path, configuration: str, task: str, seed: int) -> Path:
+    """`costs/<configuration>.<task>.seed<seed>.csv` (flat, so costs/*.csv finds every trial)."""
+    return costs_dir(output_dir) / f"{configuration}.{task}.seed{seed}.csv"
+
+
+def cost_summary_path(output_dir: Path) -> Path:
+    return costs_dir(output_dir) / COST_SUMMARY
+
+
+def spec_paths(output_dir: Path) -> list[Path]:
+    """Every trial's spec.json under the output dir, sorted."""
+    return sorted((output_dir / RUNS).glob(f"*/*/{SPEC}"))
+
+
+def status_paths(output_dir: Path) -> list[Path]:
+    """Every trial's status.json under the output dir, sorted."""
+    return sorted((output_dir / RUNS).glob(f"*/*/{STATUS}"))
+
+
+def report_paths(output_dir: Path) -> list[Path]:
+    """Every grading report under the output dir, sorted."""
+    return sorted((output_dir / RUNS).glob(f"*/*{REPORT_SUFFIX}"))
