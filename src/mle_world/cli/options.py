@@ -12,20 +12,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
-from mle_world.plan.config import PaperConfig
+from mle_world.plan.config import PaperConfig, packaged_config
 from mle_world.records import ROLES, EndpointSettings, Role
 
 PROG = "run_paper.py"
 
 
-def repo_root() -> Path:
-    """The checkout root when running from a source tree (configs/ lives there)."""
-    return Path(__file__).resolve().parents[3]
-
-
 def default_config_path(name: str) -> Path:
+    """`configs/<name>` of the working directory when there is one, else the package's default."""
     local = Path("configs") / name
-    return local if local.exists() else repo_root() / "configs" / name
+    return local if local.exists() else packaged_config(name)
 
 
 def default_data_dir() -> Path:

@@ -29,7 +29,6 @@ from mle_world.cli.options import (
     default_data_dir,
     endpoint_overrides,
     positive_int,
-    repo_root,
     seed_list,
 )
 from mle_world.errors import UserError
@@ -114,13 +113,23 @@ def _print_listing(registry: TaskRegistry, lite: bool, console: Console) -> None
 
 
 def _git_sha() -> str | None:
+    """The commit of the checkout the package runs from; None for an installed copy (or without git)."""
+    import mle_world
+
+    package = Path(mle_world.__file__).resolve().parent
     try:
         out = subprocess.run(
-            ["git", "-C", str(repo_root()), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(package), "rev-parse", "--show-toplevel", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]) / "src" / "mle_world" != package:
+        return None
+    return lines[1]
 
 
 def _runtime(

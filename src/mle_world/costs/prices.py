@@ -10,10 +10,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mle_world.errors import ConfigError
-from mle_world.plan.config import read_yaml
+from mle_world.plan.config import packaged_config, read_yaml
 from mle_world.records import Role
 
-DEFAULT_PRICES = Path(__file__).resolve().parents[3] / "configs" / "prices.yaml"
+DEFAULT_PRICES = packaged_config("prices.yaml")
 
 
 class _PriceModel(BaseModel):

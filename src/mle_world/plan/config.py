@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -200,6 +201,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
+
+
+def packaged_config(name: str) -> Path:
+    """A default config shipped inside the package (`mle_world/configs/`; a checkout's configs/ links there)."""
+    return Path(str(resources.files("mle_world").joinpath("configs", name)))
 
 
 def read_yaml(path: Path, what: str) -> Any:
