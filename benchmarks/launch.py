@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "launch"))
 
 from launchkit import fast_cluster, make_plan  # noqa: E402
 
 from mle_world.launch import run_sweep  # noqa: E402
+from mle_world.launch.display import SilentDisplay  # noqa: E402
 from mle_world.launch.state import read_status  # noqa: E402
 from mle_world.plan.sweep_plan import LaunchOptions  # noqa: E402
 
@@ -34,9 +32,8 @@ def bench(backend: str, work: Path, n: int, seconds: float, parallelism: int) ->
     plan = make_plan(out, data, n, seconds=seconds, cluster=fast_cluster(parallelism=parallelism))
     gpus = tuple(str(i) for i in range(parallelism))
     options = LaunchOptions(backend=backend, n_workers=parallelism, gpu_devices=gpus, show_progress=False)
-    quiet = Console(file=open(os.devnull, "w"))  # noqa: SIM115
     t0 = time.monotonic()
-    code = run_sweep(plan, options, console=quiet)
+    code = run_sweep(plan, options, display=SilentDisplay())
     makespan = time.monotonic() - t0
     statuses = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.runs]
     if code != 0:

@@ -13,20 +13,21 @@ import sys
 import pytest
 from rich.console import Console
 
+from mle_world.cli.display import RichDisplay
 from mle_world.errors import UserError
 from mle_world.launch.endpoints import (
     check_endpoints,
     endpoint_records,
     probe_all,
     probe_endpoint,
-    render_probe_table,
+    probe_rows,
 )
 from mle_world.records import EndpointSettings
 
 
-def _console() -> tuple[Console, io.StringIO]:
+def _console() -> tuple[RichDisplay, io.StringIO]:
     buffer = io.StringIO()
-    return Console(file=buffer, width=200, color_system=None), buffer
+    return RichDisplay(Console(file=buffer, width=200, color_system=None)), buffer
 
 
 def test_healthy_endpoints_table(start_server) -> None:
@@ -145,9 +146,7 @@ def test_render_and_records_without_probe(start_server) -> None:
     endpoints = {"coder": EndpointSettings(url=srv.url)}
     probes = probe_all(endpoints, check_tools=False)
     assert probes[0].tool_calls is None
-    console, out = _console()
-    console.print(render_probe_table(probes))
-    assert "ok" in out.getvalue()
+    assert probe_rows(probes)[0][-2:] == ("-", "ok")  # tool calls not checked, status ok
     (record,) = endpoint_records(endpoints)
     assert record.probed is False and record.served_models == ()
 

@@ -6,7 +6,6 @@ under pytest's tmp_path. Every server started here listens on 127.0.0.1 and is s
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import select
@@ -18,8 +17,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
+from mle_world.launch.display import SilentDisplay
 from mle_world.launch.endpoints import check_endpoints
 from mle_world.records import EndpointSettings
 
@@ -127,9 +126,7 @@ def test_role_script_reads_model_from_config_and_waits_until_ready(serve_env, ru
         "--enforce-eager", "--gpu-memory-utilization", "0.9",
     ]  # fmt: skip
     # the URL it printed works with the probe (real HTTP through the openai client)
-    probes = check_endpoints(
-        {"world": EndpointSettings(url=line.split("=", 1)[1])}, Console(file=io.StringIO())
-    )
+    probes = check_endpoints({"world": EndpointSettings(url=line.split("=", 1)[1])}, SilentDisplay())
     assert probes[0].served_models == ("org/world-model",) and probes[0].max_model_len == 16384
 
     code, err = run.stop()

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
+from mle_world.launch.display import PlainDisplay  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -50,7 +50,7 @@ def main() -> int:
         wait=not a.no_wait,
     )
     try:
-        return run_sweep(plan, options, post_trial=None, console=Console(stderr=True))
+        return run_sweep(plan, options, post_trial=None, display=PlainDisplay())
     except UserError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from rich.console import Console
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import check_sweep_identity
 from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_status
+from mle_world.launch.display import SilentDisplay
 from mle_world.launch.run import make_job
 from mle_world.launch.state import StateError, read_status, update_status
 from mle_world.launch.trial import TrialRunner
@@ -37,10 +38,6 @@ def options(**kw: object) -> LaunchOptions:
     }
     base.update(kw)
     return LaunchOptions(**base)  # type: ignore[arg-type]
-
-
-def quiet() -> Console:
-    return Console(file=open(os.devnull, "w"))  # noqa: SIM115
 
 
 def states(plan) -> list[str]:  # type: ignore[no-untyped-def]
@@ -69,7 +66,9 @@ def test_state_machine_refuses_illegal_transitions(tmp_path: Path) -> None:
 def test_three_workers_never_share_a_gpu(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 9, seconds=0.6)
-    code = run_sweep(plan, options(n_workers=3, gpu_devices=parse_gpu_devices("0,1,2")), console=quiet())
+    code = run_sweep(
+        plan, options(n_workers=3, gpu_devices=parse_gpu_devices("0,1,2")), display=SilentDisplay()
+    )
     assert code == 0
     assert states(plan) == ["succeeded"] * 9
     spans: dict[str, list[tuple[float, float]]] = {}
@@ -90,7 +89,9 @@ def test_three_workers_never_share_a_gpu(dirs: tuple[Path, Path]) -> None:
 def test_trials_per_gpu_allows_sharing(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 4, seconds=0.8)
-    code = run_sweep(plan, options(n_workers=4, gpu_devices=("0",), trials_per_gpu=2), console=quiet())
+    code = run_sweep(
+        plan, options(n_workers=4, gpu_devices=("0",), trials_per_gpu=2), display=SilentDisplay()
+    )
     assert code == 0
     spans = [
         (float(ev[0]["t"]), float(ev[-1]["t"]))  # type: ignore[arg-type]
@@ -144,7 +145,7 @@ def group_members(pgid: int) -> list[int]:
 def test_failures_are_classified(dirs: tuple[Path, Path], mode: str, klass: str, cause: str) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, mode=mode, seconds=0.1)
-    assert run_sweep(plan, options(), console=quiet()) == 1
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 1
     status = read_status(plan.runs[0].trial.trial_dir, plan.runs[0].trial.trial_id)
     assert (status.state, status.failure_class, status.cause) == ("failed", klass, cause)
 
@@ -159,7 +160,7 @@ def test_post_trial_hook_runs_and_its_crash_is_infra(dirs: tuple[Path, Path]) ->
         if trial.spec.task == "task01":
             raise RuntimeError("grader exploded")
 
-    assert run_sweep(plan, options(), post_trial=hook, console=quiet()) == 1
+    assert run_sweep(plan, options(), post_trial=hook, display=SilentDisplay()) == 1
     assert sorted(seen) == sorted(r.trial.trial_id for r in plan.runs)
     bad = read_status(plan.runs[1].trial.trial_dir, plan.runs[1].trial.trial_id)
     assert (
@@ -171,21 +172,21 @@ def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     modes = {0: "ok", 1: "crash", 2: "agent-fail"}
     plan = make_plan(out, data, 3, mode=lambda i: modes[i], seconds=0.1)
-    assert run_sweep(plan, options(), console=quiet()) == 1
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 1
 
     def starts() -> list[int]:
         return [sum(1 for e in ev if e["event"] == "start") for ev in timelines(plan)]
 
     assert starts() == [1, 1, 1]
-    assert run_sweep(plan, options(), console=quiet()) == 1  # plain re-run: nothing runs
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 1  # plain re-run: nothing runs
     assert starts() == [1, 1, 1]
-    assert run_sweep(plan, options(retry_failed="infra"), console=quiet()) == 1  # only the crash
+    assert run_sweep(plan, options(retry_failed="infra"), display=SilentDisplay()) == 1  # only the crash
     assert starts() == [1, 2, 1]
     assert read_status(plan.runs[1].trial.trial_dir, plan.runs[1].trial.trial_id).attempt == 2
-    assert run_sweep(plan, options(retry_failed="all"), console=quiet()) == 1
+    assert run_sweep(plan, options(retry_failed="all"), display=SilentDisplay()) == 1
     assert starts() == [1, 3, 2]
     # max_attempts (3) reached for the crashing trial
-    assert run_sweep(plan, options(retry_failed="all"), console=quiet()) == 1
+    assert run_sweep(plan, options(retry_failed="all"), display=SilentDisplay()) == 1
     assert starts() == [1, 3, 3]
 
 
@@ -212,7 +213,7 @@ def test_ctrl_c_stops_children_and_leaves_pending(dirs: tuple[Path, Path]) -> No
             os.kill(pid, 0)
     # the interrupted trials resume (the fake agent's checkpoint counts the restart)
     plan = make_plan(out, data, 4, seconds=0.2, budget_s=300.0)
-    assert run_sweep(plan, options(), console=quiet()) == 0
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 0
 
 
 def test_stale_running_trial_is_resumed(dirs: tuple[Path, Path]) -> None:
@@ -221,7 +222,7 @@ def test_stale_running_trial_is_resumed(dirs: tuple[Path, Path]) -> None:
     run = plan.runs[0]
     update_status(run.trial.trial_dir, run.trial.trial_id, "submitted", attempt=1, backend="local")
     update_status(run.trial.trial_dir, run.trial.trial_id, "running", pid=999999)
-    assert run_sweep(plan, options(), console=quiet()) == 0
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 0
     assert read_status(run.trial.trial_dir, run.trial.trial_id).attempt == 1
 
 
@@ -244,19 +245,19 @@ def test_check_prepared_names_missing_tasks(dirs: tuple[Path, Path]) -> None:
 def test_identity_and_spec_mismatch_are_refused(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1)
-    assert run_sweep(plan, options(), console=quiet()) == 0
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 0
     check_sweep_identity(out, plan.config_hash)
     with pytest.raises(UserError, match="another science config"):
         check_sweep_identity(out, "x" * 64)
     other = make_plan(out, data, 1, seconds=0.1, budget_s=99.0)  # different science, same identity hash
     with pytest.raises(UserError, match="science hash"):
-        run_sweep(other, options(), console=quiet())
+        run_sweep(other, options(), display=SilentDisplay())
 
 
 def test_status_view(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 3, mode=lambda i: "crash" if i == 2 else "ok", seconds=0.1)
-    run_sweep(plan, options(), console=quiet())
+    run_sweep(plan, options(), display=SilentDisplay())
     console = Console(record=True, width=200, file=open(os.devnull, "w"))  # noqa: SIM115
     assert show_status(out, console) == 1
     text = console.export_text()

@@ -6,7 +6,6 @@ Writes trial dirs and submitit folders under pytest's tmp paths; submits jobs to
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
@@ -14,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from launchkit import fast_cluster, make_plan, max_overlap, timelines
-from rich.console import Console
 
 from mle_world.launch import run_sweep, write_sbatch_preview
+from mle_world.launch.display import SilentDisplay
 from mle_world.launch.run import decide
 from mle_world.launch.slurm import _expand
 from mle_world.launch.state import read_status
@@ -24,10 +23,6 @@ from mle_world.plan.sweep_plan import LaunchOptions
 from mle_world.records import TrialStatus
 
 SLURM = LaunchOptions(backend="slurm", show_progress=False)
-
-
-def quiet() -> Console:
-    return Console(file=open(os.devnull, "w"))  # noqa: SIM115
 
 
 def statuses(plan) -> list[TrialStatus]:  # type: ignore[no-untyped-def]
@@ -83,7 +78,7 @@ def test_resume_rule() -> None:
 def test_array_of_twelve_with_parallelism_two(slurm_cluster: None, dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 12, seconds=2.0, cluster=fast_cluster(parallelism=2))
-    assert run_sweep(plan, SLURM, console=quiet()) == 0
+    assert run_sweep(plan, SLURM, display=SilentDisplay()) == 0
     final = statuses(plan)
     assert [s.state for s in final] == ["succeeded"] * 12
     arrays = {s.slurm_array_id for s in final}
@@ -106,7 +101,7 @@ def test_array_of_twelve_with_parallelism_two(slurm_cluster: None, dirs: tuple[P
 
     # Re-running the finished sweep submits nothing.
     before = sorted(p.name for p in (out / "slurm").glob("*_submission.sh"))
-    assert run_sweep(plan, SLURM, console=quiet()) == 0
+    assert run_sweep(plan, SLURM, display=SilentDisplay()) == 0
     assert sorted(p.name for p in (out / "slurm").glob("*_submission.sh")) == before
     assert [s.slurm_job_id for s in statuses(plan)] == [s.slurm_job_id for s in final]
 
@@ -116,7 +111,7 @@ def test_scancel_is_an_infra_failure_and_retry_fixes_it(slurm_cluster: None, dir
     out, data = dirs
     plan = make_plan(out, data, 3, seconds=15.0, cluster=fast_cluster(parallelism=3))
     codes: list[int] = []
-    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, console=quiet())))
+    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, display=SilentDisplay())))
     launcher.start()
     first = plan.runs[0].trial
     wait_until(lambda: read_status(first.trial_dir, first.trial_id).state == "running", 60, "trial 0 running")
@@ -132,7 +127,7 @@ def test_scancel_is_an_infra_failure_and_retry_fixes_it(slurm_cluster: None, dir
 
     retry = make_plan(out, data, 3, seconds=1.0, cluster=fast_cluster(parallelism=3))
     options = LaunchOptions(backend="slurm", show_progress=False, retry_failed="infra")
-    assert run_sweep(retry, options, console=quiet()) == 0
+    assert run_sweep(retry, options, display=SilentDisplay()) == 0
     again = read_status(first.trial_dir, first.trial_id)
     assert (again.state, again.attempt) == ("succeeded", 2)
     assert again.slurm_job_id != job
@@ -145,7 +140,7 @@ def test_requeued_trial_resumes_with_time_carried_over(slurm_cluster: None, dirs
     out, data = dirs
     plan = make_plan(out, data, 1, mode="checkpoint", seconds=20.0, cluster=fast_cluster(parallelism=1))
     codes: list[int] = []
-    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, console=quiet())))
+    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, display=SilentDisplay())))
     launcher.start()
     trial = plan.runs[0].trial
     wait_until(lambda: read_status(trial.trial_dir, trial.trial_id).state == "running", 60, "trial running")

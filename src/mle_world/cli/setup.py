@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from mle_world.cli.display import RichDisplay
 from mle_world.cli.options import (
     add_endpoint_flags,
     csv_list,
@@ -60,5 +61,5 @@ def cmd_check_endpoints(args: argparse.Namespace, console: Console) -> int:
 
     registry = load_registry()
     config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
-    check_endpoints(endpoint_overrides(config, args), console)
+    check_endpoints(endpoint_overrides(config, args), RichDisplay(console))
     return 0

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mle_world import __version__
+from mle_world.cli.display import RichDisplay
 from mle_world.cli.options import (
     PROG,
     Parser,
@@ -372,7 +373,7 @@ def execute_plan(
     if args.no_endpoint_check:
         err.print("WARNING: --no-endpoint-check: endpoints not probed", highlight=False)
     else:
-        probes = check_endpoints(dict(config.endpoints), console, prefix="launch")
+        probes = check_endpoints(dict(config.endpoints), RichDisplay(console), prefix="launch")
         record = record.model_copy(update={"endpoints": endpoint_records(config.endpoints, probes)})
     plan = replace(plan, record=record)
     write_plan_files(plan, config)
@@ -380,6 +381,6 @@ def execute_plan(
     finisher = TrialFinisher(
         plan.output_dir, plan.data_dir, prices.absolute(), args.grade, plan.local_competitions
     )
-    code = run_sweep(plan, options, post_trial=finisher, console=err)
+    code = run_sweep(plan, options, post_trial=finisher, display=RichDisplay(err))
     write_cost_summary(plan.output_dir)
     return code

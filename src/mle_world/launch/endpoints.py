@@ -1,7 +1,7 @@
 """Probes of the three OpenAI-compatible endpoints (coder, world, feedback) for check-endpoints and launch.
 
 Reads each replica's `/v1/models`, one 1-token chat completion and one forced tool call through the
-`openai` client; writes only the rendered table to the given console. API keys are never shown.
+`openai` client; shows the table on the given display. API keys are never shown.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from typing import Any
 import openai
 from openai import OpenAI
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionNamedToolChoiceParam
-from rich.console import Console
-from rich.table import Table
 
 from mle_world.errors import UserError
+from mle_world.launch.display import Display
 from mle_world.records import ROLES, EndpointRecord, EndpointSettings, Role
 
 DEFAULT_API_KEY = "EMPTY"
@@ -240,26 +239,29 @@ def probe_all(
         return [f.result() for f in futures]
 
 
-def render_probe_table(probes: list[EndpointProbe]) -> Table:
-    """A rich table: role, URL, served model, max context, latency, tool calls, status."""
-    table = Table(title="Endpoints", show_lines=False)
-    for column in ("role", "url", "served model", "max context", "latency", "tool calls", "status"):
-        table.add_column(column, justify="right" if column in ("max context", "latency") else "left")
+PROBE_COLUMNS = ("role", "url", "served model", "max context", "latency", "tool calls", "status")
+
+
+def probe_rows(probes: list[EndpointProbe]) -> list[tuple[str, ...]]:
+    """One row of PROBE_COLUMNS per replica."""
+    rows: list[tuple[str, ...]] = []
     for p in probes:
         if p.tool_calls is None:
             tools = "-"
         else:
             tools = "yes" if p.tool_calls else "no"
-        table.add_row(
-            p.role,
-            p.url,
-            p.model or (", ".join(p.served_models) if p.served_models else "-"),
-            str(p.max_model_len) if p.max_model_len is not None else ("n/a" if p.reachable else "-"),
-            f"{p.latency_s * 1000:.0f} ms" if p.latency_s is not None else "-",
-            tools,
-            "ok" if p.ok else (p.error or "failed"),
+        rows.append(
+            (
+                p.role,
+                p.url,
+                p.model or (", ".join(p.served_models) if p.served_models else "-"),
+                str(p.max_model_len) if p.max_model_len is not None else ("n/a" if p.reachable else "-"),
+                f"{p.latency_s * 1000:.0f} ms" if p.latency_s is not None else "-",
+                tools,
+                "ok" if p.ok else (p.error or "failed"),
+            )
         )
-    return table
+    return rows
 
 
 def failure_line(probes: list[EndpointProbe], prefix: str = "check-endpoints") -> str | None:
@@ -275,27 +277,27 @@ def failure_line(probes: list[EndpointProbe], prefix: str = "check-endpoints") -
 
 def check_endpoints(
     endpoints: Mapping[Role, EndpointSettings],
-    console: Console,
+    display: Display,
     *,
     client_factory: ClientFactory = default_client_factory,
     timeout_s: float = PROBE_TIMEOUT_S,
     prefix: str = "check-endpoints",
 ) -> list[EndpointProbe]:
-    """Probe all roles, print the table to `console`, and raise `UserError` if any role is unusable.
+    """Probe all roles, show the table on `display`, and raise `UserError` if any role is unusable.
 
     The error is one line, e.g. `check-endpoints: world endpoint http://h:8001/v1 unreachable:
     connection refused`. Tool-call support missing is reported in the table, not an error.
     """
     probes = probe_all(endpoints, client_factory=client_factory, timeout_s=timeout_s)
-    console.print(render_probe_table(probes))
+    display.table("Endpoints", PROBE_COLUMNS, probe_rows(probes), right=("max context", "latency"))
     usable = {p.role for p in probes if p.ok}
     for p in probes:
         if not p.ok and p.role in usable:
             note = f"note: {p.role} replica {p.url} is down ({p.error}); its share goes to the live replicas"
-            console.print(note, markup=False)
+            display.say(note)
         if p.ok and p.tool_calls is False:
             note = f"note: {p.role} endpoint has no tool calling ({p.tool_error})"
-            console.print(note + "; the agent uses its JSON fallback", markup=False)
+            display.say(note + "; the agent uses its JSON fallback")
     line = failure_line(probes, prefix)
     if line is not None:
         raise UserError(line)

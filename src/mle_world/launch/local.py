@@ -1,6 +1,6 @@
 """Local backend: a pool of `--n-workers` trials on the current node with exclusive GPU slots.
 
-Reads and writes each trial's status.json through `TrialRunner`; shows a rich progress bar.
+Reads and writes each trial's status.json through `TrialRunner`; reports progress through a `Display`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from mle_world.errors import UserError
+from mle_world.launch.display import Display
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
@@ -71,7 +69,7 @@ def run_pool(
     gpu_devices: Sequence[str],
     trials_per_gpu: int,
     post_trial: PostTrial | None,
-    console: Console | None,
+    display: Display,
     show_progress: bool,
 ) -> PoolResult:
     """Run already-`submitted` jobs; Ctrl-C stops every running group and leaves them pending."""
@@ -99,24 +97,22 @@ def run_pool(
                 slots.release(gpu)
 
     outcomes: dict[str, Outcome] = {}
-    progress = _progress(console) if show_progress else None
-    task = progress.add_task("trials", total=len(jobs), extra="") if progress else None
     interrupted = False
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trial")
     futures: dict[Future[Outcome], TrialJob] = {pool.submit(one, job): job for job in jobs}
-    if progress:
-        progress.start()
+    if show_progress:
+        display.start_progress(len(jobs))
     try:
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
                 outcomes[futures[future].trial_id] = future.result()
-            if progress is not None and task is not None:
+            if show_progress:
                 failed = sum(1 for o in outcomes.values() if o == "failed")
                 with lock:
                     running = len(runners) - len(outcomes.keys() & runners.keys())
-                progress.update(task, completed=len(outcomes), extra=f"running {running}, failed {failed}")
+                display.update_progress(len(outcomes), running, failed)
     except KeyboardInterrupt:
         interrupted = True
         stopping.set()
@@ -133,18 +129,6 @@ def run_pool(
                 outcomes[job.trial_id] = future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        if progress:
-            progress.stop()
+        if show_progress:
+            display.stop_progress()
     return PoolResult(outcomes=outcomes, interrupted=interrupted)
-
-
-def _progress(console: Console | None) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[extra]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )

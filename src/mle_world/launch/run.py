@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rich.console import Console
-
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import record_sweep_identity
+from mle_world.launch.display import Display, PlainDisplay
 from mle_world.launch.local import run_pool
 from mle_world.launch.slurm import (
     ALIVE_STATES,
@@ -129,7 +128,7 @@ class SweepRunner:
     plan: SweepPlan
     options: LaunchOptions
     post_trial: PostTrial | None
-    console: Console
+    display: Display
     submitter_factory: Callable[[Path], Submitter] = SubmititSubmitter
     poll_s: float = 2.0
     lost_after_s: float = 120.0
@@ -206,7 +205,7 @@ class SweepRunner:
         return 0 if counts.get("succeeded", 0) == len(runs) else 1
 
     def _say(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.display.say(text)
 
     # ---------------------------------------------------------------- local
     def _release_orphan(self, run: PlannedRun, status: TrialStatus) -> None:
@@ -242,7 +241,7 @@ class SweepRunner:
             gpu_devices=self.options.gpu_devices,
             trials_per_gpu=self.options.trials_per_gpu,
             post_trial=self.post_trial,
-            console=self.console,
+            display=self.display,
             show_progress=self.options.show_progress,
         )
         for run in todo:
@@ -375,11 +374,11 @@ def run_sweep(
     options: LaunchOptions,
     *,
     post_trial: PostTrial | None = None,
-    console: Console | None = None,
+    display: Display | None = None,
 ) -> int:
     """Launch (or resume) a sweep. Exit code: 0 all selected trials succeeded (now or before),
     1 some failed, 130 on Ctrl-C. Call `check_prepared` first (the CLI does, before a real run)."""
-    return SweepRunner(plan, options, post_trial, console or Console(stderr=True)).run()
+    return SweepRunner(plan, options, post_trial, display or PlainDisplay()).run()
 
 
 def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:

@@ -1,0 +1,68 @@
+"""How the launcher reports to a person: lines of news, progress over a sweep's trials, tables.
+
+Engine modules (launch/*) call this interface and never import a terminal library; the CLI passes its
+rich implementation (`cli/display.py`). `PlainDisplay` (stderr lines) and `SilentDisplay` are the defaults
+for library callers and tests. Writes only to the stream it is given.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+
+class Display(Protocol):
+    """What the launcher and the endpoint checks show while they work."""
+
+    def say(self, text: str) -> None:
+        """One line of news (plain text, never markup)."""
+        ...
+
+    def start_progress(self, total: int) -> None:
+        """A sweep of `total` trials starts running here."""
+        ...
+
+    def update_progress(self, done: int, running: int, failed: int) -> None: ...
+
+    def stop_progress(self) -> None: ...
+
+    def table(
+        self, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()
+    ) -> None:
+        """A titled table of text cells; `right` names the columns to right-align."""
+        ...
+
+
+@dataclass
+class PlainDisplay:
+    """News as plain lines on a stream (stderr by default); no progress bar; one line per probe."""
+
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def say(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def start_progress(self, total: int) -> None:
+        pass
+
+    def update_progress(self, done: int, running: int, failed: int) -> None:
+        pass
+
+    def stop_progress(self) -> None:
+        pass
+
+    def table(
+        self, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()
+    ) -> None:
+        self.say(title)
+        for row in (columns, *rows):
+            self.say("\t".join(row))
+
+
+class SilentDisplay(PlainDisplay):
+    """Shows nothing."""
+
+    def say(self, text: str) -> None:
+        pass
