@@ -16,7 +16,7 @@ from markupsafe import escape
 from mle_world.agent.events import EventLog
 from mle_world.agent.journal import Checkpoint, JournalWriter, Node, WorldInfo, save_checkpoint
 from mle_world.audit.pages import render_trial_page
-from mle_world.audit.trialview import layout, load_trial_view
+from mle_world.audit.trialview import layout, load_trial_view, node_status
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, PredictionEvent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,3 +188,22 @@ def test_show_a_running_trial_whose_latest_nodes_are_only_in_the_journal_log(tmp
     proc = cli("show", str(trial))
     assert proc.returncode == 0, proc.stderr
     assert "2 nodes: 1 draft, 0 debug, 1 improve" in (trial / "trial.html").read_text()
+
+
+def test_newer_journal_fields_budget_clock_and_gate_verdicts(tmp_path: Path) -> None:
+    """Journals that record the budget clock and the gate's verdicts show them; older ones still render."""
+    trial = make_trial(tmp_path)
+    data = json.loads((trial / "journal.json").read_text())
+    for i, raw in enumerate(data["nodes"]):
+        raw["budget_time_s"] = 100.0 * i
+    data["nodes"][2]["prediction"].update({"rejected": False, "counterfactual_gate": "execute"})
+    (trial / "journal.json").write_text(json.dumps(data))
+    view = load_trial_view(trial)
+    assert view.time_axis == "budget time" and [n.offset_s for n in view.nodes] == [0.0, 100.0, 200.0, 300.0]
+    assert (view.nodes[2].rejected, view.nodes[2].counterfactual_gate) == (False, "execute")
+    page = render_trial_page(view)
+    assert "accepts; gated would: execute" in page and "budget time" in page and "5m00s" in page
+    skipped = node("x", 5, "improve", "b" * 32, skipped=True)
+    assert (
+        node_status(skipped, "not_selected") == "not_selected" and node_status(skipped, "skip") == "skipped"
+    )

@@ -29,7 +29,7 @@ RENDERED_FIELDS = frozenset(
         "id", "step", "stage", "parent_id", "plan", "code", "term_out", "analysis", "metric",
         "is_buggy", "executed", "skipped", "exec_time", "exit_code", "timed_out", "exc_type",
         "exc_info", "gate", "prediction", "ctime", "group", "candidate", "debug_depth",
-        "lower_is_better", "has_submission", "debug_run_ok",
+        "lower_is_better", "has_submission", "debug_run_ok", "budget_time_s",
     }
 )  # fmt: skip
 """Node fields with their own place on the page; any other field is listed under "more fields"."""
@@ -62,7 +62,12 @@ class NodeView:
     output_tail: str
     observed: Observed
     offset_s: float | None
-    """Seconds since the trial's first node was generated (from node times)."""
+    """When the node was recorded: trial budget time when journals carry it, else seconds since the
+    first node was generated (wall clock)."""
+    rejected: bool | None
+    """The world model's verdict alone would veto the candidate (newer journals)."""
+    counterfactual_gate: str | None
+    """Ungated runs: what the gated regime would have decided (newer journals)."""
     extra: tuple[tuple[str, str], ...]
     """Fields the page has no special place for (newer journal versions), as text."""
 
@@ -131,6 +136,8 @@ class TrialView:
     problems: list[str] = field(default_factory=list)
     """Files that were missing or unreadable (the page still renders what it could read)."""
     lower_is_better: bool | None = None
+    time_axis: str = "since first node"
+    """What a node's time means: "budget time" (journals that record it) or "since first node"."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -162,9 +169,12 @@ def read_journal(path: Path) -> tuple[Any, str | None]:
         return None, f"{path.name}: unreadable ({type(exc).__name__})"
 
 
-def node_status(node: Node) -> str:
+def node_status(node: Node, gate: object = None) -> str:
+    """good, buggy, skipped (vetoed by the gate), not_selected (another candidate won) or pending."""
     if node.executed:
         return "buggy" if node.is_buggy else "good"
+    if gate == "not_selected":
+        return "not_selected"
     return "skipped" if node.skipped else "pending"
 
 
@@ -347,16 +357,24 @@ def load_trial_view(
     predictions = {p.node_id: p for p in events.predictions}
     coords = layout(nodes)
     origin = min((n.ctime for n in nodes if n.ctime > 0), default=0.0)
+    budget_clock = any(isinstance(raw.get("budget_time_s"), int | float) for raw in raws)
+    view.time_axis = "budget time" if budget_clock else "since first node"
     for node, raw in zip(nodes, raws, strict=True):
         x, y = coords[node.id]
         parent = by_id.get(node.parent_id) if node.parent_id else None
+        prediction = raw.get("prediction")
+        verdict: dict[str, Any] = prediction if isinstance(prediction, dict) else {}
+        if budget_clock:
+            offset = raw.get("budget_time_s") if isinstance(raw.get("budget_time_s"), int | float) else None
+        else:
+            offset = node.ctime - origin if origin and node.ctime > 0 else None
         extra = tuple(
             (k, _text(v)) for k, v in raw.items() if k not in RENDERED_FIELDS and v not in (None, "", [], {})
         )
         view.nodes.append(
             NodeView(
                 node=node,
-                status=node_status(node),
+                status=node_status(node, raw.get("gate")),
                 x=x,
                 y=y,
                 on_best_path=node.id in best_path,
@@ -364,7 +382,11 @@ def load_trial_view(
                 diff=code_diff(parent, node),
                 output_tail=output_tail(node.term_out),
                 observed=_observed(node, predictions.get(node.id)),
-                offset_s=node.ctime - origin if origin and node.ctime > 0 else None,
+                offset_s=offset,
+                rejected=verdict.get("rejected") if isinstance(verdict.get("rejected"), bool) else None,
+                counterfactual_gate=str(verdict["counterfactual_gate"])
+                if verdict.get("counterfactual_gate")
+                else None,
                 extra=extra,
             )
         )
