@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 Role = Literal["coder", "feedback", "world"]
 ROLES: tuple[Role, ...] = ("coder", "feedback", "world")
@@ -362,12 +361,10 @@ class EventLog:
     missing: bool = False
 
 
-_EVENT_TYPES: dict[str, type[BaseModel]] = {
-    "llm_call": LLMCallEvent,
-    "execution": ExecutionEvent,
-    "prediction": PredictionEvent,
-    "downtime": DowntimeEvent,
-}
+_EVENT: TypeAdapter[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent] = TypeAdapter(
+    Annotated[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent, Field(discriminator="type")]
+)
+"""One events.jsonl line, parsed and validated in one pass (a bad or unknown line raises ValidationError)."""
 
 
 def read_events(path: Path) -> EventLog:
@@ -382,10 +379,8 @@ def read_events(path: Path) -> EventLog:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-            model = _EVENT_TYPES[data["type"]]
-            event = model.model_validate(data)
-        except (ValueError, KeyError, TypeError, ValidationError):
+            event = _EVENT.validate_json(line)
+        except ValidationError:
             log.bad_lines += 1
             continue
         if isinstance(event, LLMCallEvent):

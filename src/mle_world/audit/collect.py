@@ -7,8 +7,10 @@ Reads `launch.json`, `runs/<cfg>/<task>_seed<seed>_grading_report.json`, `status
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +44,14 @@ class Trial:
     has_costs: bool = False
     tokens: int | None = None
     gpu_hours: float | None = None
+    dir_missing: bool = field(default=False, repr=False, compare=False)
+    """The listing of its configuration dir has no trial dir: skip reading files inside it."""
     events_cache: EventLog | None = field(default=None, repr=False, compare=False)
     """events.jsonl parsed once (tables and pages share it)."""
     journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
     """(journal.json data or None,) read once (curves and pages share it)."""
 
-    @property
+    @cached_property
     def report_path(self) -> Path:
         """Where the grading report of this trial lives."""
         return layout.grading_report_path(self.output_dir, self.configuration, self.task, self.seed)
@@ -123,14 +127,24 @@ def _expected_from_disk(output_dir: Path) -> list[tuple[str, Path | None]]:
     return list(found.items())
 
 
-def load_report(trial: Trial) -> None:
-    """Attach the trial's report, or record why there is none (never raises)."""
-    path = trial.report_path
-    if not path.exists():
+def load_report(trial: Trial, listed: bool | None = None, path: str | None = None) -> None:
+    """Attach the trial's report, or record why there is none (never raises).
+
+    `listed`: whether its directory listing has the report (saves a stat per trial); None to look.
+    `path`: the report's path as a string when the caller has it (saves building a Path).
+    """
+    if path is None:
+        path = str(trial.report_path)
+    if listed is False or (listed is None and not os.path.exists(path)):
         trial.problem = "missing"
         return
     try:
-        report = GradingReport.model_validate_json(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        report = GradingReport.model_validate_json(text)
+    except FileNotFoundError:
+        trial.problem = "missing"
+        return
     except (OSError, UnicodeDecodeError) as exc:
         trial.problem = f"invalid: unreadable ({type(exc).__name__})"
         return
@@ -148,16 +162,38 @@ def load_report(trial: Trial) -> None:
 
 def load_status(trial: Trial) -> None:
     """Attach state and cause from status.json when readable."""
-    path = trial.trial_dir / "status.json"
-    if not path.is_file():
+    if trial.dir_missing:
         return
     try:
-        status = TrialStatus.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, ValidationError):
+        with open(os.path.join(trial.trial_dir, layout.STATUS), encoding="utf-8") as handle:
+            text = handle.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return
+    except (OSError, ValueError):
+        trial.cause = "unreadable status.json"
+        return
+    try:
+        status = TrialStatus.model_validate_json(text)
+    except (ValueError, ValidationError):
         trial.cause = "unreadable status.json"
         return
     trial.state = status.state
     trial.cause = status.cause
+
+
+def _listing(directory: Path) -> dict[str, bool]:
+    """Names in `directory` → is a directory (following symlinks); empty when it cannot be listed."""
+    try:
+        with os.scandir(directory) as entries:
+            out = {}
+            for entry in entries:
+                try:
+                    out[entry.name] = entry.is_dir()
+                except OSError:
+                    out[entry.name] = False
+            return out
+    except OSError:
+        return {}
 
 
 def attach_costs(sweep: Sweep) -> None:
@@ -194,11 +230,22 @@ def attach_costs(sweep: Sweep) -> None:
 
 
 def collect(dirs: Iterable[Path]) -> Sweep:
-    """Read every input dir into one Sweep; nothing here raises for a bad file."""
+    """Read every input dir into one Sweep; nothing here raises for a bad file.
+
+    Each `runs/<configuration>/` is listed once, so a trial costs file reads, not extra stat calls.
+    """
     sweep = Sweep(dirs=list(dirs))
     seen: set[str] = set()
     expected_paths: set[str] = set()
+    listings: dict[Path, dict[str, bool]] = {}
+
+    def listing(directory: Path) -> dict[str, bool]:
+        if directory not in listings:
+            listings[directory] = _listing(directory)
+        return listings[directory]
+
     for output_dir in sweep.dirs:
+        cfg_dirs: dict[str, Path] = {}
         for trial_id, trial_dir in _expected_from_launch(output_dir, sweep):
             key = layout.parse_trial_id(trial_id)
             if key is None:
@@ -208,7 +255,15 @@ def collect(dirs: Iterable[Path]) -> Sweep:
                 sweep.duplicates.append(trial_id)
                 continue
             seen.add(trial_id)
-            canonical = layout.trial_dir(output_dir, key.configuration, key.task, key.seed)
+            canonical_dir = layout.trial_dir(output_dir, key.configuration, key.task, key.seed)
+            cfg_dir = cfg_dirs.get(key.configuration)
+            if cfg_dir is None:
+                cfg_dir = cfg_dirs[key.configuration] = canonical_dir.parent
+            names = listing(cfg_dir)
+            canonical = str(canonical_dir)
+            # A recorded dir that is not a directory falls back to the canonical one (no stat when equal).
+            if trial_dir is None or (str(trial_dir) != canonical and not trial_dir.is_dir()):
+                trial_dir = canonical_dir
             trial = Trial(
                 trial_id=trial_id,
                 regime=key.regime,
@@ -216,16 +271,25 @@ def collect(dirs: Iterable[Path]) -> Sweep:
                 task=key.task,
                 seed=key.seed,
                 output_dir=output_dir,
-                trial_dir=trial_dir if trial_dir is not None and trial_dir.is_dir() else canonical,
+                trial_dir=trial_dir,
+                dir_missing=str(trial_dir) == canonical and not names.get(canonical_dir.name),
             )
-            load_report(trial)
+            report_path = trial.report_path
+            load_report(trial, listed=report_path.name in names, path=str(report_path))
             load_status(trial)
             sweep.trials.append(trial)
-            expected_paths.add(str(trial.report_path))
+            expected_paths.add(str(report_path))
     for output_dir in sweep.dirs:
-        for report in layout.report_paths(output_dir):
-            if str(report) not in expected_paths:
-                sweep.unexpected.append(str(report))
+        runs = output_dir / layout.RUNS
+        # what layout.report_paths globs, from the listings already made
+        for cfg, is_dir in sorted(listing(runs).items()):
+            if not is_dir or cfg.startswith("."):
+                continue
+            for name in sorted(listing(runs / cfg)):
+                if name.endswith(layout.REPORT_SUFFIX) and not name.startswith("."):
+                    report = os.path.join(runs, cfg, name)
+                    if report not in expected_paths:
+                        sweep.unexpected.append(report)
     attach_costs(sweep)
     return sweep
 
@@ -233,7 +297,8 @@ def collect(dirs: Iterable[Path]) -> Sweep:
 def trial_events(trial: Trial) -> EventLog:
     """The trial's events.jsonl (tolerant), read on first use."""
     if trial.events_cache is None:
-        trial.events_cache = read_events(trial.trial_dir / "events.jsonl")
+        missing = EventLog(missing=True)
+        trial.events_cache = missing if trial.dir_missing else read_events(trial.trial_dir / "events.jsonl")
     return trial.events_cache
 
 
@@ -244,6 +309,8 @@ def trial_journal(trial: Trial) -> Any:
     """
     if trial.journal_cache is None:
         try:
+            if trial.dir_missing:
+                raise FileNotFoundError(trial.trial_dir)
             data = load_journal_data(trial.trial_dir / "journal.json")
         except (OSError, ValueError):
             data = None

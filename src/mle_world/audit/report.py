@@ -345,10 +345,8 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
 
 def write_plots(result: AuditResult, out_dir: Path) -> list[str]:
     """Write the PNGs that have data; returns their file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # Figure without pyplot: no backend selection or global figure registry to import (Agg renders PNGs).
+    from matplotlib.figure import Figure
 
     written: list[str] = []
     rates = [r for r in result.rates if r.rates["any_medal"].mean is not None]
@@ -356,7 +354,8 @@ def write_plots(result: AuditResult, out_dir: Path) -> list[str]:
         configs = sorted({r.configuration for r in rates})
         regimes = sorted({r.regime for r in rates})
         metrics = ("any_medal", "gold_medal", "silver_medal", "bronze_medal")
-        fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.8), sharey=True)
+        fig = Figure(figsize=(4 * len(metrics), 3.8))
+        axes = fig.subplots(1, len(metrics), sharey=True)
         width = 0.8 / max(1, len(regimes))
         for ax, metric in zip(axes, metrics, strict=True):
             for j, regime in enumerate(regimes):
@@ -376,11 +375,11 @@ def write_plots(result: AuditResult, out_dir: Path) -> list[str]:
         axes[0].legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(out_dir / "medal_rates.png", dpi=120)
-        plt.close(fig)
         written.append("medal_rates.png")
     calibrated = [w for w in result.world if w.bins]
     if calibrated:
-        fig, ax = plt.subplots(figsize=(4.8, 4.5))
+        fig = Figure(figsize=(4.8, 4.5))
+        ax = fig.subplots()
         ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
         for w in calibrated:
             pts = [
@@ -399,10 +398,10 @@ def write_plots(result: AuditResult, out_dir: Path) -> list[str]:
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out_dir / "calibration.png", dpi=120)
-        plt.close(fig)
         written.append("calibration.png")
     if result.curves:
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        fig = Figure(figsize=(6.4, 4.2))
+        ax = fig.subplots()
         for c in result.curves:
             style = "-" if c.regime == "gated" else "--"
             ax.plot(c.times, c.values, style, label=f"{c.regime}/{c.configuration} (n={c.trials})")
@@ -412,7 +411,6 @@ def write_plots(result: AuditResult, out_dir: Path) -> list[str]:
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out_dir / "best_metric_over_time.png", dpi=120)
-        plt.close(fig)
         written.append("best_metric_over_time.png")
     return written
 

@@ -7,7 +7,8 @@ Reads `costs/*.csv` (and, for `cost_output_dir`, `runs/*/*/spec.json` and events
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,24 +46,46 @@ def _num(cell: str | None) -> float | None:
         return None
 
 
+def _as_dicts(header: list[str], reader: Iterable[list[str]]) -> Iterator[dict[str, Any]]:
+    """What csv.DictReader yields (blank rows skipped, short rows padded with None, extras under None),
+    without its per-row overhead."""
+    width = len(header)
+    for row in reader:
+        if not row:
+            continue
+        if len(row) == width:
+            yield dict(zip(header, row, strict=True))
+            continue
+        out: dict[Any, Any] = dict(zip(header, row, strict=False))
+        if len(row) < width:
+            out.update(dict.fromkeys(header[len(row) :]))
+        else:
+            out[None] = row[width:]
+        yield out
+
+
 def read_cost_rows(costs_dir: Path) -> tuple[list[dict[str, str]], list[str]]:
     """Rows of every per-trial CSV in `costs_dir` and the names of unreadable files."""
     rows: list[dict[str, str]] = []
     bad: list[str] = []
-    for path in sorted(costs_dir.glob("*.csv")):
-        if path.name == layout.COST_SUMMARY:
+    try:
+        with os.scandir(costs_dir) as entries:  # one listing; names sorted as glob's paths were
+            names = sorted(e.name for e in entries if e.name.endswith(".csv") and not e.name.startswith("."))
+    except OSError:
+        names = []
+    for name in names:
+        if name == layout.COST_SUMMARY:
             continue
         try:
-            with open(path, encoding="utf-8", newline="") as handle:
-                reader = csv.DictReader(handle)
-                if reader.fieldnames is None or not {"trial_id", "role", "cost_usd"} <= set(
-                    reader.fieldnames
-                ):
-                    bad.append(path.name)
+            with open(os.path.join(costs_dir, name), encoding="utf-8", newline="") as handle:
+                reader = csv.reader(handle)
+                header = next(reader, None)
+                if header is None or not {"trial_id", "role", "cost_usd"} <= set(header):
+                    bad.append(name)
                     continue
-                rows.extend(reader)
+                rows.extend(_as_dicts(header, reader))
         except (OSError, csv.Error, UnicodeDecodeError):
-            bad.append(path.name)
+            bad.append(name)
     return rows, bad
 
 
