@@ -350,7 +350,7 @@ class PredictionEvent(Record):
 
 
 @dataclass
-class EventLog:
+class TrialEvents:
     """Parsed events.jsonl; unreadable lines are counted, never fatal."""
 
     llm: list[LLMCallEvent] = field(default_factory=list)
@@ -367,9 +367,9 @@ _EVENT: TypeAdapter[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEv
 """One events.jsonl line, parsed and validated in one pass (a bad or unknown line raises ValidationError)."""
 
 
-def read_events(path: Path) -> EventLog:
+def read_events(path: Path) -> TrialEvents:
     """Read events.jsonl tolerantly: a corrupted or unknown line counts as a bad line."""
-    log = EventLog()
+    log = TrialEvents()
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -11,7 +11,6 @@ from gradekit import submit
 
 from mle_world.errors import NotPreparedError
 from mle_world.grading.builtin import BuiltinGrader
-from mle_world.grading.grader import make_grader
 
 Make = Callable[[str, Sequence[float]], tuple[dict[str, Path], Path]]
 
@@ -113,7 +112,7 @@ def test_nan_score_is_invalid(tmp_path: Path, custom_competition: Make) -> None:
 def test_end_to_end_medal_boundaries_per_bracket(tmp_path: Path, custom_competition: Make, n: int) -> None:
     scores = [float(1000 - r) for r in range(1, n + 1)]
     comps, data = custom_competition(f"value-{n}", scores)
-    grader = make_grader(f"value-{n}", data, comps)
+    grader = BuiltinGrader(comps, data)
     gold, silver, bronze = {60: (6, 12, 24), 120: (10, 24, 48), 400: (10, 50, 100), 1200: (12, 60, 120)}[n]
     expect = {
         1000 - gold: "gold",

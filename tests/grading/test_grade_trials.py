@@ -1,4 +1,4 @@
-"""grade_trial / grade_output_dir / make_grader, and the MLE-bench grader against a fake mlebench."""
+"""grade_trial / grade_output_dir / MultiGrader, and the MLE-bench grader against a fake mlebench."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gradekit import spec_for, submit
 
 from mle_world.errors import UserError
 from mle_world.grading.builtin import BuiltinGrader
-from mle_world.grading.grader import grade_output_dir, grade_trial, make_grader
+from mle_world.grading.grader import MultiGrader, grade_output_dir, grade_trial
 from mle_world.grading.mlebench import MLEBENCH_MISSING, MLEBenchGrader, import_mlebench
 from mle_world.storage import write_model
 
@@ -54,15 +54,20 @@ def test_grade_output_dir_regrades_every_trial(
     assert again.graded == [] and len(again.skipped) == 2
 
 
-def test_make_grader_picks_builtin_for_local(prepared_data: Path, local_comps: dict[str, Path]) -> None:
-    assert isinstance(make_grader("iris-species", prepared_data, local_comps), BuiltinGrader)
+def test_local_tasks_are_graded_without_mlebench(
+    monkeypatch: pytest.MonkeyPatch, prepared_data: Path, local_comps: dict[str, Path], tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "mlebench", None)  # import fails like an absent package
+    monkeypatch.setitem(sys.modules, "mlebench.registry", None)
+    report = MultiGrader(prepared_data, local_comps).grade("iris-species", tmp_path / "absent.csv")
+    assert report.competition_id == "iris-species" and report.submission_exists is False
 
 
 def test_missing_mlebench_is_one_clear_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "mlebench", None)  # import fails like an absent package
     monkeypatch.setitem(sys.modules, "mlebench.registry", None)
     with pytest.raises(UserError) as info:
-        make_grader("spooky-author-identification", tmp_path, {})
+        MultiGrader(tmp_path, {}).grade("spooky-author-identification", tmp_path / "s.csv")
     assert str(info.value) == MLEBENCH_MISSING == "mlebench is not installed; run scripts/install_mlebench.sh"
 
 

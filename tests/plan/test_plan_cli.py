@@ -229,3 +229,21 @@ def test_no_sandbox_warning_is_loud_and_recorded(tmp_path: Path) -> None:
     assert "WARNING: --no-sandbox" in proc.stderr
     record = json.loads((tmp_path / "o" / "launch.json").read_text())
     assert record["sandbox"] is False and "--no-sandbox" in record["warnings"][0]
+
+
+def test_planning_leaves_the_parsed_flags_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-c` fills in the output dir and $CUDA_DEVICE without writing them back into the flags."""
+    from mle_world.cli.commands import COMMANDS
+    from mle_world.cli.sweep import build_run_parser, launch_options, plan_from_args
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_DEVICE", "3")
+    argv = ["-c", "iris-species", "--runtime", "process", "--dry-run"]
+    args = build_run_parser(tuple(COMMANDS)).parse_args(argv)
+    before = dict(vars(args))
+    plan, _, _ = plan_from_args(args, argv)
+    assert dict(vars(args)) == before
+    assert (
+        plan.output_dir == tmp_path / "runs" / f"iris-species-{plan.runs[0].trial.spec.configuration}-gated"
+    )
+    assert launch_options(args).gpu_devices == ("3",)

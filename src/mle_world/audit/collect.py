@@ -20,7 +20,7 @@ from mle_world import layout
 from mle_world.agent.journal import load_journal_data
 from mle_world.costs.summary import read_cost_rows
 from mle_world.grading.report import GradingReport
-from mle_world.records import EventLog, LaunchRecord, TrialStatus, read_events
+from mle_world.records import LaunchRecord, TrialEvents, TrialStatus, read_events
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Trial:
     gpu_hours: float | None = None
     dir_missing: bool = field(default=False, repr=False, compare=False)
     """The listing of its configuration dir has no trial dir: skip reading files inside it."""
-    events_cache: EventLog | None = field(default=None, repr=False, compare=False)
+    events_cache: TrialEvents | None = field(default=None, repr=False, compare=False)
     """events.jsonl parsed once (tables and pages share it)."""
     journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
     """(journal.json data or None,) read once (curves and pages share it)."""
@@ -294,10 +294,10 @@ def collect(dirs: Iterable[Path]) -> Sweep:
     return sweep
 
 
-def trial_events(trial: Trial) -> EventLog:
+def trial_events(trial: Trial) -> TrialEvents:
     """The trial's events.jsonl (tolerant), read on first use."""
     if trial.events_cache is None:
-        missing = EventLog(missing=True)
+        missing = TrialEvents(missing=True)
         trial.events_cache = missing if trial.dir_missing else read_events(trial.trial_dir / "events.jsonl")
     return trial.events_cache
 

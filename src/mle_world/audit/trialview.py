@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, WorldInfo, load_journal_data
 from mle_world.layout import report_beside
-from mle_world.records import EventLog, PredictionEvent, read_events
+from mle_world.records import PredictionEvent, TrialEvents, read_events
 
 OUTPUT_TAIL_LINES = 60
 """Lines of a node's run output shown on the page (the journal already keeps only a tail)."""
@@ -254,7 +254,7 @@ def _text(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _timeline(events: EventLog, result: Mapping[str, Any] | None) -> Timeline | None:
+def _timeline(events: TrialEvents, result: Mapping[str, Any] | None) -> Timeline | None:
     starts: list[tuple[float, float, Span]] = []
     for call in events.llm:
         end = call.ts.timestamp()
@@ -307,7 +307,7 @@ def load_trial_view(
     *,
     trial_id: str | None = None,
     journal: Any = None,
-    events: EventLog | None = None,
+    events: TrialEvents | None = None,
     report: Mapping[str, Any] | None = None,
 ) -> TrialView:
     """Read (or take) a trial's records and build its page model; never raises for bad files.

@@ -160,18 +160,8 @@ def _runtime(
     )
 
 
-def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[SweepPlan, PaperConfig, list[str]]:
-    """Resolve flags + configs into a SweepPlan (pure apart from reading configs and git)."""
-    registry = load_registry(list(args.competitions_dir))
-    config_path = args.config or default_config_path("paper.yaml")
-    config = load_paper_config(config_path, registry.__contains__)
-    cluster_path = args.cluster_config or default_config_path("cluster.yaml")
-    cluster = load_cluster_config(cluster_path if (args.cluster_config or cluster_path.exists()) else None)
-
-    warnings: list[str] = []
-    selection = Selection(
-        tasks=args.tasks, configurations=args.configs, seeds=args.seeds, max_steps=args.iterations
-    )
+def _selection(args: argparse.Namespace, config: PaperConfig) -> tuple[Selection, Regime]:
+    """The trials the flags select; `-c COMPETITION` is one trial (seed from --seed, $MLE_SEED, or the first)."""
     regime: Regime | None = args.regime
     if args.competition:
         seed = args.seed
@@ -187,19 +177,40 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
             seeds=(seed if seed is not None else config.seeds[0],),
             max_steps=args.iterations,
         )
-        regime = regime or "gated"
-        if args.gpu_device is None and os.environ.get("CUDA_DEVICE"):
-            args.gpu_device = os.environ["CUDA_DEVICE"]
-    elif args.configuration or args.seed is not None:
+        return selection, regime or "gated"
+    if args.configuration or args.seed is not None:
         raise UserError(
             "-m/--configuration and --seed need -c COMPETITION (use --configs/--seeds for sweeps)"
         )
     if regime is None:
         raise UserError("--regime is required (gated or ungated)")
-    if args.output_dir is None:
-        if not args.competition:
-            raise UserError("--output-dir is required")
-        args.output_dir = Path("runs") / f"{args.competition}-{selection.configurations[0]}-{regime}"  # type: ignore[index]
+    selection = Selection(
+        tasks=args.tasks, configurations=args.configs, seeds=args.seeds, max_steps=args.iterations
+    )
+    return selection, regime
+
+
+def _output_dir(args: argparse.Namespace, selection: Selection, regime: Regime) -> Path:
+    """--output-dir, or for `-c` runs/<competition>-<configuration>-<regime>."""
+    if args.output_dir is not None:
+        return Path(args.output_dir).absolute()
+    if not args.competition or not selection.configurations:
+        raise UserError("--output-dir is required")
+    return (Path("runs") / f"{args.competition}-{selection.configurations[0]}-{regime}").absolute()
+
+
+def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[SweepPlan, PaperConfig, list[str]]:
+    """Resolve flags + configs into a SweepPlan (pure apart from reading configs, the environment and
+    git; `args` is not changed)."""
+    registry = load_registry(list(args.competitions_dir))
+    config_path = args.config or default_config_path("paper.yaml")
+    config = load_paper_config(config_path, registry.__contains__)
+    cluster_path = args.cluster_config or default_config_path("cluster.yaml")
+    cluster = load_cluster_config(cluster_path if (args.cluster_config or cluster_path.exists()) else None)
+
+    warnings: list[str] = []
+    selection, regime = _selection(args, config)
+    output_dir = _output_dir(args, selection, regime)
     if args.no_sandbox:
         if args.runtime != "process":
             raise UserError("--no-sandbox applies to --runtime process only")
@@ -207,7 +218,6 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     if args.summary and not args.dry_run:
         raise UserError("--summary needs --dry-run")
 
-    output_dir = args.output_dir.absolute()
     data_dir = (args.data_dir or default_data_dir()).absolute()
     endpoints = endpoint_overrides(config, args)
     config = replace(config, endpoints=endpoints)
@@ -329,17 +339,20 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
         if args.backend == "slurm":
             from mle_world.launch.run import write_sbatch_preview
 
-            for path in write_sbatch_preview(plan, _launch_options(args)):
+            for path in write_sbatch_preview(plan, launch_options(args)):
                 print(f"\n# sbatch script that would be submitted ({path}):")
                 print(path.read_text())
         return 0
     return execute_plan(plan, config, args, console, err)
 
 
-def _launch_options(args: argparse.Namespace) -> LaunchOptions:
+def launch_options(args: argparse.Namespace) -> LaunchOptions:
     from mle_world.launch.local import parse_gpu_devices
 
-    text = args.gpu_device if args.gpu_device is not None else "0"
+    text = args.gpu_device
+    if text is None:
+        # One-trial runs (`-c`) honour $CUDA_DEVICE like the Kapso-style scripts they replace.
+        text = os.environ.get("CUDA_DEVICE") or "0" if args.competition else "0"
     # "none": a machine without GPUs; trials get an empty CUDA_VISIBLE_DEVICES and no GPU-hours.
     gpus = () if text.strip().lower() == "none" else parse_gpu_devices(text)
     return LaunchOptions(
@@ -363,7 +376,7 @@ def execute_plan(
     from mle_world.launch.post_trial import TrialFinisher
     from mle_world.launch.run import check_prepared, run_sweep
 
-    options = _launch_options(args)
+    options = launch_options(args)
     check_sweep_identity(plan.output_dir, plan.config_hash)
     check_prepared([r.trial for r in plan.runs], plan.data_dir, plan.local_competitions)
     record = plan.record

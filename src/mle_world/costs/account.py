@@ -15,7 +15,7 @@ from typing import Any
 
 from mle_world import layout
 from mle_world.costs.prices import Prices
-from mle_world.records import ROLES, EventLog, ExecutionEvent, LLMCallEvent, Role, TrialSpec, read_events
+from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, Role, TrialEvents, TrialSpec, read_events
 from mle_world.storage import write_text_atomic
 
 COST_COLUMNS: tuple[str, ...] = (
@@ -117,7 +117,7 @@ def execution_row(events: Sequence[ExecutionEvent], prices: Prices) -> dict[str,
     }
 
 
-def trial_cost_rows(events: EventLog, spec: TrialSpec, prices: Prices) -> list[dict[str, Any]]:
+def trial_cost_rows(events: TrialEvents, spec: TrialSpec, prices: Prices) -> list[dict[str, Any]]:
     """One row per role plus one for execution."""
     rows = [role_row(role, [e for e in events.llm if e.role == role], prices) for role in ROLES]
     rows.append(execution_row(events.executions, prices))

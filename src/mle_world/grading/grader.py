@@ -30,13 +30,6 @@ class Grader(Protocol):
         ...
 
 
-def make_grader(task: str, data_dir: Path, local_competitions: Mapping[str, Path]) -> Grader:
-    """Built-in grader for local competitions, MLE-bench's (imported lazily) for the rest."""
-    if task in local_competitions:
-        return BuiltinGrader(local_competitions, data_dir)
-    return make_mlebench_grader(data_dir)
-
-
 class MultiGrader:
     """Picks the built-in or the MLE-bench grader per task; MLE-bench is imported on first use."""
 
