@@ -295,7 +295,10 @@ def write_plan_files(plan: SweepPlan, config: PaperConfig) -> Path:
             launch_path = out / "launch.dry-run.json"
     resolved = resolved_regime(config, plan.regime, tuple(config.configurations))
     resolved["config_hash"] = plan.config_hash
-    write_text_atomic(out / "agent-config.yaml", yaml.safe_dump(resolved, sort_keys=False, width=110))
+    # libyaml's emitter when available: the same text as safe_dump, several times faster.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = yaml.dump(resolved, Dumper=dumper, sort_keys=False, width=110)
+    write_text_atomic(out / "agent-config.yaml", text)
     write_model(launch_path, plan.record)
     return launch_path
 

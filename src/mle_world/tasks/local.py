@@ -16,13 +16,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from mle_world.errors import ConfigError, UserError
 from mle_world.storage import write_json_atomic
+
+if TYPE_CHECKING:  # pandas costs ~0.3 s to import; only grading reads CSVs
+    import pandas as pd
 
 PACKAGE_COMPETITIONS_DIR = Path(__file__).resolve().parent / "competitions"
 MARKER = ".mle_world_prepared.json"
@@ -158,6 +160,8 @@ def load_grade_fn(comp: LocalCompetition) -> Callable[[pd.DataFrame, Any], Any]:
 
 def read_csv_exact(path: Path) -> pd.DataFrame:
     """`read_csv` with round-trip float parsing (MLE-bench's choice; pandas >= 3 does it by default)."""
+    import pandas as pd
+
     if int(pd.__version__.split(".", 1)[0]) >= 3:
         return pd.read_csv(path)
     return pd.read_csv(path, float_precision="round_trip")
