@@ -143,6 +143,7 @@ def make_spec(
     search: SearchSettings | None = None,
     stages: tuple[StageGuidance, ...] | None = None,
     urls: dict[str, str] | None = None,
+    models: dict[str, str] | None = None,
     outage_window_s: float = 2.0,
     key_env: str | None = None,
     seed: int = 34,
@@ -152,7 +153,7 @@ def make_spec(
     endpoints = {
         role: EndpointSettings(
             url=(urls or {}).get(role, server.url),
-            model=None,
+            model=(models or {}).get(role),
             key_env=key_env,
             timeout_s=20,
             outage_window_s=outage_window_s,

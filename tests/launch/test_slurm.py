@@ -6,6 +6,7 @@ Writes trial dirs and submitit folders under pytest's tmp paths; submits jobs to
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -27,6 +28,15 @@ SLURM = LaunchOptions(backend="slurm", show_progress=False)
 
 def statuses(plan) -> list[TrialStatus]:  # type: ignore[no-untyped-def]
     return [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.runs]
+
+
+def agent_ran_for(trial_dir: Path, seconds: float) -> bool:
+    """The fake agent's first start record is at least `seconds` old."""
+    try:
+        first = json.loads((trial_dir / "timeline.jsonl").read_text().splitlines()[0])
+    except (OSError, IndexError, ValueError):
+        return False
+    return time.time() - float(first["t"]) >= seconds
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -144,7 +154,8 @@ def test_requeued_trial_resumes_with_time_carried_over(slurm_cluster: None, dirs
     launcher.start()
     trial = plan.runs[0].trial
     wait_until(lambda: read_status(trial.trial_dir, trial.trial_id).state == "running", 60, "trial running")
-    time.sleep(6)
+    # Preempt only after the agent itself has run for 6 s (its own start record), so time used carries over.
+    wait_until(lambda: agent_ran_for(trial.trial_dir, 6.0), 60, "six seconds of agent run")
     job = read_status(trial.trial_dir, trial.trial_id).slurm_job_id
     assert job
     # What submitit's job._interrupt() does: preemption = SIGTERM, then the USR2 checkpoint signal.

@@ -1,6 +1,6 @@
 """Golden tests of each runtime's rendered command, with shell-hostile paths.
 
-Golden files live in tests/plan/golden/; delete one (or set UPDATE_GOLDEN=1) to re-record it.
+Golden files live in tests/plan/golden/; set UPDATE_GOLDEN=1 to re-record them (a missing one fails).
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def test_rendered_command_matches_golden(name: str) -> None:
     runtime = RUNTIMES[name]
     command = render_command(_trial(runtime), runtime)
     golden = GOLDEN / f"{name}.sh"
-    if os.environ.get("UPDATE_GOLDEN") or not golden.exists():
+    if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(command + "\n")
+    assert golden.exists(), f"{golden} is missing: record it with UPDATE_GOLDEN=1 and review the diff"
     assert command + "\n" == golden.read_text()
 
 
