@@ -94,6 +94,13 @@ FIGURES = {
 """PNG plots of the audit embedded in index.html (as data URIs, so the page stands alone)."""
 
 
+TRIAL_COLUMNS = (
+    ("state", "state"), ("score", "score"), ("medal", "medal"), ("nodes", "nodes"), ("executed", "executed"),
+    ("skipped", "skipped"), ("buggy", "buggy"), ("best", "best metric"), ("cost", "cost $"),
+    ("note", "problem / cause"),
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class TrialRow:
     """One line of the index's trial table (strings, ready to show)."""
@@ -172,6 +179,18 @@ class IndexView:
     @property
     def gated_deltas(self) -> dict[str, DeltaRow]:
         return {d.configuration: d for d in self.result.deltas}
+
+    @property
+    def trial_columns(self) -> list[tuple[str, str]]:
+        """(field, label) of the trial table's columns that hold anything in this sweep."""
+        return [(key, label) for key, label in TRIAL_COLUMNS if any(getattr(t, key) for t in self.trials)]
+
+    @property
+    def trial_cells(self) -> list[tuple[TrialRow, tuple[str, ...]]]:
+        """Each trial with the values of `trial_columns` (empty columns are left out: a big sweep
+        without journals or costs renders a narrower, faster table)."""
+        keys = [key for key, _ in self.trial_columns]
+        return [(t, tuple(getattr(t, key) for key in keys)) for t in self.trials]
 
     @property
     def linked(self) -> int:
