@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from mle_world.cli import results, setup
+from mle_world.cli import estimate, results, setup
 from mle_world.cli.options import PROG, Parser
 from mle_world.cli.sweep import build_run_parser, cmd_run
 from mle_world.errors import UserError
@@ -31,6 +31,7 @@ COMMANDS: dict[str, Command] = {
     "audit": Command(results.add_audit_flags, results.cmd_audit),
     "show": Command(results.add_show_flags, results.cmd_show),
     "grade": Command(results.add_grade_flags, results.cmd_grade),
+    "estimate": Command(estimate.add_estimate_flags, estimate.cmd_estimate),
     "prepare": Command(setup.add_prepare_flags, setup.cmd_prepare),
     "check-endpoints": Command(setup.add_check_endpoints_flags, setup.cmd_check_endpoints),
 }

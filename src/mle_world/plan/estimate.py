@@ -1,0 +1,164 @@
+"""Sweep simulator: expected makespan, GPU-hours and cost of a sweep before it runs.
+
+Reads planned trials, cluster settings and, optionally, a finished sweep's `launch.json` and
+`status.json` files (measured trial times); writes nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from mle_world.errors import UserError
+from mle_world.records import LaunchRecord, TrialStatus
+
+
+def makespan(durations: Sequence[float], parallelism: int, *, overhead_s: float = 0.0) -> float:
+    """Wall time for trials started in order, each on the first free slot of `parallelism` slots.
+
+    This is how a Slurm job array with `%parallelism` (and the local pool) hands out work: task i
+    starts when a slot frees, in index order. `overhead_s` is the scheduler and launcher time a
+    slot spends per trial besides the trial itself (submission, start, status bookkeeping).
+    """
+    if parallelism < 1:
+        raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+    slots = [0.0] * min(parallelism, len(durations))
+    for seconds in durations:
+        start = heapq.heappop(slots)
+        heapq.heappush(slots, start + overhead_s + seconds)
+    return max(slots, default=0.0)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One simulated sweep."""
+
+    parallelism: int
+    trials: int
+    makespan_s: float
+    gpu_hours: float
+    """GPU allocation: every trial holds its GPUs for its whole duration."""
+    cost_usd: float | None
+    utilisation: float
+    """Trial time / (slots used × makespan): how busy the slots are."""
+
+
+def estimate(
+    durations: Sequence[float],
+    parallelism: int,
+    *,
+    gpus_per_trial: int,
+    usd_per_gpu_hour: float | None,
+    overhead_s: float = 0.0,
+) -> Estimate:
+    """Makespan, GPU-hours and allocation cost of running `durations` with `parallelism` slots."""
+    span = makespan(durations, parallelism, overhead_s=overhead_s)
+    busy = sum(durations)
+    gpu_hours = busy * gpus_per_trial / 3600.0
+    slots = min(parallelism, len(durations))
+    return Estimate(
+        parallelism=parallelism,
+        trials=len(durations),
+        makespan_s=span,
+        gpu_hours=gpu_hours,
+        cost_usd=gpu_hours * usd_per_gpu_hour if usd_per_gpu_hour is not None else None,
+        utilisation=busy / (slots * span) if span > 0 else 0.0,
+    )
+
+
+def with_savings(durations: Iterable[float], savings: float) -> list[float]:
+    """Trial times shortened by the fraction `savings` (the gate's measured saving of trial time)."""
+    if not 0.0 <= savings < 1.0:
+        raise ValueError(f"savings must be in [0, 1), got {savings}")
+    return [d * (1.0 - savings) for d in durations]
+
+
+def trial_key(trial_id: str) -> str:
+    """`configuration/task/seedN` of a trial id `regime/configuration/task/seedN` (pairs regimes)."""
+    return trial_id.split("/", 1)[1] if trial_id.count("/") >= 3 else trial_id
+
+
+def measured_times(output_dir: Path) -> dict[str, float]:
+    """Seconds each finished trial of a sweep ran (start to end, plus earlier requeued runs), by key.
+
+    Reads `launch.json` for the trial list and each trial's `status.json`; unfinished trials are
+    left out. Raises UserError when launch.json is missing or unreadable.
+    """
+    launch = output_dir / "launch.json"
+    try:
+        record = LaunchRecord.model_validate_json(launch.read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as exc:
+        raise UserError(f"{launch}: not a readable launch.json ({type(exc).__name__})") from None
+    times: dict[str, float] = {}
+    for trial in record.trials:
+        trial_dir = Path(trial.trial_dir)
+        if not trial_dir.is_absolute():
+            trial_dir = output_dir / trial_dir
+        try:
+            status = TrialStatus.model_validate_json((trial_dir / "status.json").read_text(encoding="utf-8"))
+        except (OSError, ValidationError):
+            continue
+        if status.state not in ("succeeded", "failed") or not (status.started_at and status.ended_at):
+            continue
+        seconds = (status.ended_at - status.started_at).total_seconds() + status.wall_used_s
+        times[trial_key(trial.trial_id)] = max(0.0, seconds)
+    return times
+
+
+def measured_savings(gated: Mapping[str, float], ungated: Mapping[str, float]) -> float:
+    """1 − (gated time / ungated time) over the trials both sweeps finished (same config, task, seed).
+
+    Raises UserError when the sweeps share no finished trial.
+    """
+    common = sorted(set(gated) & set(ungated))
+    if not common:
+        raise UserError("savings: the gated and ungated sweeps have no finished trial in common")
+    total_ungated = sum(ungated[k] for k in common)
+    if total_ungated <= 0:
+        raise UserError("savings: the ungated sweep's common trials took no time")
+    return max(0.0, 1.0 - sum(gated[k] for k in common) / total_ungated)
+
+
+def planned_times(keys: Sequence[str], default_s: float, measured: Mapping[str, float] | None) -> list[float]:
+    """A time per planned trial: measured when that trial ran, else the mean of the same configuration
+    and task, else of the same configuration, else of everything measured; `default_s` without data.
+    """
+    if not measured:
+        return [default_s] * len(keys)
+    by_task: dict[str, list[float]] = {}
+    by_config: dict[str, list[float]] = {}
+    for key, seconds in measured.items():
+        config, _, rest = key.partition("/")
+        task = rest.rsplit("/", 1)[0]
+        by_task.setdefault(f"{config}/{task}", []).append(seconds)
+        by_config.setdefault(config, []).append(seconds)
+    overall = statistics.fmean(measured.values())
+    out = []
+    for key in keys:
+        config, _, rest = key.partition("/")
+        task = rest.rsplit("/", 1)[0]
+        if key in measured:
+            out.append(measured[key])
+        elif f"{config}/{task}" in by_task:
+            out.append(statistics.fmean(by_task[f"{config}/{task}"]))
+        elif config in by_config:
+            out.append(statistics.fmean(by_config[config]))
+        else:
+            out.append(overall)
+    return out
+
+
+def parallelism_levels(array_parallelism: int, n_trials: int) -> list[int]:
+    """The configured parallelism with a quarter, half and double of it (deduplicated, ≥ 1)."""
+    levels = {
+        max(1, array_parallelism // 4),
+        max(1, array_parallelism // 2),
+        array_parallelism,
+        2 * array_parallelism,
+    }
+    return sorted(p for p in levels if p <= max(n_trials, array_parallelism))
