@@ -194,6 +194,10 @@ class _Call:
     pending: dict[str, Any] = field(default_factory=dict)
     """The last failed attempt's event, emitted as `retry` before the next or as `error` on giving up."""
 
+    def limit(self, window: float) -> float:
+        """When retrying ends: the window after the first fault, and never after the deadline."""
+        return min(self.deadline, (self.first_fault or self.deadline) + window)
+
 
 class EndpointClient:
     """A `ChatModel` over one role's replicas of an OpenAI-compatible server.
@@ -262,15 +266,12 @@ class EndpointClient:
         """Run `send(client, timeout)` on some replica until it succeeds or the outage window closes."""
         window = self.settings.outage_window_s
 
-        def limit() -> float:
-            return min(call.deadline, (call.first_fault or call.deadline) + window)
-
         def stop(state: RetryCallState) -> bool:
-            # Give up as soon as the next possible attempt would fall outside the window.
-            return self._clock() + self.pool.wait_s() >= limit()
+            return self._clock() >= call.limit(window)
 
         def wait(state: RetryCallState) -> float:
-            return max(0.0, min(self.pool.wait_s(), limit() - self._clock()))
+            # The last wait ends at the window's end, where one more (forced) attempt is made.
+            return max(0.0, min(self.pool.wait_s(), call.limit(window) - self._clock()))
 
         def before_sleep(state: RetryCallState) -> None:
             self._flush(call, "retry")
@@ -299,7 +300,8 @@ class EndpointClient:
             self._slots.release()
 
     def _attempt(self, call: _Call, send: Callable[[openai.OpenAI, float], T]) -> T:
-        lease = self.pool.acquire()
+        last_chance = self._clock() >= call.limit(self.settings.outage_window_s) - 1e-3
+        lease = self.pool.acquire(force=last_chance)
         if lease is None:
             if call.first_fault is None:
                 call.first_fault = self._clock()

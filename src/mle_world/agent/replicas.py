@@ -19,7 +19,7 @@ class Backoff:
     """Exponential backoff with full jitter: sleep U(0, min(cap, base * 2**attempt))."""
 
     base_s: float = 1.0
-    cap_s: float = 60.0
+    cap_s: float = 30.0
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         return rng.uniform(0.0, min(self.cap_s, self.base_s * (2 ** min(attempt, 30))))
@@ -99,7 +99,8 @@ class ReplicaPool(Generic[C]):
         self._on_up = on_up
         self._lock = threading.Lock()
         self._down = False
-        self._turn = 0
+        # Each trial starts its rotation somewhere else, so many short trials do not all favour replica 0.
+        self._turn = rng.randrange(len(self.replicas))
 
     @property
     def down(self) -> bool:
@@ -107,9 +108,10 @@ class ReplicaPool(Generic[C]):
         with self._lock:
             return self._down
 
-    def acquire(self) -> Lease[C] | None:
-        """The replica for the next attempt, or None when every replica is backing off."""
-        now = self._clock()
+    def acquire(self, *, force: bool = False) -> Lease[C] | None:
+        """The replica for the next attempt, or None when every replica is backing off; `force`
+        hands out the one whose backoff ends first even so (a last attempt before giving up)."""
+        now = self._clock() + (float("inf") if force else 0.0)
         with self._lock:
             # Probe-back: a suspended replica whose backoff has passed gets the next attempt (after a
             # cheap probe), whether or not others are healthy, so a restarted server rejoins.

@@ -173,6 +173,17 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
         for t in failed:
             ft.add_row(t.trial_id, t.failure_class or "", str(t.attempt), Text(t.cause or ""))
         out.append(ft)
+    rode_out = [t for t in sweep.trials if t.downtime_s > 0]
+    if rode_out:
+        total = sum(t.downtime_s for t in rode_out)
+        longest = max(rode_out, key=lambda t: t.downtime_s)
+        out.append(
+            Text(
+                f"endpoint downtime: {len(rode_out)} finished trial(s) rode out outages, {_duration(total)} "
+                f"in total (not counted in their budgets); longest {_duration(longest.downtime_s)} "
+                f"in {longest.trial_id}"
+            )
+        )
     orphaned = sweep.orphaned()
     if orphaned:
         out.append(

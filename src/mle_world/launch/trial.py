@@ -14,15 +14,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.state import FINAL, State, read_status, update_status, utcnow
 from mle_world.plan.sweep import PlannedTrial
-from mle_world.records import AgentResult, TrialSpec
+from mle_world.records import AgentResult, DowntimeEvent, TrialSpec
 from mle_world.storage import write_model
 
 Outcome = Literal["succeeded", "failed", "interrupted", "skipped"]
@@ -102,6 +103,31 @@ def _last_log_line(log_path: Path) -> str:
         return ""
     lines = [ln for ln in lines if ln and not ln.startswith("[launcher]")]
     return lines[-1][:300] if lines else ""
+
+
+def recorded_downtime_s(trial_dir: Path, now: datetime | None = None) -> float:
+    """Endpoint downtime in the trial's events.jsonl, over all its sessions: closed outages plus an
+    open one up to `now`. The agent's budget stood still meanwhile, so the wall limit stretches by it."""
+    try:
+        text = (trial_dir / "events.jsonl").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return 0.0
+    total = 0.0
+    open_since: dict[str, datetime] = {}
+    for line in text.splitlines():
+        if '"downtime"' not in line:
+            continue
+        try:
+            event = DowntimeEvent.model_validate_json(line)
+        except ValueError:
+            continue
+        if event.phase == "down":
+            open_since[event.role] = event.ts
+        else:
+            open_since.pop(event.role, None)
+            total += event.downtime_s or 0.0
+    now = now or utcnow()
+    return total + sum(max(0.0, (now - since).total_seconds()) for since in open_since.values())
 
 
 def _read_result(trial_dir: Path) -> AgentResult | None:
@@ -233,7 +259,7 @@ class TrialRunner:
                 cause=None,
                 **extra,
             )
-            timed_out = self._supervise(proc, started + budget_left)
+            timed_out = self._supervise(proc, started + budget_left, log)
             # Leftovers of the group (background children) never outlive the trial.
             kill_group(proc.pid, signal.SIGKILL)
             exit_code = proc.returncode
@@ -254,9 +280,10 @@ class TrialRunner:
                 cause=f"interrupted ({self._stop_reason}); resumable",
             )
             return "interrupted"
+        result = _read_result(job.trial_dir)
         verdict = classify(
             exit_code,
-            _read_result(job.trial_dir),
+            result,
             timed_out=timed_out,
             limit_text=f"{job.budget_s:.0f}+{job.grace_s:.0f}",
             last_line=_last_log_line(log_path),
@@ -271,24 +298,41 @@ class TrialRunner:
             failure_class=verdict.failure_class,
             cause=verdict.cause,
             exit_code=exit_code,
+            downtime_s=result.downtime_s if result is not None else recorded_downtime_s(job.trial_dir),
             wall_used_s=wall_used,
             ended_at=utcnow(),
             pid=None,
         )
         return verdict.state
 
-    def _supervise(self, proc: subprocess.Popen[bytes], deadline: float) -> bool:
-        """Wait for the command; on the wall limit or a stop request terminate its group. True = timed out."""
+    def _supervise(self, proc: subprocess.Popen[bytes], deadline: float, log: BinaryIO) -> bool:
+        """Wait for the command; on the wall limit or a stop request terminate its group. True = timed out.
+
+        The wall limit stretches by the endpoint downtime the agent recorded (its budget clock
+        stood still then), read only when the limit is reached.
+        """
+        stretched = 0.0
         while True:
             try:
                 proc.wait(timeout=self.job.poll_s)
                 return False
             except subprocess.TimeoutExpired:
                 pass
-            timed_out = self.clock() >= deadline
-            if timed_out or self._stop.is_set():
+            if self._stop.is_set():
                 self._terminate(proc)
-                return timed_out
+                return False
+            if self.clock() < deadline + stretched:
+                continue
+            downtime = recorded_downtime_s(self.job.trial_dir)
+            if downtime > stretched + 1e-3:
+                log.write(
+                    f"[launcher] wall limit stretched by {downtime:.0f} s of endpoint downtime\n".encode()
+                )
+                log.flush()
+                stretched = downtime
+                continue
+            self._terminate(proc)
+            return True
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
         # SIGTERM lets the agent checkpoint its journal (exit 143); SIGKILL if it does not stop in time.
