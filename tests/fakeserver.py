@@ -78,12 +78,15 @@ class FakeOpenAIServer:
         host: str = "127.0.0.1",
         port: int = 0,
         max_model_len: int | None = 32768,
+        capacity: int | None = None,
     ) -> None:
         self.model = model
         self.default = default
         self.latency_s = latency_s
         self.reject_tools = reject_tools
         self.max_model_len = max_model_len
+        self._capacity = threading.BoundedSemaphore(capacity) if capacity else None
+        """At most this many chat requests are answered at once (others queue), like a GPU's batch."""
         self.requests: list[dict[str, Any]] = []
         self.sent: list[SentRecord] = []
         self._queue: deque[Reply | str | Responder] = deque()
@@ -378,7 +381,11 @@ class FakeOpenAIServer:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
-                    self._answer_chat(request, model)
+                    if fake._capacity is not None:
+                        with fake._capacity:
+                            self._answer_chat(request, model)
+                    else:
+                        self._answer_chat(request, model)
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
