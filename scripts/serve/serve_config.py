@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Helper of serve_vllm.sh: per-role server defaults from the paper config, and the readiness wait.
+"""Helper of the serve scripts: per-role server defaults, the readiness wait, and the endpoints file.
 
 Reads the `serve:` section of configs/paper.yaml (`serve: {coder: {model, port, gpus,
-max_model_len, extra_args}, ...}`) or polls GET /v1/models; writes shell assignments or nothing.
+max_model_len, extra_args}, ...}`) or polls GET /v1/models; writes shell assignments, or adds and
+removes a replica's URL in an endpoints file (`{coder: [url, ...], feedback: [...], world: [...]}`,
+read by `run_paper.py --endpoints-file`), under an exclusive lock on FILE.lock.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -78,6 +82,66 @@ def wait(url: str, timeout: float, pid: int | None, interval: float) -> int:
         time.sleep(interval)
 
 
+@contextlib.contextmanager
+def _locked(path: Path):  # type: ignore[no-untyped-def]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _read_endpoints(path: Path) -> dict[str, list[str]]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        return {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SystemExit(f"serve_config.py: cannot read endpoints file {path}: {exc}") from exc
+    if not isinstance(data, dict) or not all(
+        r in ROLES and isinstance(v, list) and all(isinstance(u, str) for u in v) for r, v in data.items()
+    ):
+        raise SystemExit(
+            f"serve_config.py: {path}: expected {{role: [url, ...]}} with roles {', '.join(ROLES)}"
+        )
+    return data
+
+
+def update_endpoints(path: Path, role: str, url: str, add: bool) -> None:
+    """Add (once) or remove `url` in the role's list; the file is replaced atomically."""
+    with _locked(path):
+        data = _read_endpoints(path)
+        urls = [u for u in data.get(role, []) if u != url]
+        if add:
+            urls.append(url)
+        if urls:
+            data[role] = urls
+        else:
+            data.pop(role, None)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(yaml.safe_dump({r: data[r] for r in ROLES if r in data}, default_flow_style=False))
+        os.replace(tmp, path)
+
+
+def wait_endpoints(path: Path, counts: dict[str, int], timeout: float, interval: float) -> int:
+    """Wait until every role in `counts` has that many URLs in the file; 0 ready, 1 timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _locked(path):
+            data = _read_endpoints(path)
+        if all(len(data.get(role, [])) >= n for role, n in counts.items()):
+            for role in counts:
+                print(f"{role}: {', '.join(data[role])}")
+            return 0
+        if time.monotonic() >= deadline:
+            have = ", ".join(f"{role} {len(data.get(role, []))}/{n}" for role, n in counts.items())
+            print(
+                f"serve_config.py: {path}: not all replicas ready after {timeout:.0f}s ({have})",
+                file=sys.stderr,
+            )
+            return 1
+        time.sleep(interval)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -104,10 +168,33 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--timeout", type=float, default=1800.0)
     w.add_argument("--pid", type=int)
     w.add_argument("--interval", type=float, default=2.0)
+    for name in ("register", "unregister"):
+        e = sub.add_parser(
+            name, help="add (register) or remove (unregister) a replica's URL in an endpoints file"
+        )
+        e.add_argument("file", type=Path)
+        e.add_argument("role", choices=ROLES)
+        e.add_argument("url")
+    we = sub.add_parser("wait-endpoints", help="wait until the endpoints file lists ROLE=N replicas")
+    we.add_argument("file", type=Path)
+    we.add_argument("counts", nargs="+", help="ROLE=N")
+    we.add_argument("--timeout", type=float, default=1800.0)
+    we.add_argument("--interval", type=float, default=2.0)
     args = parser.parse_args(argv)
     if args.command == "defaults":
         print(defaults(args.config, args.role))
         return 0
+    if args.command in ("register", "unregister"):
+        update_endpoints(args.file, args.role, args.url, add=args.command == "register")
+        return 0
+    if args.command == "wait-endpoints":
+        counts = {}
+        for item in args.counts:
+            role, _, n = item.partition("=")
+            if role not in ROLES or not n.isdigit():
+                parser.error(f"expected ROLE=N with ROLE in {', '.join(ROLES)}, got {item}")
+            counts[role] = int(n)
+        return wait_endpoints(args.file, counts, args.timeout, args.interval)
     return wait(args.url, args.timeout, args.pid, args.interval)
 
 

@@ -5,10 +5,12 @@
 #
 #   bash scripts/serve/serve_vllm.sh --role coder [--model M] [--port P] [--gpus N] [--max-model-len L]
 #        [--devices 0,1] [--host H] [--served-model-name NAME] [--tool-call-parser P]
-#        [--config FILE] [--timeout SECONDS] [-- EXTRA VLLM ARGS...]
+#        [--config FILE] [--timeout SECONDS] [--endpoints-file FILE] [-- EXTRA VLLM ARGS...]
 #
 # Each option has an environment equivalent: ROLE MODEL PORT GPUS (or TENSOR_PARALLEL)
-# MAX_MODEL_LEN DEVICES HOST SERVED_MODEL_NAME TOOL_CALL_PARSER SERVE_CONFIG READY_TIMEOUT.
+# MAX_MODEL_LEN DEVICES HOST SERVED_MODEL_NAME TOOL_CALL_PARSER SERVE_CONFIG READY_TIMEOUT
+# ENDPOINTS_FILE. With an endpoints file (on a filesystem the sweep sees), the URL is added to the
+# role's list there once ready and removed when the server stops (see serve_replicas.sh).
 # Precedence: command line, then environment, then `serve.<role>` in configs/paper.yaml
 # (model, port, gpus, max_model_len, extra_args), then built-in defaults (ports 8000/8001/8002).
 # Other knobs: VLLM (the vllm executable), PYTHON (python with PyYAML), VLLM_API_KEY (vLLM
@@ -43,6 +45,7 @@ served_name="${SERVED_MODEL_NAME:-}"
 tool_parser="${TOOL_CALL_PARSER:-}"
 config="${SERVE_CONFIG:-$REPO_ROOT/configs/paper.yaml}"
 timeout="${READY_TIMEOUT:-1800}"
+endpoints_file="${ENDPOINTS_FILE:-}"
 vllm="${VLLM:-vllm}"
 python="${PYTHON:-python3}"
 extra=()
@@ -61,8 +64,9 @@ while [[ $# -gt 0 ]]; do
         --tool-call-parser) need_value "$@"; tool_parser="$2"; shift 2 ;;
         --config) need_value "$@"; config="$2"; shift 2 ;;
         --timeout) need_value "$@"; timeout="$2"; shift 2 ;;
+        --endpoints-file) need_value "$@"; endpoints_file="$2"; shift 2 ;;
         --) shift; extra=("$@"); break ;;
-        -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) usage_error "unknown argument $1 (vLLM arguments go after --)" ;;
     esac
 done
@@ -114,10 +118,19 @@ say "starting $role server: ${cmd[*]}"
 server_pid=$!
 
 waiter_pid=""
+registered=""
 ready_file="$(mktemp "${TMPDIR:-/tmp}/serve_vllm.XXXXXX")"
+# shellcheck disable=SC2317  # invoked by the traps
+unregister() {
+    if [[ -n "$registered" ]]; then
+        "$python" "$HERE/serve_config.py" unregister "$endpoints_file" "$role" "$registered" || true
+        registered=""
+    fi
+}
 # shellcheck disable=SC2317  # invoked by the trap
 stop_server() {
     trap - INT TERM
+    unregister
     say "stopping the $role server (pid $server_pid)"
     [[ -z "$waiter_pid" ]] || kill -TERM "$waiter_pid" 2>/dev/null || true
     kill -TERM "$server_pid" 2>/dev/null || true
@@ -163,7 +176,13 @@ url="http://$public_host:$port/v1"
 upper="$(printf '%s' "$role" | tr '[:lower:]' '[:upper:]')"
 say "$role server ready: serves ${served:-?} at $url"
 printf '%s_URL=%s\n' "$upper" "$url"
+if [[ -n "$endpoints_file" ]]; then
+    "$python" "$HERE/serve_config.py" register "$endpoints_file" "$role" "$url"
+    registered="$url"
+    say "$role replica $url added to $endpoints_file"
+fi
 
 server_status=0
 wait "$server_pid" || server_status=$?
+unregister
 exit "$server_status"
