@@ -12,11 +12,13 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.endpoints import check_endpoints
@@ -157,8 +159,6 @@ def test_command_line_overrides_config(serve_env, running) -> None:
 
 
 def test_default_model_comes_from_the_paper_config(serve_env, running) -> None:
-    import yaml
-
     serve = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())["serve"]["feedback"]
     port = free_port()
     run = running([str(SERVE / "serve_feedback.sh"), "--port", str(port)], serve_env)
@@ -284,3 +284,73 @@ def test_role_script_through_sbatch(serve_env, tmp_path) -> None:
     while time.monotonic() < deadline and shim_log(serve_env)[-1].get("event") != "stop":
         time.sleep(0.5)
     assert shim_log(serve_env)[-1].get("event") == "stop"  # scancel stopped vLLM as well
+
+
+def _two_free_ports() -> int:
+    """A port P with P+1 also free (serve_replicas.sh puts replica i on P+i)."""
+    for _ in range(50):
+        base = free_port()
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", base + 1))
+            except OSError:
+                continue
+        return base
+    raise RuntimeError("no two adjacent free ports")
+
+
+def test_serve_config_endpoints_file_register_unregister_wait(tmp_path) -> None:
+    helper = ["python3", str(SERVE / "serve_config.py")]
+    path = tmp_path / "endpoints.yaml"
+    for url in ("http://a:8000/v1", "http://b:8001/v1", "http://a:8000/v1"):
+        subprocess.run([*helper, "register", str(path), "coder", url], check=True, timeout=30)
+    subprocess.run([*helper, "register", str(path), "world", "http://w:8001/v1"], check=True, timeout=30)
+    assert yaml.safe_load(path.read_text()) == {
+        "coder": ["http://b:8001/v1", "http://a:8000/v1"],
+        "world": ["http://w:8001/v1"],
+    }
+    waited = subprocess.run(
+        [*helper, "wait-endpoints", str(path), "coder=2", "world=1", "--timeout", "5"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert waited.returncode == 0 and "coder: http://b:8001/v1, http://a:8000/v1" in waited.stdout
+    subprocess.run([*helper, "unregister", str(path), "coder", "http://b:8001/v1"], check=True, timeout=30)
+    late = subprocess.run(
+        [*helper, "wait-endpoints", str(path), "coder=2", "--timeout", "0", "--interval", "0.1"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert late.returncode == 1 and "not all replicas ready after 0s (coder 1/2)" in late.stderr
+
+
+@pytest.mark.slurm
+def test_replicas_as_slurm_jobs_fill_the_endpoints_file(serve_env, tmp_path) -> None:
+    """Two coder replicas as sbatch jobs register their URLs; the CLI reads the file; scancel empties it."""
+    _slurm_or_fail()
+    base = _two_free_ports()
+    endpoints = tmp_path / "endpoints.yaml"
+    submit = subprocess.run(
+        ["bash", str(SERVE / "serve_replicas.sh"), "--role", "coder", "--replicas", "2",
+         "--endpoints-file", str(endpoints), "--port-base", str(base), "--wait", "120",
+         "--sbatch-arg=--partition=gpu", "--sbatch-arg=--mem=1G", "--sbatch-arg=--cpus-per-task=1",
+         "--sbatch-arg=--time=5", "--", "--model", "m"],
+        env={**serve_env, "READY_INTERVAL": "0.5"}, cwd=tmp_path, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    jobs = submit.stdout.split()
+    try:
+        assert submit.returncode == 0, submit.stderr
+        assert len(jobs) == 2
+        urls = {f"http://127.0.0.1:{base}/v1", f"http://127.0.0.1:{base + 1}/v1"}
+        assert set(yaml.safe_load(endpoints.read_text())["coder"]) == urls
+        # The sweep's side: check-endpoints reads the file and probes every replica.
+        check = subprocess.run(
+            [sys.executable, str(REPO / "run_paper.py"), "check-endpoints", "--config", str(REPO / "configs/demo.yaml"),
+             "--endpoints-file", str(endpoints)],
+            capture_output=True, text=True, timeout=120, env=serve_env,
+        )  # fmt: skip
+        assert all(url in check.stdout for url in urls), check.stdout + check.stderr
+    finally:
+        subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and yaml.safe_load(endpoints.read_text()):
+        time.sleep(0.5)
+    assert not yaml.safe_load(endpoints.read_text())  # stopped replicas took their URLs out
