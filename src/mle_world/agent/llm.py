@@ -293,7 +293,7 @@ class EndpointClient:
             self._flush(call, "error")
             elapsed = self._clock() - (call.first_fault or self._clock())
             cause = f"gave up after {elapsed:.1f} s and {call.attempts} attempts: {fault.cause}"
-            if self.pool.down:
+            if self.pool.forget_outage():
                 self._outages.up(self.role, "ended", cause)
             raise EndpointFailure(self.role, cause) from fault
         finally:

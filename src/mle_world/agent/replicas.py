@@ -188,6 +188,12 @@ class ReplicaPool(Generic[C]):
         if went_down:
             self._on_down(error)
 
+    def forget_outage(self) -> bool:
+        """A request gave up during an outage: report the next one afresh. True if one was open."""
+        with self._lock:
+            was, self._down = self._down, False
+            return was
+
     def released(self, lease: Lease[C]) -> None:
         """The attempt ended without saying anything about the replica's health (e.g. a 400)."""
         with self._lock:
