@@ -90,6 +90,23 @@ class EndpointSettings(Record):
         return (self.url,) if isinstance(self.url, str) else self.url
 
 
+class EndpointsFile(Record):
+    """An endpoints file: the replicas' URLs per role, written by the serve scripts as they come up."""
+
+    coder: tuple[str, ...] = ()
+    feedback: tuple[str, ...] = ()
+    world: tuple[str, ...] = ()
+
+    @field_validator("coder", "feedback", "world")
+    @classmethod
+    def _valid_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_endpoint_url(url) for url in value)
+
+    def urls(self, role: Role) -> tuple[str, ...]:
+        urls: tuple[str, ...] = getattr(self, role)
+        return urls
+
+
 class BudgetSettings(Record):
     """Time and step budget of one trial."""
 
@@ -273,6 +290,8 @@ class LaunchRecord(Record):
     data_dir: str
     image_path: str | None = None
     image_sha256: str | None = None
+    endpoints_file: str | None = None
+    """The endpoints file the replicas' URLs came from (scripts/serve/serve_replicas.sh), if any."""
     endpoints: tuple[EndpointRecord, ...]
     trials: tuple[LaunchedTrial, ...]
 

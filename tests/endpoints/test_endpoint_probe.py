@@ -6,11 +6,13 @@ Reads the probe results and the rendered rich table; writes nothing outside pyte
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+import yaml
 from rich.console import Console
 
 from mle_world.cli.display import RichDisplay
@@ -172,3 +174,65 @@ def test_run_paper_check_endpoints_exit_codes(start_server, dead_url, repo) -> N
         f"run_paper.py: error: check-endpoints: world endpoint {dead_url} unreachable: connection refused"
     )
     assert "Traceback" not in down.stderr
+
+
+def test_every_replica_is_probed_and_one_dead_replica_is_a_note(start_server, dead_url) -> None:
+    live = start_server(models=("coder-model",))
+    endpoints = {"coder": EndpointSettings(url=(live.url, dead_url))}
+    console, out = _console()
+
+    probes = check_endpoints(endpoints, console)
+
+    assert [(p.url, p.ok) for p in probes] == [(live.url, True), (dead_url, False)]
+    text = out.getvalue()
+    assert live.url in text and dead_url in text and "unreachable: connection refused" in text
+    assert f"note: coder replica {dead_url} is down" in text
+    records = endpoint_records(endpoints, probes)
+    assert [(r.url, r.served_models) for r in records] == [(live.url, ("coder-model",)), (dead_url, ())]
+
+
+def test_a_role_fails_only_when_every_replica_fails(dead_url) -> None:
+    other = dead_url.replace("/v1", "/other/v1")
+    with pytest.raises(UserError, match=r"coder endpoint .* unreachable.*; coder endpoint .* unreachable"):
+        check_endpoints({"coder": EndpointSettings(url=f"{dead_url},{other}")}, _console()[0])
+
+
+def test_endpoints_file_feeds_the_sweep_and_launch_json(tmp_path, start_server, repo) -> None:
+    """--endpoints-file: every replica's URL in launch.json with the file's path; --ROLE-url still wins."""
+    a, b = start_server(), start_server()
+    listing = tmp_path / "endpoints.yaml"
+    listing.write_text(f"coder: [{a.url}, {b.url}]\nworld: [{a.url}]\n")
+    out = tmp_path / "out"
+    base = [sys.executable, str(repo / "run_paper.py"), "--config", str(repo / "configs" / "demo.yaml")]
+    dry = [*base, "--regime", "ungated", "--dry-run", "--summary", "--runtime", "process"]
+    proc = subprocess.run(
+        [*dry, "--data-dir", str(tmp_path), "--output-dir", str(out), "--endpoints-file", str(listing),
+         "--world-url", b.url],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "launch.json").read_text())
+    assert record["endpoints_file"] == str(listing)
+    urls = [(e["role"], e["url"]) for e in record["endpoints"]]
+    assert ("coder", a.url) in urls and ("coder", b.url) in urls and ("world", b.url) in urls
+    assert ("world", a.url) not in urls
+    resolved = yaml.safe_load((out / "agent-config.yaml").read_text())
+    assert {tuple(c["endpoints"]["coder"]["url"]) for c in resolved["configurations"].values()} == {
+        (a.url, b.url)
+    }
+
+    listing.write_text("coder: http://not-a-list/v1\n")
+    bad = subprocess.run(
+        [*dry, "--data-dir", str(tmp_path), "--output-dir", str(tmp_path / "o2"), "--endpoints-file", str(listing)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().endswith(f"{listing}: coder: Input should be a valid tuple")
+    # check-endpoints reads the file too and shows both coder replicas.
+    listing.write_text(f"coder: [{a.url}, {b.url}]\n")
+    check = subprocess.run(
+        [base[0], base[1], "check-endpoints", *base[2:], "--endpoints-file", str(listing), "--feedback-url", a.url, "--world-url", a.url],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    assert a.url in check.stdout and b.url in check.stdout

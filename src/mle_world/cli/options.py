@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
-from mle_world.plan.config import PaperConfig, packaged_config
+from mle_world.plan.config import PaperConfig, packaged_config, read_endpoints_file
 from mle_world.records import ROLES, EndpointSettings, Role
 
 PROG = "run_paper.py"
@@ -68,6 +68,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--endpoints-file",
+        type=Path,
+        help="replicas' URLs per role, as written by scripts/serve/serve_replicas.sh (--ROLE-url wins)",
+    )
     for role in ROLES:
         parser.add_argument(
             f"--{role}-url", help=f"{role} endpoint base URL, or several replicas' URLs separated by commas"
@@ -76,10 +81,13 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def endpoint_overrides(config: PaperConfig, args: argparse.Namespace) -> dict[Role, EndpointSettings]:
-    """The config's endpoints with `--<role>-url/--<role>-model` applied."""
+    """The config's endpoints, then the endpoints file's URLs, then `--<role>-url/--<role>-model`."""
+    listed = read_endpoints_file(args.endpoints_file) if getattr(args, "endpoints_file", None) else None
     out: dict[Role, EndpointSettings] = {}
     for role in ROLES:
         update: dict[str, object] = {}
+        if listed is not None and listed.urls(role):
+            update["url"] = listed.urls(role)
         if getattr(args, f"{role}_url"):
             update["url"] = getattr(args, f"{role}_url")
         if getattr(args, f"{role}_model"):

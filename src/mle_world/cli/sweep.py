@@ -253,6 +253,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         warnings=tuple(warnings),
         data_dir=str(data_dir),
         image_path=runtime.image,
+        endpoints_file=str(args.endpoints_file.absolute()) if args.endpoints_file else None,
         endpoints=tuple(
             EndpointRecord(role=role, url=url, key_env=e.key_env, served_models=(e.model,) if e.model else ())
             for role, e in endpoints.items()

@@ -22,6 +22,7 @@ from mle_world.records import (
     AgentSettings,
     BudgetSettings,
     EndpointSettings,
+    EndpointsFile,
     Regime,
     Role,
     SearchSettings,
@@ -212,6 +213,19 @@ class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
 def packaged_config(name: str) -> Path:
     """A default config shipped inside the package (`mle_world/configs/`; a checkout's configs/ links there)."""
     return Path(str(resources.files("mle_world").joinpath("configs", name)))
+
+
+def read_endpoints_file(path: Path) -> EndpointsFile:
+    """The replicas' URLs per role from an endpoints file (scripts/serve/serve_replicas.sh)."""
+    data = read_yaml(path, "endpoints file")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of role to a list of URLs")
+    try:
+        return EndpointsFile.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(path, exc) from None
 
 
 def read_yaml(path: Path, what: str) -> Any:
