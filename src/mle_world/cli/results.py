@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import default_config_path, default_data_dir, positive_float
 from mle_world.errors import UserError
 from mle_world.tasks.registry import load_registry
@@ -61,6 +62,7 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     from mle_world.costs.summary import cost_output_dir
     from mle_world.grading.grader import grade_output_dir
 
+    require_output_dir(args.output_dir.absolute(), "grade")
     prices = load_prices(args.prices or default_config_path("prices.yaml"))
     registry = load_registry(list(args.competitions_dir))
     data_dir = (args.data_dir or default_data_dir()).absolute()
@@ -85,7 +87,8 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
 def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     from mle_world.audit import run_audit
 
-    dirs = [d.absolute() for d in args.output_dirs]
+    dirs = [require_output_dir(d.absolute(), "audit") for d in args.output_dirs]
+    check_writable_dir((args.out or dirs[0]).absolute() / "audit", "--out" if args.out else "audit")
     return run_audit(
         dirs,
         strict=args.strict,

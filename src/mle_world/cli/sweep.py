@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mle_world import __version__
+from mle_world.cli.checks import check_writable_dir, ensure_dir
 from mle_world.cli.display import RichDisplay
 from mle_world.cli.options import (
     PROG,
@@ -32,7 +33,7 @@ from mle_world.cli.options import (
     positive_int,
     seed_list,
 )
-from mle_world.errors import UserError
+from mle_world.errors import ConfigError, UserError
 from mle_world.identity import check_sweep_identity
 from mle_world.plan.config import (
     PaperConfig,
@@ -133,8 +134,23 @@ def _git_sha() -> str | None:
     return lines[1]
 
 
+def check_seeds(seeds: tuple[int, ...], known: tuple[int, ...]) -> None:
+    """--seeds selects among the config's seeds; a new seed belongs in the config (and its identity)."""
+    if not seeds:
+        raise UserError("--seeds: no seed given (expected e.g. --seeds 34,35)")
+    unknown = [s for s in seeds if s not in known]
+    if unknown:
+        raise UserError(
+            f"--seeds: {', '.join(map(str, unknown))} not among the config's seeds "
+            f"({', '.join(map(str, known))}); add new seeds to `seeds:` in the config"
+        )
+
+
 def _runtime(
-    args: argparse.Namespace, endpoints: dict[Role, EndpointSettings], cluster_env: tuple[str, ...]
+    args: argparse.Namespace,
+    endpoints: dict[Role, EndpointSettings],
+    cluster_env: tuple[str, ...],
+    mounts: tuple[tuple[str, str], ...] = (),
 ) -> RuntimeSpec:
     names = ["CUDA_VISIBLE_DEVICES"]
     names += [e.key_env for e in endpoints.values() if e.key_env and e.key_env not in names]
@@ -144,6 +160,7 @@ def _runtime(
             runtime=args.runtime,
             image=str(args.enroot_image.absolute()) if args.enroot_image else None,
             env_names=tuple(names),
+            mounts=mounts,
         )
     import mle_world
 
@@ -157,6 +174,7 @@ def _runtime(
         host_paths=tuple(prefixes),
         env_names=tuple(names),
         path_env=f"{python_bin}:/usr/local/bin:/usr/bin:/bin",
+        mounts=mounts,
     )
 
 
@@ -184,6 +202,8 @@ def _selection(args: argparse.Namespace, config: PaperConfig) -> tuple[Selection
         )
     if regime is None:
         raise UserError("--regime is required (gated or ungated)")
+    if args.seeds is not None:
+        check_seeds(args.seeds, config.seeds)
     selection = Selection(
         tasks=args.tasks, configurations=args.configs, seeds=args.seeds, max_steps=args.iterations
     )
@@ -210,6 +230,10 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
 
     warnings: list[str] = []
     selection, regime = _selection(args, config)
+    if args.competition and selection.seeds and selection.seeds[0] not in config.seeds:
+        # A one-off seed (Kapso's MLE_SEED defaults to 1) is part of the sweep's identity, so a
+        # later run with the config's seeds cannot mix into the same output dir unnoticed.
+        config = replace(config, seeds=selection.seeds)
     output_dir = _output_dir(args, selection, regime)
     if args.no_sandbox:
         if args.runtime != "process":
@@ -221,7 +245,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     data_dir = (args.data_dir or default_data_dir()).absolute()
     endpoints = endpoint_overrides(config, args)
     config = replace(config, endpoints=endpoints)
-    runtime = _runtime(args, endpoints, cluster.container.env)
+    runtime = _runtime(args, endpoints, cluster.container.env, cluster.container.mount_pairs())
 
     trials = expand(
         config,
@@ -285,7 +309,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
 
 def write_plan_files(plan: SweepPlan, config: PaperConfig) -> Path:
     """launch.json + agent-config.yaml; a dry run never overwrites a real run's launch.json."""
-    out = plan.output_dir
+    out = ensure_dir(plan.output_dir, "--output-dir")
     launch_path = out / "launch.json"
     if plan.record.dry_run and launch_path.exists():
         try:
@@ -335,6 +359,10 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
         _print_listing(load_registry(list(args.competitions_dir)), args.lite, console)
         return 0
     plan, config, warnings = plan_from_args(args, argv)
+    # A dry run validates every flag a real run would, before anything is written.
+    options = launch_options(args)
+    check_writable_dir(plan.output_dir, "--output-dir")
+    prices_path = _load_prices_flag(args)
     for warning in warnings:
         err.print(f"WARNING: {warning}", style="bold red", highlight=False)
     if args.dry_run:
@@ -343,11 +371,23 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
         if args.backend == "slurm":
             from mle_world.launch.run import write_sbatch_preview
 
-            for path in write_sbatch_preview(plan, launch_options(args)):
+            for path in write_sbatch_preview(plan, options):
                 print(f"\n# sbatch script that would be submitted ({path}):")
                 print(path.read_text())
         return 0
-    return execute_plan(plan, config, args, console, err)
+    return execute_plan(plan, config, args, console, err, prices_path)
+
+
+def _load_prices_flag(args: argparse.Namespace) -> Path:
+    """Read and validate the price table now: a bad one must not surface after trials have run."""
+    from mle_world.costs.prices import load_prices
+
+    path = (args.prices or default_config_path("prices.yaml")).absolute()
+    try:
+        load_prices(path)
+    except ConfigError as exc:
+        raise UserError(f"--prices: {exc}" if args.prices else str(exc)) from None
+    return path
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
@@ -371,7 +411,12 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 
 def execute_plan(
-    plan: SweepPlan, config: PaperConfig, args: argparse.Namespace, console: Console, err: Console
+    plan: SweepPlan,
+    config: PaperConfig,
+    args: argparse.Namespace,
+    console: Console,
+    err: Console,
+    prices: Path,
 ) -> int:
     """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
     from mle_world.costs.summary import write_cost_summary
@@ -394,10 +439,7 @@ def execute_plan(
         record = record.model_copy(update={"endpoints": endpoint_records(config.endpoints, probes)})
     plan = replace(plan, record=record)
     write_plan_files(plan, config)
-    prices = args.prices or default_config_path("prices.yaml")
-    finisher = TrialFinisher(
-        plan.output_dir, plan.data_dir, prices.absolute(), args.grade, plan.local_competitions
-    )
+    finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, args.grade, plan.local_competitions)
     code = run_sweep(plan, options, post_trial=finisher, display=RichDisplay(err))
     write_cost_summary(plan.output_dir)
     return code

@@ -122,7 +122,22 @@ class SlurmSettings(_File):
 
 class ContainerSettings(_File):
     mounts: tuple[str, ...] = ()
+    """Extra read-only mounts "SRC:DST" (absolute paths) in every runtime, e.g. a shared pip cache."""
     env: tuple[str, ...] = ()
+
+    @field_validator("mounts")
+    @classmethod
+    def _mount_pairs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            src, sep, dst = entry.partition(":")
+            if not sep or not src.startswith("/") or not dst.startswith("/") or ":" in dst:
+                raise ValueError(f"{entry!r}: expected SRC:DST with two absolute paths")
+            if "," in entry:
+                raise ValueError(f"{entry!r}: pyxis --container-mounts cannot express ','")
+        return value
+
+    def mount_pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((m.partition(":")[0], m.partition(":")[2]) for m in self.mounts)
 
 
 class LaunchSettings(_File):

@@ -97,6 +97,13 @@ def check_runtime(runtime: RuntimeSpec, trial: PlannedTrial) -> None:
             raise UserError(f"{label}: pyxis --container-mounts cannot express ',' or ':' in {text!r}")
     if runtime.runtime in ("enroot", "pyxis") and not runtime.image:
         raise UserError(f"--enroot-image is required with --runtime {runtime.runtime}")
+    for src, _ in runtime.mounts:
+        private = trial.private_dir.absolute()
+        if _inside(private, src) or _inside(Path(src), str(private)):
+            raise UserError(
+                f"cluster config container.mounts: {src} would show the task's data dir inside the "
+                "trial (private answers); mount something else"
+            )
     if runtime.runtime == "process" and runtime.sandbox:
         for root in SYSTEM_PATHS + runtime.host_paths:
             for label, path in (("--data-dir", trial.private_dir), ("output dir", trial.trial_dir)):

@@ -1,0 +1,344 @@
+"""Every bad input found by trying the CLI: exit 2, one stderr line naming the culprit, no traceback,
+and nothing written or changed (the output dir is byte-identical before and after).
+
+Runs `run_paper.py` in a real subprocess; reads and writes only pytest's tmp paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DRY = [
+    "--enroot-image",
+    "/img/aide.sqsh",
+    "--data-dir",
+    "/data",
+    "--regime",
+    "gated",
+    "--dry-run",
+    "--summary",
+]
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "run_paper.py"), *args],
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under root with its sha256 (directories as 'dir'): what 'byte-identical' compares."""
+    if not root.exists():
+        return {}
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *culprits: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for culprit in culprits:
+        assert culprit in lines[0], (culprit, lines[0])
+    return lines[0]
+
+
+def assert_refused(tmp_path: Path, args: Sequence[str], *culprits: str, watch: Path | None = None) -> str:
+    watch = watch or tmp_path
+    before = snapshot(watch)
+    proc = run(*args, cwd=tmp_path)
+    line = assert_one_line_error(proc, *culprits)
+    assert snapshot(watch) == before, "a refused command changed files"
+    return line
+
+
+# --- output locations -------------------------------------------------------------------------------
+
+
+def test_output_dir_that_cannot_be_created(tmp_path: Path) -> None:
+    assert_refused(
+        tmp_path, [*DRY, "--output-dir", "/proc/mle-world-out"], "--output-dir", "/proc/mle-world-out"
+    )
+
+
+def test_output_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("keep me\n")
+    assert_refused(
+        tmp_path, [*DRY, "--output-dir", str(tmp_path / "afile")], "--output-dir", "not a directory"
+    )
+
+
+def test_output_dir_under_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("keep me\n")
+    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "afile" / "x")], "--output-dir")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_output_dir_without_write_permission(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    assert_refused(tmp_path, [*DRY, "--output-dir", str(locked / "out")], "--output-dir")
+
+
+def test_audit_out_under_a_file(tmp_path: Path) -> None:
+    out = _tiny_output_dir(tmp_path)
+    (tmp_path / "afile").write_text("keep me\n")
+    assert_refused(tmp_path, ["audit", str(out), "--out", str(tmp_path / "afile" / "x")], "--out")
+
+
+def test_prepare_data_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("keep me\n")
+    args = ["prepare", "--tasks", "iris-species", "--data-dir", str(tmp_path / "afile")]
+    assert_refused(tmp_path, args, "--data-dir")
+
+
+# --- a dry run validates every flag a real run would ------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["x", "0,,1", "3-1", "-1"])
+def test_dry_run_rejects_bad_gpu_device(tmp_path: Path, value: str) -> None:
+    assert_refused(
+        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--gpu-device", value], "--gpu-device"
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["not-a-url", "http://[::1", "ftp://host/v1", "http://", "http://host:99999/v1"]
+)
+def test_dry_run_rejects_bad_endpoint_url(tmp_path: Path, value: str) -> None:
+    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--coder-url", value], "--coder-url")
+
+
+def test_check_endpoints_rejects_bad_url(tmp_path: Path) -> None:
+    assert_refused(tmp_path, ["check-endpoints", "--world-url", "http://[::1"], "--world-url")
+
+
+def test_yaml_endpoint_url_is_validated_when_read(tmp_path: Path) -> None:
+    text = (REPO / "configs/paper.yaml").read_text()
+    assert "url: http://localhost:8001/v1" in text
+    config = tmp_path / "paper.yaml"
+    config.write_text(text.replace("url: http://localhost:8001/v1", "url: ':bad'", 1))
+    for args in (
+        [*DRY, "--config", str(config), "--output-dir", str(tmp_path / "o")],
+        ["check-endpoints", "--config", str(config)],
+    ):
+        line = assert_refused(tmp_path, args, str(config), "url")
+        assert "endpoints" in line
+
+
+def test_malformed_prices_refused_before_anything_launches(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("models: [this is: not a mapping\n")
+    line = assert_refused(
+        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], "--prices"
+    )
+    assert str(prices) in line
+
+
+def test_prices_with_an_unknown_field_refused(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    good = (REPO / "configs/prices.yaml").read_text()
+    prices.write_text(good + "\nunknown_field: 1\n")
+    assert_refused(
+        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], str(prices)
+    )
+
+
+def test_missing_prices_file_refused(tmp_path: Path) -> None:
+    args = [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(tmp_path / "nope.yaml")]
+    assert_refused(tmp_path, args, "nope.yaml")
+
+
+# --- YAML ----------------------------------------------------------------------------------------
+
+
+def test_duplicate_configuration_key_in_paper_yaml(tmp_path: Path) -> None:
+    text = (REPO / "configs/paper.yaml").read_text()
+    marker = "configurations:\n"
+    assert marker in text
+    # A second `aide:` under configurations used to silently replace the baseline.
+    head, tail = text.split(marker, 1)
+    indent = tail[: len(tail) - len(tail.lstrip(" "))]
+    config = tmp_path / "paper.yaml"
+    config.write_text(head + marker + tail + f"{indent}aide:\n{indent}  world_model: null\n")
+    line = assert_refused(
+        tmp_path, [*DRY, "--config", str(config), "--output-dir", str(tmp_path / "o")], str(config)
+    )
+    assert "duplicate" in line and "aide" in line
+
+
+def test_duplicate_key_in_cluster_yaml(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text((REPO / "configs/cluster.yaml").read_text() + "\nlaunch:\n  max_attempts: 1\n")
+    args = [*DRY, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o")]
+    line = assert_refused(tmp_path, args, str(cluster))
+    assert "duplicate" in line and "launch" in line
+
+
+def test_duplicate_key_in_prices_yaml(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    text = (REPO / "configs/prices.yaml").read_text()
+    first_key = next(line.split(":")[0] for line in text.splitlines() if line and line[0].isalpha())
+    prices.write_text(text + f"\n{first_key}: {{}}\n")
+    line = assert_refused(
+        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], str(prices)
+    )
+    assert "duplicate" in line
+
+
+# --- seeds -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["99", "34,99", "", ",", "x"])
+def test_seeds_outside_the_config_are_refused(tmp_path: Path, value: str) -> None:
+    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--seeds", value], "--seeds")
+
+
+def test_seeds_subset_is_accepted(tmp_path: Path) -> None:
+    proc = run(*DRY, "--output-dir", str(tmp_path / "o"), "--seeds", "35", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "o/launch.json").read_text())
+    assert {t["trial_id"].rsplit("seed", 1)[1] for t in record["trials"]} == {"35"}
+
+
+# --- directories that are not output dirs ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["audit", "status", "grade"])
+def test_not_an_output_dir(tmp_path: Path, command: str) -> None:
+    stranger = tmp_path / "etc-like"
+    stranger.mkdir()
+    (stranger / "passwd").write_text("root:x:0:0\n")
+    line = assert_refused(tmp_path, [command, str(stranger)], str(stranger))
+    assert "launch.json" in line or "output dir" in line
+
+
+def test_audit_of_a_missing_dir(tmp_path: Path) -> None:
+    assert_refused(tmp_path, ["audit", str(tmp_path / "nope")], "nope")
+
+
+# --- corrupt bookkeeping ---------------------------------------------------------------------------
+
+
+def _tiny_output_dir(tmp_path: Path) -> Path:
+    """A real dry-run output dir of the demo config (launch.json, agent-config.yaml)."""
+    out = tmp_path / "sweep"
+    proc = run(
+        "--config", str(REPO / "configs/demo.yaml"), "--regime", "ungated", "--runtime", "process",
+        "--output-dir", str(out), "--data-dir", str(tmp_path / "data"), "--dry-run", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_status_names_a_corrupt_status_json(tmp_path: Path) -> None:
+    out = _tiny_output_dir(tmp_path)
+    record = json.loads((out / "launch.json").read_text())
+    trial_dir = Path(record["trials"][0]["trial_dir"])
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "status.json").write_text('{"state": "succ')
+    proc = run("status", str(out), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert str(trial_dir / "status.json") in proc.stderr
+    assert "all trials finished" not in proc.stdout
+
+
+def test_status_shows_trials_whose_launcher_is_gone(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from mle_world.records import TrialStatus
+
+    out = _tiny_output_dir(tmp_path)
+    trial = json.loads((out / "launch.json").read_text())["trials"][0]
+    trial_dir = Path(trial["trial_dir"])
+    trial_dir.mkdir(parents=True)
+    status = TrialStatus(
+        trial_id=trial["trial_id"], state="running", backend="local", attempt=1, started_at=datetime.now(UTC)
+    )
+    (trial_dir / "status.json").write_text(status.model_dump_json())
+    proc = run("status", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "launcher is gone" in " ".join(proc.stdout.split())
+    assert "all trials finished" not in proc.stdout
+
+
+# --- cluster.yaml container.mounts reach every runtime ---------------------------------------------
+
+
+def _cluster_with_mounts(tmp_path: Path, *mounts: str) -> Path:
+    text = (REPO / "configs/cluster.yaml").read_text()
+    assert "mounts: []" in text
+    listed = ", ".join(json.dumps(m) for m in mounts)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(text.replace("mounts: []", f"mounts: [{listed}]", 1))
+    return cluster
+
+
+@pytest.mark.parametrize(
+    ("runtime", "expected"),
+    [
+        ("enroot", "/opt/pip-cache:/root/.cache/pip:none:rbind,ro"),
+        ("pyxis", "/opt/pip-cache:/root/.cache/pip:ro"),
+        ("process", "--ro-bind /opt/pip-cache /root/.cache/pip"),
+    ],
+)
+def test_container_mounts_are_rendered_for_every_runtime(tmp_path: Path, runtime: str, expected: str) -> None:
+    cluster = _cluster_with_mounts(tmp_path, "/opt/pip-cache:/root/.cache/pip")
+    proc = run(
+        "--enroot-image", "/img/aide.sqsh", "--data-dir", str(tmp_path / "data"), "--regime", "gated",
+        "--runtime", runtime, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o"),
+        "--dry-run", "--seeds", "34", "--tasks", "spooky-author-identification", "--configs", "aide",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert expected in proc.stdout
+
+
+@pytest.mark.parametrize("mount", ["relative:/x", "/a", "/a:b", "/a,b:/x"])
+def test_malformed_container_mount_refused(tmp_path: Path, mount: str) -> None:
+    cluster = _cluster_with_mounts(tmp_path, mount)
+    args = [*DRY, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o")]
+    line = assert_refused(tmp_path, args, str(cluster))
+    assert "container.mounts" in line
+
+
+def test_container_mount_showing_private_answers_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    cluster = _cluster_with_mounts(tmp_path, f"{data}:/mnt/data")
+    args = [
+        "--enroot-image", "/img/aide.sqsh", "--data-dir", str(data), "--regime", "gated", "--dry-run",
+        "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o"),
+    ]  # fmt: skip
+    line = assert_refused(tmp_path, args, "container.mounts")
+    assert "private" in line
+
+
+def test_one_trial_seed_outside_the_config_is_part_of_the_identity(tmp_path: Path) -> None:
+    base = ["-c", "spooky-author-identification", "-m", "aide", "--enroot-image", "/img/aide.sqsh",
+            "--data-dir", "/data", "--output-dir", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
+    one = run(*base, "--seed", "1", cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    first = json.loads((tmp_path / "o/launch.json").read_text())
+    other = run(*base, "--seed", "34", cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    second = json.loads((tmp_path / "o/launch.json").read_text())
+    assert first["trials"][0]["trial_id"].endswith("seed1")
+    assert first["config_hash"] != second["config_hash"]
