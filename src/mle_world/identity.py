@@ -37,8 +37,15 @@ def stable_hash(data: Any, length: int = 16) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
-def trial_hash(regime: Regime, configuration: str, task: str, seed: int, settings: AgentSettings) -> str:
-    """A trial's science hash (spec.json's `science_hash`)."""
+def trial_hash(
+    regime: Regime,
+    configuration: str,
+    task: str,
+    seed: int,
+    settings: AgentSettings,
+    lower_is_better: bool | None = None,
+) -> str:
+    """A trial's science hash (spec.json's `science_hash`); a known metric direction is part of it."""
     return stable_hash(
         {
             "scheme": HASH_SCHEME,
@@ -47,6 +54,7 @@ def trial_hash(regime: Regime, configuration: str, task: str, seed: int, setting
             "task": task,
             "seed": seed,
             "agent": science_of(settings),
+            **({} if lower_is_better is None else {"lower_is_better": lower_is_better}),
         }
     )
 

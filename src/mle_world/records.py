@@ -62,6 +62,8 @@ class EndpointSettings(Record):
     """How long a request keeps retrying an outage or protocol garbage before the trial fails as infra."""
     max_concurrent: int = Field(4, ge=1)
     """Requests one trial may have in flight to this role at once (concurrent candidates count)."""
+    context_length: int | None = Field(None, gt=0)
+    """Tokens the model accepts (prompt + completion); null: the `max_model_len` /v1/models reports."""
 
     @field_validator("url", mode="before")
     @classmethod
@@ -196,6 +198,9 @@ class TrialSpec(Record):
     seed: int
     agent: AgentSettings
     paths: TrialPaths
+    lower_is_better: bool | None = None
+    """The competition's metric direction when the registry knows it (MLE-bench's leaderboard order,
+    a local competition's leaderboard); null: the majority of the reviewer's answers decides."""
 
 
 class TrialStatus(Record):
@@ -233,14 +238,31 @@ class AgentResult(Record):
     trial_id: str
     status: Literal["completed", "failed"]
     stop_reason: str
-    """e.g. time_limit, max_steps, endpoint_unavailable, error: ..."""
+    """e.g. time_limit, max_steps (the limit that stopped the trial), endpoint_unavailable, error: ..."""
     best_metric: float | None = None
     lower_is_better: bool | None = None
     best_node_id: str | None = None
     steps: int = 0
+    """Loop steps (one per parent chosen); the step limit counts `executed`."""
+    nodes: int = 0
+    """Nodes in the journal: executed plus not executed candidates."""
     executed: int = 0
     skipped: int = 0
+    """Candidates not executed (vetoed or not selected)."""
     buggy: int = 0
+    consulted_steps: int = 0
+    """Steps on which the world model was asked."""
+    vetoed_steps: int = 0
+    """Gated steps whose best-ranked candidate was rejected, so nothing ran (executions saved)."""
+    not_selected: int = 0
+    """Candidates of multi-candidate steps that lost the ranking (not a veto)."""
+    direction_source: Literal["task", "reviews"] | None = None
+    direction_disagreements: int = 0
+    """Good nodes whose review states the other metric direction than the one used."""
+    metric_mismatches: int = 0
+    """Nodes whose printed `Validation metric:` differs from the reviewer's (the printed one is used)."""
+    context_overflows: int = 0
+    """Nodes lost because a prompt exceeded the context window even when shrunk."""
     time_used_s: float = 0.0
     exec_time_s: float = 0.0
     llm_time_s: float = 0.0
@@ -356,13 +378,23 @@ class PredictionEvent(Record):
     p_improves: float | None = None
     predicted_metric: float | None = None
     confidence: float | None = None
-    gate: Literal["execute", "skip", "forced", "not_gated"]
-    """Decision: execute, skip (gated), forced (after max consecutive skips), not_gated (ungated regime)."""
+    gate: Literal["execute", "skip", "forced", "not_gated", "not_selected"]
+    """Decision: execute, skip (gated veto of the step), forced (after max consecutive skips),
+    not_gated (run by the ungated regime), not_selected (another candidate of the step ran or was vetoed)."""
     executed: bool
     actual_buggy: bool | None = None
     actual_improved: bool | None = None
     """Known for executed nodes: the node is good and beats its reference (best node before it)."""
     actual_metric: float | None = None
+    step: int | None = None
+    """Loop step (the journal's group) of the candidate."""
+    candidate: int | None = None
+    rejected: bool | None = None
+    """This verdict alone would veto the candidate (pairwise: known for those compared with the best)."""
+    counterfactual_gate: Literal["execute", "skip", "not_selected"] | None = None
+    """Ungated runs: the gated regime's decision on this candidate (gate precision/recall)."""
+    budget_time_s: float | None = None
+    """Trial budget time used when the step ended."""
 
 
 # --------------------------------------------------------------------------- reading events.jsonl

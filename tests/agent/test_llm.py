@@ -76,7 +76,7 @@ def test_429_is_retried_and_400_is_not():
         server.fail_next(1, status=429)
         c = client(server, sink, model="m")
         assert c.chat(MSG, purpose="draft").content == "(no scripted reply)"
-        server.push(Reply(status=400, error_message="maximum context length exceeded"))
+        server.push(Reply(status=400, error_message="temperature must be non-negative"))
         with pytest.raises(EndpointFailure, match="request rejected"):
             c.chat(MSG, purpose="draft")
     assert [e.outcome for e in sink.events] == ["retry", "ok", "error"]

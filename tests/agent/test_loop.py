@@ -99,7 +99,7 @@ def test_usage_in_events_matches_what_the_server_returned(tmp_path, competition,
     assert {e["model"] for e in coder} == {"fake-coder"}  # discovered from /v1/models
 
 
-def _world_spec(tmp_path, public, servers, regime, **world):
+def _world_spec(tmp_path, public, servers, regime, max_steps=3, **world):
     settings = WorldModelSettings(enabled=True, **world)
     return make_spec(
         tmp_path,
@@ -109,7 +109,7 @@ def _world_spec(tmp_path, public, servers, regime, **world):
         configuration="wm-point",
         world=settings,
         budget=BudgetSettings(
-            time_limit_s=120, max_steps=3, exec_timeout_s=20, debug_timeout_s=10, min_step_s=0
+            time_limit_s=120, max_steps=max_steps, exec_timeout_s=20, debug_timeout_s=10, min_step_s=0
         ),
     )
 
@@ -123,7 +123,8 @@ def test_gate_skips_rejected_candidate_only_when_gated(tmp_path, competition, se
         coder_reply(good_script(0.8, tag="accepted")),
     )
     servers["world"].push(world_reply(0.1, confidence=0.9), world_reply(0.9, confidence=0.9))
-    spec = _world_spec(tmp_path, public, servers, regime)
+    # The step limit counts executions: the gated trial's veto costs no step (2 executions, 3 nodes).
+    spec = _world_spec(tmp_path, public, servers, regime, max_steps=2 if regime == "gated" else 3)
     result = run(spec)
     trial = Path(spec.paths.trial_dir)
     nodes = journal(spec).nodes
@@ -163,11 +164,13 @@ def test_gate_forces_execution_after_max_consecutive_skips(tmp_path, competition
         servers,
         regime="gated",
         world=WorldModelSettings(enabled=True, max_consecutive_skips=2),
-        budget=BudgetSettings(time_limit_s=120, max_steps=5, min_step_s=0),
+        budget=BudgetSettings(time_limit_s=120, max_steps=3, min_step_s=0),
     )
-    run(spec)
+    result = run(spec)
     gates = [n.gate for n in journal(spec).nodes]
-    assert gates == [None, "skip", "skip", "forced", "skip"]
+    # Vetoed steps cost no step: 3 executions take the draft plus two rounds of skip, skip, forced.
+    assert gates == [None, "skip", "skip", "forced", "skip", "skip", "forced"]
+    assert result.executed == 3 and result.vetoed_steps == 4 and result.steps == 7
 
 
 def test_low_confidence_and_malformed_predictions_fail_open(tmp_path, competition, servers):
@@ -175,7 +178,7 @@ def test_low_confidence_and_malformed_predictions_fail_open(tmp_path, competitio
     servers["coder"].default = counter_coder()
     servers["world"].push(
         Reply(content="I believe this will work well, no JSON here."),
-        Reply(content='{"p_bug": 1.5, "p_improves": 0.1, "confidence": 0.9}'),
+        Reply(content='{"p_bug": 1.5, "p_improves": 0.1, "confidence": 0.3}'),
     )
     spec = _world_spec(tmp_path, public, servers, "gated")
     result = run(spec)
@@ -183,9 +186,10 @@ def test_low_confidence_and_malformed_predictions_fail_open(tmp_path, competitio
     assert [n.executed for n in nodes] == [True, True, True]
     assert [n.gate for n in nodes[1:]] == ["execute", "execute"]
     assert nodes[1].prediction is not None and not nodes[1].prediction.valid
-    assert "outside [0, 1]" in (nodes[2].prediction.error or "")
+    # Only the bad field is dropped; the low confidence keeps the rest from gating.
+    assert "outside [0, 1]" in (nodes[2].prediction.error or "") and nodes[2].prediction.p_bug is None
     predictions = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
-    assert [p["valid"] for p in predictions] == [False, False]
+    assert [p["valid"] for p in predictions] == [False, True]
     assert result.status == "completed"
 
 
@@ -213,13 +217,26 @@ def test_rank_among_concurrent_candidates(tmp_path, competition, servers):
     assert len(group) == 4
     (chosen,) = [n for n in group if n.executed]
     assert chosen.candidate == 3 and chosen.gate == "execute" and chosen.prediction.rank == 0
-    assert sorted(n.gate for n in group) == ["execute", "skip", "skip", "skip"]
+    assert sorted(n.gate for n in group) == ["execute", "not_selected", "not_selected", "not_selected"]
+
+
+def oracle_compare(request):
+    """A pairwise world model that knows the truth: the solution whose script prints the higher metric."""
+    text = prompt_text(request)
+    section_a = text.split("Solution A", 1)[1].split("Solution B", 1)[0]
+    section_b = text.split("Solution B", 1)[1]
+
+    def metric(section):
+        return float(section.split("Validation metric: ")[1].split('"')[0].split("\n")[0])
+
+    better = "A" if metric(section_a) > metric(section_b) else "B"
+    return Reply(content=json.dumps({"better": better, "confidence": 0.9, "rationale": "oracle"}))
 
 
 def test_pairwise_tournament(tmp_path, competition, servers):
     public, _ = competition
     servers["coder"].default = lambda r: coder_reply(good_script(0.5 + candidate_index(r) / 10))
-    servers["world"].default = lambda r: Reply(content='{"better": "B", "confidence": 0.9, "rationale": "B"}')
+    servers["world"].default = oracle_compare
     spec = make_spec(
         tmp_path,
         public,
@@ -232,29 +249,57 @@ def test_pairwise_tournament(tmp_path, competition, servers):
     nodes = journal(spec).nodes
     group = [n for n in nodes if n.group == 1]
     (chosen,) = [n for n in group if n.executed]
-    # (0 v 1) -> 1, (2 v 3) -> 3, (1 v 3) -> 3, then 3 against the best so far (B wins).
+    # Three matches find the best candidate (metric 0.8), then it is compared with the best so far.
     assert chosen.candidate == 3 and chosen.gate == "execute"
     assert len(chosen.prediction.comparisons) == 3
     assert chosen.prediction.p_improves == pytest.approx(0.9)
-    assert len(servers["world"].chat_requests) == 4
-    assert all("Solution A" in prompt_text(r) for r in servers["world"].chat_requests)
+    assert sorted(n.gate for n in group) == ["execute", "not_selected", "not_selected", "not_selected"]
+    assert len(servers["world"].chat_requests) % 4 == 0  # 3 matches + 1 against the best per step
 
 
-def test_pairwise_rejects_when_best_confidently_wins(tmp_path, competition, servers):
+def test_pairwise_positions_are_seeded_random(tmp_path, competition, servers):
+    """Position bias must not flow into the gate: the best so far is not always shown as A."""
     public, _ = competition
-    servers["coder"].default = counter_coder()
-    servers["world"].default = lambda r: Reply(content='{"better": "A", "confidence": 0.95}')
+    servers["coder"].default = lambda r: coder_reply(good_script(0.5 + candidate_index(r) / 10))
+    servers["world"].default = oracle_compare
     spec = make_spec(
         tmp_path,
         public,
         servers,
         regime="gated",
         world=WorldModelSettings(enabled=True, candidates=2, selection="pairwise"),
-        budget=BudgetSettings(time_limit_s=120, max_steps=3, min_step_s=0),
+        budget=BudgetSettings(time_limit_s=120, max_steps=6, min_step_s=0),
+    )
+    run(spec)
+    versus = [
+        c
+        for n in journal(spec).nodes
+        if n.prediction
+        for c in n.prediction.comparisons
+        if c.get("versus_best")
+    ]
+    ids = {n.id: n for n in journal(spec).nodes}
+    best_first = [ids[c["a"]].group < ids[c["b"]].group for c in versus]
+    assert len(versus) >= 5 and 0 < sum(best_first) < len(versus)
+
+
+def test_pairwise_rejects_when_best_confidently_wins(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].push(coder_reply(good_script(0.9, tag="draft")))
+    servers["coder"].default = lambda r: coder_reply(good_script(0.3 + candidate_index(r) / 10))
+    servers["world"].default = oracle_compare
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        regime="gated",
+        world=WorldModelSettings(enabled=True, candidates=2, selection="pairwise"),
+        budget=BudgetSettings(time_limit_s=120, max_steps=2, min_step_s=0),
     )
     run(spec)
     nodes = journal(spec).nodes
-    assert [n.gate for n in nodes] == [None, "skip", "skip"]
+    by_group = [sorted(n.gate or "" for n in nodes if n.group == g) for g in range(5)]
+    assert by_group == [[""]] + [["not_selected", "skip"]] * 3 + [["forced", "not_selected"]]
 
 
 def test_feedback_server_without_tools_uses_json_fallback(tmp_path, competition, servers):
@@ -287,7 +332,10 @@ def test_review_reply_without_tool_call_is_read_as_json(tmp_path, competition, s
         tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=1, min_step_s=0)
     )
     result = run(spec)
-    assert result.best_metric == 3.0 and result.lower_is_better is True
+    # The script printed 0.5; the reviewer's 3 is recorded beside it and flagged, the printed one used.
+    assert result.best_metric == 0.5 and result.lower_is_better is True and result.metric_mismatches == 1
+    node = journal(spec).nodes[0]
+    assert node.reviewer_metric == 3.0 and node.printed_metric == 0.5 and node.metric_mismatch
 
 
 def test_missing_submission_makes_node_buggy(tmp_path, competition, servers):

@@ -112,18 +112,25 @@ def test_rank_pointwise_ties_and_invalid():
         Prediction(True, p_improves=0.7, predicted_metric=0.9, confidence=1, p_bug=0),
         Prediction(True, p_improves=0.2, confidence=1, p_bug=0),
     ]
-    assert gate.rank_pointwise(preds, lower_is_better=False) == [2, 1, 3, 0]
-    assert gate.rank_pointwise(preds, lower_is_better=True) == [1, 2, 3, 0]
+    # Accepted by p_improves (ties by predicted metric), then the invalid one (fail open), then the
+    # confidently rejected one: an invalid prediction is never vetoed because a valid one was rejected.
+    assert gate.rank_pointwise(preds, WM, lower_is_better=False) == [2, 1, 0, 3]
+    assert gate.rank_pointwise(preds, WM, lower_is_better=True) == [1, 2, 0, 3]
+    assert gate.rank_pointwise([preds[3], preds[0]], WM, lower_is_better=False) == [1, 0]
 
 
 def test_decide_gated_skips_then_forces_and_ungated_is_seeded():
     rng = random.Random(1)
     out = gate.decide(order=[1, 0], rejected=True, regime="gated", consecutive_skips=1, settings=WM, rng=rng)
-    assert out.chosen is None and out.labels == ("skip", "skip")
+    assert out.chosen is None and out.labels == ("not_selected", "skip")
     out = gate.decide(order=[1, 0], rejected=True, regime="gated", consecutive_skips=2, settings=WM, rng=rng)
-    assert out.chosen == 1 and out.labels == ("skip", "forced")
+    assert out.chosen == 1 and out.labels == ("not_selected", "forced")
     out = gate.decide(order=[1, 0], rejected=False, regime="gated", consecutive_skips=0, settings=WM, rng=rng)
-    assert out.chosen == 1 and out.labels == ("skip", "execute")
+    assert out.chosen == 1 and out.labels == ("not_selected", "execute") and out.counterfactual is None
+    out = gate.decide(
+        order=[1, 0], rejected=True, regime="ungated", consecutive_skips=0, settings=WM, rng=rng, chosen=0
+    )
+    assert out.labels == ("not_gated", "not_selected") and out.counterfactual == ("not_selected", "skip")
     picks = [
         gate.decide(
             order=[0, 1, 2, 3],
@@ -138,10 +145,17 @@ def test_decide_gated_skips_then_forces_and_ungated_is_seeded():
     assert len(set(picks)) == 1 and picks[0] is not None
 
 
+class Unswapped(random.Random):
+    """An RNG whose draws never swap positions and advance the first of an inconclusive match."""
+
+    def random(self) -> float:
+        return 0.9
+
+
 def test_tournament_counts_only_confident_results():
     results = {
         (0, 1): Comparison(True, "B", 0.9),
-        (2, 3): Comparison(True, "B", 0.5),  # inconclusive: first by order advances
+        (2, 3): Comparison(True, "B", 0.5),  # inconclusive: a seeded random one advances (here the first)
         (1, 2): Comparison(False, error="x"),
         (1, 4): Comparison(True, "B", 0.8),
     }
@@ -151,7 +165,7 @@ def test_tournament_counts_only_confident_results():
         calls.append(pairs)
         return [results[p] for p in pairs]
 
-    t = gate.tournament(5, compare_round, 0.7)
+    t = gate.tournament(5, compare_round, 0.7, Unswapped())
     # round 1: (0,1)->1, (2,3)->2, 4 bye; round 2: (1,2)->1, 4 bye; round 3: (1,4)
     assert calls[0] == [(0, 1), (2, 3)]
     assert calls[1] == [(1, 2)] and calls[2] == [(1, 4)]
@@ -159,11 +173,21 @@ def test_tournament_counts_only_confident_results():
     assert [m.counted for m in t.matches] == [True, False, False, True]
 
 
-def test_tournament_ranks():
-    t = gate.tournament(4, lambda pairs: [Comparison(True, "A", 0.9) for _ in pairs], 0.7)
+def test_tournament_ranks_and_seeded_positions():
+    t = gate.tournament(4, lambda pairs: [Comparison(True, "A", 0.9) for _ in pairs], 0.7, Unswapped())
     assert t.winner == 0 and t.ranks == (0, 2, 1, 2)
-    assert gate.pairwise_rejects(Comparison(True, "A", 0.8), WorldModelSettings(pairwise_confidence=0.7))
-    assert not gate.pairwise_rejects(Comparison(True, "A", 0.6), WorldModelSettings(pairwise_confidence=0.7))
+    # A model that always answers "A" no longer decides by generation order: positions are drawn.
+    winners = {
+        gate.tournament(
+            4, lambda pairs: [Comparison(True, "A", 0.9) for _ in pairs], 0.7, random.Random(s)
+        ).winner
+        for s in range(20)
+    }
+    assert len(winners) > 1
+    settings = WorldModelSettings(pairwise_confidence=0.7)
+    assert gate.pairwise_rejects(Comparison(True, "A", 0.8), "A", settings)
+    assert not gate.pairwise_rejects(Comparison(True, "A", 0.8), "B", settings)
+    assert not gate.pairwise_rejects(Comparison(True, "A", 0.6), "A", settings)
 
 
 def test_json_parsing_variants():
@@ -171,8 +195,17 @@ def test_json_parsing_variants():
     assert parse_json_object('thinking {not json} ... final: {"a": {"b": "}"}}') == {"a": {"b": "}"}}
     assert parse_json_object('```json\n{"a": 2}\n```') == {"a": 2}
     assert parse_json_object("no json") is None
-    assert not validate_prediction({"p_bug": "high", "p_improves": 0.5, "confidence": 1}).valid
-    assert not validate_prediction({"p_bug": 0.1, "p_improves": 0.5}).valid
+    # Numeric strings are coerced; only a bad field is dropped.
+    dropped = validate_prediction({"p_bug": "high", "p_improves": "0.5", "confidence": 1})
+    assert (
+        dropped.valid
+        and dropped.p_bug is None
+        and dropped.p_improves == 0.5
+        and "p_bug" in (dropped.error or "")
+    )
+    no_confidence = validate_prediction({"p_bug": 0.1, "p_improves": 0.2})
+    assert no_confidence.valid and no_confidence.confidence is None and not gate.rejects(no_confidence, WM)
+    assert not validate_prediction({"p_bug": "high", "p_improves": None, "confidence": 1}).valid
     ok = validate_prediction({"p_bug": 0, "p_improves": 1, "confidence": 0.7, "predicted_metric": None})
     assert ok.valid and ok.p_improves == 1.0 and ok.predicted_metric is None
 

@@ -81,7 +81,7 @@ def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s
         coder=clients["coder"],
         feedback=clients.get("feedback", clients["coder"]),
         world=clients.get("world") if world_needed else None,
-        runner=ProcessRunner(layout.workspace, kill_grace_s=kill_grace_s),
+        runner=ProcessRunner(layout.workspace, kill_grace_s=kill_grace_s, seed=spec.seed),
         clock=clock,
         events=events,
         downtime=downtime,

@@ -5,17 +5,21 @@ Pure functions over predictions/comparisons and the settings; draws only from th
 Semantics:
 - pointwise: a candidate is *rejected* when its prediction is valid, confidence >= min_confidence
   and (p_improves < threshold or p_bug >= bug_threshold). Invalid predictions never reject (fail
-  open). With k candidates they are ranked by p_improves (ties: predicted_metric in the task's
-  direction, then generation order; invalid predictions rank last) and only the best is considered.
-- pairwise: a single-elimination tournament in generation order (odd one out gets a bye); a match
-  counts only when valid with confidence >= pairwise_confidence, otherwise the first by order
-  advances. The winner is then compared with the best node so far (A = best, B = winner) when one
-  exists, and is rejected when the best confidently wins.
-- gated regime: a rejected best candidate is skipped with all the others; after
-  max_consecutive_skips fully skipped steps in a row it is executed anyway (gate "forced").
-  When it is accepted it runs (gate "execute") and the others are skipped.
-- ungated regime: same calls, labels "not_gated"; one candidate runs, chosen by the seeded RNG when
-  there are several.
+  open). With k candidates they are ranked in three tiers: accepted ones by p_improves (ties:
+  predicted_metric in the task's direction, then generation order), then candidates whose
+  prediction is invalid, then rejected ones; only the first is considered. So an invalid
+  prediction is executed rather than vetoed along with a confidently rejected one.
+- pairwise: a single-elimination tournament in generation order (odd one out gets a bye). Each
+  match shows the two candidates in a seeded random order (position bias must not flow into the
+  gate) and counts only when valid with confidence >= pairwise_confidence; an inconclusive match
+  advances a seeded random one of the two. The winner is then compared with the best node so far
+  (positions again seeded) when one exists, and is rejected when the best confidently wins.
+- gated regime: a rejected best candidate is skipped ("skip": the step is vetoed) and the others
+  are "not_selected"; after max_consecutive_skips vetoed steps in a row it is executed anyway
+  ("forced"). When it is accepted it runs ("execute") and the others are "not_selected".
+- ungated regime: same calls; one candidate runs ("not_gated"), chosen by the seeded RNG when there
+  are several, the others are "not_selected". The gated decision is still computed and recorded as
+  the counterfactual.
 """
 
 from __future__ import annotations
@@ -36,13 +40,16 @@ class GateOutcome:
     labels: tuple[GateLabel, ...]
     ranks: tuple[int, ...]
     rejected: bool
-    """Whether the best-ranked candidate was rejected by the world model."""
+    """Whether the best-ranked candidate was rejected by the world model (the step would be vetoed)."""
+    counterfactual: tuple[GateLabel, ...] | None = None
+    """Ungated only: the labels the gated regime would have given (ignoring the forced rule)."""
 
 
 @dataclass(frozen=True)
 class Match:
     a: int
     b: int
+    """Candidate indices as shown: `a` in position A, `b` in position B."""
     comparison: Comparison
     winner: int
     counted: bool
@@ -65,12 +72,16 @@ def rejects(prediction: Prediction, settings: WorldModelSettings) -> bool:
     return p_improves < settings.threshold or p_bug >= settings.bug_threshold
 
 
-def rank_pointwise(predictions: Sequence[Prediction], lower_is_better: bool | None) -> list[int]:
-    """Candidate indices best first."""
+def rank_pointwise(
+    predictions: Sequence[Prediction], settings: WorldModelSettings, lower_is_better: bool | None
+) -> list[int]:
+    """Candidate indices best first: accepted by p_improves, then invalid (fail open), then rejected."""
     sign = 1.0 if lower_is_better else -1.0
 
     def key(i: int) -> tuple[int, float, float, int]:
         p = predictions[i]
+        if rejects(p, settings):
+            return (2, -(p.p_improves or 0.0), 0.0, i)
         if not p.valid or p.p_improves is None:
             return (1, 0.0, 0.0, i)
         metric = sign * p.predicted_metric if p.predicted_metric is not None else float("inf")
@@ -87,19 +98,27 @@ def tournament(
     n: int,
     compare_round: Callable[[list[tuple[int, int]]], list[Comparison]],
     min_confidence: float,
+    rng: random.Random,
 ) -> Tournament:
-    """Single elimination; `compare_round` gets all pairs of a round at once (to run them concurrently)."""
+    """Single elimination; `compare_round` gets all pairs of a round at once (to run them concurrently),
+    each pair already in the (seeded random) order it is shown in."""
     active = list(range(n))
     eliminated_at: dict[int, int] = {}
     matches: list[Match] = []
     round_no = 0
     while len(active) > 1:
-        pairs = [(active[i], active[i + 1]) for i in range(0, len(active) - 1, 2)]
+        pairs = []
+        for i in range(0, len(active) - 1, 2):
+            first, second = active[i], active[i + 1]
+            pairs.append((second, first) if rng.random() < 0.5 else (first, second))
         results = compare_round(pairs)
         advancing = []
         for (a, b), comparison in zip(pairs, results, strict=True):
             counted = counts(comparison, min_confidence)
-            winner = b if counted and comparison.better == "B" else a
+            if counted:
+                winner = b if comparison.better == "B" else a
+            else:
+                winner = b if rng.random() < 0.5 else a
             loser = b if winner == a else a
             eliminated_at[loser] = round_no
             advancing.append(winner)
@@ -113,9 +132,26 @@ def tournament(
     return Tournament(winner=winner, ranks=ranks, matches=tuple(matches))
 
 
-def pairwise_rejects(vs_best: Comparison | None, settings: WorldModelSettings) -> bool:
-    """A = the best node so far, B = the tournament winner."""
-    return vs_best is not None and counts(vs_best, settings.pairwise_confidence) and vs_best.better == "A"
+def pairwise_rejects(vs_best: Comparison | None, best_position: str, settings: WorldModelSettings) -> bool:
+    """The best node so far (shown in `best_position`, "A" or "B") confidently beats the candidate."""
+    return (
+        vs_best is not None
+        and counts(vs_best, settings.pairwise_confidence)
+        and vs_best.better == best_position
+    )
+
+
+def _gated(order: Sequence[int], rejected: bool, forced: bool) -> tuple[int | None, tuple[GateLabel, ...]]:
+    labels: list[GateLabel] = ["not_selected"] * len(order)
+    best = order[0]
+    if not rejected:
+        labels[best] = "execute"
+        return best, tuple(labels)
+    if forced:
+        labels[best] = "forced"
+        return best, tuple(labels)
+    labels[best] = "skip"
+    return None, tuple(labels)
 
 
 def decide(
@@ -126,18 +162,22 @@ def decide(
     consecutive_skips: int,
     settings: WorldModelSettings,
     rng: random.Random,
+    chosen: int | None = None,
 ) -> GateOutcome:
+    """`chosen` (ungated only) is a candidate already drawn with `ungated_choice`."""
     k = len(order)
     ranks = tuple(order.index(i) for i in range(k))
     if regime == "ungated":
-        chosen = rng.randrange(k) if k > 1 else 0
-        return GateOutcome(chosen, tuple("not_gated" for _ in range(k)), ranks, rejected)
-    best = order[0]
-    labels: list[GateLabel] = ["skip"] * k
-    if not rejected:
-        labels[best] = "execute"
-        return GateOutcome(best, tuple(labels), ranks, rejected)
-    if consecutive_skips >= settings.max_consecutive_skips:
-        labels[best] = "forced"
-        return GateOutcome(best, tuple(labels), ranks, rejected)
-    return GateOutcome(None, tuple(labels), ranks, rejected)
+        pick = chosen if chosen is not None else ungated_choice(k, rng)
+        labels: list[GateLabel] = ["not_selected"] * k
+        labels[pick] = "not_gated"
+        _, counterfactual = _gated(order, rejected, forced=False)
+        return GateOutcome(pick, tuple(labels), ranks, rejected, counterfactual)
+    forced = consecutive_skips >= settings.max_consecutive_skips
+    pick_gated, gated_labels = _gated(order, rejected, forced)
+    return GateOutcome(pick_gated, gated_labels, ranks, rejected)
+
+
+def ungated_choice(k: int, rng: random.Random) -> int:
+    """The candidate an ungated step executes: seeded random among several."""
+    return rng.randrange(k) if k > 1 else 0

@@ -185,8 +185,10 @@ class ProcessRunner:
         kill_grace_s: float = 5.0,
         environ: Mapping[str, str] | None = None,
         file_name: str = "runfile.py",
+        seed: int | None = None,
     ) -> None:
         self.workspace = workspace
+        self.seed = seed
         self.python = python
         self.kill_grace_s = kill_grace_s
         self.environ = dict(os.environ if environ is None else environ)
@@ -199,6 +201,8 @@ class ProcessRunner:
         script.write_text(code, encoding="utf-8")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = child_environment(self.workspace, self.environ)
+        if self.seed is not None:
+            env["MLE_SEED"] = str(self.seed)  # the prompt asks scripts to seed their RNGs from it
         before = _children_of(os.getpid())
         start = time.monotonic()
         timed_out = False

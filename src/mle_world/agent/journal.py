@@ -20,7 +20,10 @@ from mle_world.storage import read_model, write_model
 JOURNAL_VERSION = 2
 """2: journal.json may be followed by journal.jsonl; read both with `load_checkpoint`."""
 COMPACT_MIN_BYTES = 256 * 1024
-GateLabel = Literal["execute", "skip", "forced", "not_gated"]
+MEMORY_SEPARATOR = "\n-------------------------------\n"
+GateLabel = Literal["execute", "skip", "forced", "not_gated", "not_selected"]
+"""execute/forced/skip: the gated decision on a step's best-ranked candidate (skip = the step is
+vetoed); not_gated: the candidate an ungated step ran; not_selected: another candidate of the step."""
 
 
 class WorldInfo(BaseModel):
@@ -37,6 +40,10 @@ class WorldInfo(BaseModel):
     rationale: str | None = None
     error: str | None = None
     rank: int | None = None
+    rejected: bool | None = None
+    """Whether this verdict alone would make the gate veto the candidate."""
+    counterfactual_gate: GateLabel | None = None
+    """Ungated runs: the label the gated regime would have given (gate precision/recall)."""
     comparisons: list[dict[str, Any]] = Field(default_factory=list)
     """Pairwise: each match as {"a": node_id, "b": node_id, "better": "A"|"B"|None, "confidence": x}."""
 
@@ -70,7 +77,14 @@ class Node(BaseModel):
     debug_run_ok: bool | None = None
     analysis: str = ""
     metric: float | None = None
+    reviewer_metric: float | None = None
+    """The metric the reviewer reported (AIDE's only source)."""
+    printed_metric: float | None = None
+    """The last `Validation metric: <value>` line the script printed."""
+    metric_mismatch: bool = False
+    """Reviewer and printed metric disagree beyond rounding (or the reviewer gave none)."""
     lower_is_better: bool | None = None
+    """The reviewer's direction for this node (one vote when the task's direction is unknown)."""
     is_buggy: bool = False
     has_submission: bool = False
     debug_depth: int = 0
@@ -78,6 +92,10 @@ class Node(BaseModel):
     skipped: bool = False
     gate: GateLabel | None = None
     prediction: WorldInfo | None = None
+    context_overflow: bool = False
+    """The coder or reviewer prompt did not fit the context window even shrunk (node counted buggy)."""
+    budget_time_s: float | None = None
+    """Trial budget time used when the node was recorded (the audit's time axis; survives resumes)."""
 
 
 class Checkpoint(BaseModel):
@@ -104,8 +122,14 @@ class Checkpoint(BaseModel):
     consecutive_skips: int = 0
     groups: int = 0
     lower_is_better: bool | None = None
+    direction_source: Literal["task", "reviews"] | None = None
     best_node_id: str | None = None
     rng_state: list[Any] | None = None
+    execution_started_s: float | None = None
+    """Budget time when the execution in flight started (None between executions)."""
+    execution_timeout_s: float | None = None
+    execution_started_wall: float | None = None
+    """Epoch seconds of that start: a killed session is charged min(timeout, wall time since)."""
     nodes: list[Node] = Field(default_factory=list)
 
 
@@ -181,12 +205,33 @@ class Journal:
         good.sort(key=lambda n: sign * (n.metric or 0.0))
         return good[:k]
 
-    def memory(self) -> str:
-        """AIDE's Memory section: design, results and metric of every good node."""
-        parts = []
-        for node in self.good_nodes:
-            parts.append(f"Design: {node.plan}\nResults: {node.analysis}\nValidation Metric: {node.metric}")
-        return "\n-------------------------------\n".join(parts)
+    def memory(self, max_chars: int | None = None) -> str:
+        """AIDE's Memory section: design, results and metric of every good node.
+
+        With `max_chars` it keeps, within that many characters, the best nodes (up to 3) and then
+        the most recent ones, listed in journal order, and says how many were left out.
+        """
+        good = self.good_nodes
+        entries = {
+            n.id: f"Design: {n.plan}\nResults: {n.analysis}\nValidation Metric: {n.metric}" for n in good
+        }
+        if max_chars is None:
+            return MEMORY_SEPARATOR.join(entries[n.id] for n in good)
+        chosen: set[str] = set()
+        used = 0
+        for node in [*self.top_nodes(3), *reversed(good)]:
+            if node.id in chosen:
+                continue
+            cost = len(entries[node.id]) + len(MEMORY_SEPARATOR)
+            if used + cost > max_chars:
+                continue
+            chosen.add(node.id)
+            used += cost
+        parts = [entries[n.id] for n in good if n.id in chosen]
+        omitted = len(good) - len(chosen)
+        if omitted and used + 120 <= max_chars:
+            parts.insert(0, f"({omitted} earlier solution(s) omitted to fit the context window.)")
+        return MEMORY_SEPARATOR.join(parts)
 
 
 def valid_metric(value: object) -> float | None:

@@ -69,6 +69,14 @@ class ToolsUnsupported(Exception):
     """The server rejected a request because it carried tools (no tool-calling support)."""
 
 
+class ContextOverflow(Exception):
+    """The server rejected a request as longer than its context window (HTTP 400).
+
+    A node-level event: the caller shrinks the prompt and retries, or gives up on that node;
+    it never ends the trial.
+    """
+
+
 class ChatModel(Protocol):
     """One endpoint role; the plug-in point the loop, reviewer and world model talk to."""
 
@@ -83,7 +91,17 @@ class ChatModel(Protocol):
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
+        seed: int | None = None,
     ) -> ChatReply: ...
+
+    def context_length(self) -> int | None:
+        """Tokens the endpoint accepts (prompt + completion), or None when unknown."""
+        ...
+
+    @property
+    def max_tokens(self) -> int:
+        """Completion tokens requested per call (reserved out of the context length)."""
+        ...
 
 
 class OutageListener(Protocol):
@@ -145,6 +163,30 @@ def _describe(error: BaseException) -> str:
 def _is_tools_rejection(error: openai.BadRequestError) -> bool:
     text = str(error).lower()
     return "tool" in text or "function" in text
+
+
+_CONTEXT_MARKERS = (
+    "maximum context length",  # vLLM, OpenAI
+    "context_length_exceeded",  # OpenAI error code
+    "context length",
+    "exceed_context_size",  # llama.cpp error type
+    "exceeds the available context size",  # llama.cpp
+    "prompt is too long",
+)
+
+
+def is_context_overflow(error: openai.BadRequestError) -> bool:
+    """A 400 saying the prompt plus max_tokens does not fit the model's context window."""
+    text = str(error).lower()
+    return any(marker in text for marker in _CONTEXT_MARKERS)
+
+
+def _max_model_len(model: Any) -> int | None:
+    """vLLM lists `max_model_len` on each model of /v1/models (an extra field of the openai type)."""
+    value = getattr(model, "max_model_len", None)
+    if value is None and getattr(model, "model_extra", None):
+        value = model.model_extra.get("max_model_len")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _count(value: object) -> int | None:
@@ -255,6 +297,8 @@ class EndpointClient:
         )
         self._slots = threading.BoundedSemaphore(settings.max_concurrent)
         self._model = settings.model
+        self._context: int | None = settings.context_length
+        self._probed = settings.context_length is not None
         self._model_lock = threading.Lock()
 
     def close(self) -> None:
@@ -383,23 +427,45 @@ class EndpointClient:
         return self._clock() + left + self.settings.outage_window_s
 
     # ---- requests ----------------------------------------------------------------------
+    @property
+    def max_tokens(self) -> int:
+        return self.settings.max_tokens
+
+    def context_length(self) -> int | None:
+        """The config's `context_length`, else the served model's `max_model_len` from /v1/models."""
+        self.model()
+        return self._context
+
     def model(self) -> str:
-        """The configured model id, or the first id the server lists."""
+        """The configured model id, or the first id the server lists (and its max_model_len)."""
         with self._model_lock:
+            if self._model is not None and not self._probed:
+                # A configured id needs no listing; one best-effort look for the context length.
+                self._probed = True
+                try:
+                    data = self.pool.replicas[0].client.models.list(timeout=self.settings.timeout_s).data
+                    served = next((m for m in data if m.id == self._model), None)
+                    self._context = _max_model_len(served) if served is not None else None
+                except (openai.OpenAIError, ValueError, TypeError, AttributeError, pydantic.ValidationError):
+                    pass
             if self._model is not None:
                 return self._model
 
-            def send(client: openai.OpenAI, timeout: float) -> str:
+            def send(client: openai.OpenAI, timeout: float) -> tuple[str, int | None]:
                 try:
-                    ids = [m.id for m in client.models.list(timeout=timeout).data]
+                    data = client.models.list(timeout=timeout).data
+                    ids = [m.id for m in data]
                 except (ValueError, TypeError, AttributeError, pydantic.ValidationError) as error:
                     raise _Fault(f"protocol garbage: unusable /models body ({error})") from error
                 if not ids:
                     raise EndpointFailure(self.role, f"{client.base_url}models lists no model")
-                return ids[0]
+                return ids[0], _max_model_len(data[0])
 
             try:
-                self._model = self._call(_Call("models", None, self._deadline(None)), send)
+                self._model, served_context = self._call(_Call("models", None, self._deadline(None)), send)
+                self._probed = True
+                if self._context is None:
+                    self._context = served_context
             except EndpointFailure as error:
                 raise EndpointFailure(self.role, f"model discovery failed: {error.cause}") from error
             except openai.APIStatusError as error:
@@ -415,6 +481,7 @@ class EndpointClient:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
+        seed: int | None = None,
     ) -> ChatReply:
         """One completion; `timeout_s` is the trial's time left (the request never outlives it by
         more than the outage window)."""
@@ -425,6 +492,9 @@ class EndpointClient:
             "temperature": self.settings.temperature if temperature is None else temperature,
             "max_tokens": self.settings.max_tokens,
         }
+        if seed is not None:
+            # vLLM honours a per-request seed, so a rerun of the trial sees the same samples.
+            kwargs["seed"] = seed
         if tools:
             kwargs["tools"] = list(tools)
             if tool_choice:
@@ -443,6 +513,8 @@ class EndpointClient:
         try:
             completion, message = self._call(call, send)
         except openai.BadRequestError as error:
+            if is_context_overflow(error):
+                raise ContextOverflow(_describe(error)) from error
             if tools and _is_tools_rejection(error):
                 raise ToolsUnsupported(str(error)) from error
             raise EndpointFailure(self.role, f"request rejected: {_describe(error)}") from error

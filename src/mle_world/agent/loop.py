@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mle_world.agent import gate
@@ -22,7 +23,7 @@ from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
 from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, Journal, JournalWriter, Node, WorldInfo, load_checkpoint
-from mle_world.agent.llm import ChatModel, EndpointFailure
+from mle_world.agent.llm import ChatModel, ContextOverflow, EndpointFailure
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.preview import data_preview, task_description
 from mle_world.agent.prompts import (
@@ -33,7 +34,9 @@ from mle_world.agent.prompts import (
     extract_plan_and_code,
     improve_messages,
 )
-from mle_world.agent.review import Reviewer
+from mle_world.agent.review import Reviewer, printed_metric
+from mle_world.agent.seeds import request_seed, step_rng
+from mle_world.agent.window import SHRINK, prompt_chars, size
 from mle_world.agent.workspace import TrialLayout, copy_atomic, prepare, reset_run_submission
 from mle_world.agent.world import Comparison, Prediction, WorldModel
 from mle_world.records import AgentResult, ExecutionEvent, PredictionEvent, Stage, TrialSpec
@@ -99,7 +102,12 @@ def _set_rng_state(rng: random.Random, state: list[Any]) -> None:
 
 
 class Agent:
-    """One trial: `run()` steps until the budget or an infra failure stops it and returns the result."""
+    """One trial: `run()` steps until the budget or an infra failure stops it and returns the result.
+
+    The step budget counts executed nodes (AIDE executes exactly one node per step), for the stop
+    rule, the budget stage and `<TOTAL_STEPS_REMAINING>` alike: extra candidates and vetoed steps
+    cost LLM time but no step.
+    """
 
     def __init__(self, spec: TrialSpec, layout: TrialLayout, services: Services) -> None:
         self.spec = spec
@@ -107,7 +115,6 @@ class Agent:
         self.layout = layout
         self.s = services
         self.rng = random.Random(spec.seed)
-        self.gate_rng = random.Random(spec.seed + 1_000_003)
         prepare(layout)
         self.task = task_description(layout.data_dir)
         self.preview = data_preview(layout.data_dir) if self.settings.data_preview else None
@@ -122,11 +129,15 @@ class Agent:
             self.ckpt.sessions += 1
             if loaded.rng_state is not None:
                 _set_rng_state(self.rng, loaded.rng_state)
+            self._charge_killed_execution()
             log.info(
                 "resuming %s: %d nodes, %.1f s used", spec.trial_id, len(loaded.nodes), loaded.time_used_s
             )
         else:
             self.ckpt = Checkpoint(trial_id=spec.trial_id, science_hash=spec.science_hash, sessions=1)
+        if spec.lower_is_better is not None:
+            self.ckpt.lower_is_better = spec.lower_is_better
+            self.ckpt.direction_source = "task"
         self.journal = Journal(self.ckpt.nodes, self.ckpt.lower_is_better)
         self.journal_writer = JournalWriter(layout.journal, loaded)
         self._downtime_carried = self.ckpt.downtime_s
@@ -138,9 +149,30 @@ class Agent:
             paused=downtime.paused_s if downtime is not None else lambda: 0.0,
         )
         self._llm_carried = self.ckpt.llm_time_s
+        self._rng_at_step: list[Any] | None = None
         self.reviewer = Reviewer(services.feedback, self.task, obfuscate=self.settings.obfuscate)
         wm = self.settings.world_model
         self.world = WorldModel(services.world, wm.temperature) if wm.enabled and services.world else None
+
+    def _charge_killed_execution(self) -> None:
+        """A session killed (SIGKILL) during an execution never checkpointed its time: charge the run
+        the least of its limit and the wall time since it started, so a kill never gives time back."""
+        started, limit = self.ckpt.execution_started_s, self.ckpt.execution_timeout_s
+        if started is None or limit is None:
+            return
+        since = max(0.0, time.time() - (self.ckpt.execution_started_wall or time.time()))
+        charged = started + min(limit, since)
+        if charged > self.ckpt.time_used_s:
+            log.warning("charging %.1f s for an execution cut off by a kill", charged - self.ckpt.time_used_s)
+            self.ckpt.time_used_s = charged
+        self.ckpt.execution_started_s = self.ckpt.execution_timeout_s = self.ckpt.execution_started_wall = (
+            None
+        )
+
+    @property
+    def steps_used(self) -> int:
+        """Executed nodes: what the step limit, the budget stage and the prompts count."""
+        return len(self.journal.executed_nodes)
 
     # ---- the loop ----------------------------------------------------------------------
     def run(self) -> AgentResult:
@@ -148,7 +180,7 @@ class Agent:
         reason = "stopped"
         try:
             while True:
-                stop = self.budget.stop_reason(len(self.journal))
+                stop = self.budget.stop_reason(self.steps_used)
                 if stop is not None:
                     reason = stop
                     break
@@ -159,6 +191,7 @@ class Agent:
         except Preempted:
             self.s.runner.terminate()
             self._end_outages("preempted")
+            self.ckpt.execution_started_s = None  # the time of the cut run is in time_used_s now
             self.checkpoint(compact=True)
             raise
         except Exception as error:
@@ -167,37 +200,52 @@ class Agent:
         finally:
             self.s.runner.terminate()
         self._end_outages(reason)
+        self._rng_at_step = None
         self.checkpoint(compact=True)
         result = self.result(status, reason)
         write_model(self.layout.result, result)
         return result
 
     def step(self) -> None:
+        # A checkpoint written during this step (before an execution) must replay the step exactly.
+        self._rng_at_step = _rng_state(self.rng)
         parent = select_parent(self.journal, self.settings.search, self.rng)
         stage = stage_of(parent)
         wm = self.settings.world_model
         consult = self.world is not None and stage in wm.applies_to
         k = wm.candidates if consult else 1
         group = self.ckpt.groups
-        log.info("step %d (group %d): %s with %d candidate(s)", len(self.journal), group, stage, k)
+        log.info("step %d (group %d): %s with %d candidate(s)", self.steps_used, group, stage, k)
         nodes = self.generate(stage, parent, k, group)
-        if consult:
-            outcome = self.consult(stage, parent, nodes)
+        overflowed = [i for i, n in enumerate(nodes) if n.context_overflow]
+        if overflowed:
+            # The prompt did not fit even shrunk: record one buggy node for the step, no world model.
+            consult = False
+            chosen = overflowed[0]
+            outcome = gate.GateOutcome(chosen, tuple("not_selected" for _ in nodes), (0,) * len(nodes), False)
+        elif consult:
+            outcome = self.consult(stage, parent, nodes, group)
         else:
             outcome = gate.GateOutcome(0, (), (0,), False)
         prev_best = self.journal.best_node()
         executed: Node | None = None
         if outcome.chosen is not None:
             executed = nodes[outcome.chosen]
-            self.execute(executed, parent, prev_best)
+            if executed.context_overflow:
+                executed.executed = True
+            else:
+                self.execute(executed, parent, prev_best)
         for i, node in enumerate(nodes):
             if outcome.labels:
                 node.gate = outcome.labels[i]
             if node is not executed:
                 node.skipped = True
                 rank = node.prediction.rank if node.prediction else None
-                node.analysis = f"Skipped by the world model (gate {node.gate}, predicted rank {rank})."
+                why = "vetoed by the world model" if node.gate == "skip" else "another candidate was run"
+                node.analysis = f"Not executed: {why} (gate {node.gate}, predicted rank {rank})."
+        used = self.budget.used()
         for node in nodes:
+            node.budget_time_s = used
             self.journal.append(node)
         if consult:
             for node in nodes:
@@ -205,17 +253,27 @@ class Agent:
         # Any executed node (also of a stage the gate does not apply to) breaks a run of skips.
         self.ckpt.consecutive_skips = 0 if executed is not None else self.ckpt.consecutive_skips + 1
         self.ckpt.groups = group + 1
+        self._rng_at_step = None
         self.checkpoint()
 
     # ---- generation --------------------------------------------------------------------
-    def prompt_context(self, candidate: int, candidates: int, group: int) -> PromptContext:
-        view = self.budget.view(len(self.journal), self.settings.stages)
+    def prompt_context(
+        self,
+        candidate: int,
+        candidates: int,
+        group: int,
+        memory_chars: int | None = None,
+        ensemble_chars: int | None = None,
+        *,
+        empty: bool = False,
+    ) -> PromptContext:
+        view = self.budget.view(self.steps_used, self.settings.stages)
         ensemble: tuple[Node, ...] = ()
-        if view.stage is not None and view.stage.ensemble_top_k > 0:
+        if not empty and view.stage is not None and view.stage.ensemble_top_k > 0:
             ensemble = tuple(self.journal.top_nodes(view.stage.ensemble_top_k))
         return PromptContext(
             task=self.task,
-            memory=self.journal.memory(),
+            memory="" if empty else self.journal.memory(memory_chars),
             budget=view,
             exec_timeout_s=self.budget.exec_timeout(debug=False),
             debug_timeout_s=self.budget.exec_timeout(debug=True),
@@ -225,41 +283,89 @@ class Agent:
             candidate=candidate,
             candidates=candidates,
             rng_seed=self.spec.seed * 100_003 + group,
+            ensemble_chars=ensemble_chars,
         )
 
+    def coder_messages(self, stage: Stage, parent: Node | None, ctx: PromptContext) -> list[dict[str, str]]:
+        if stage == "draft":
+            return draft_messages(ctx)
+        if parent is None:
+            raise ValueError(f"stage {stage} needs a parent")
+        return debug_messages(ctx, parent) if stage == "debug" else improve_messages(ctx, parent)
+
+    def fitted_context(
+        self,
+        stage: Stage,
+        parent: Node | None,
+        index: int,
+        k: int,
+        group: int,
+        limit: int | None,
+        share: float,
+    ) -> PromptContext:
+        """The prompt context whose Memory and ensemble code fit `limit` characters (times `share`).
+
+        The fixed sections (task, parent code, guidelines) are measured first; Memory and the
+        ensemble split what is left. Without a known limit the full sections are used (AIDE).
+        """
+        if limit is None:
+            return self.prompt_context(index, k, group)
+        fixed = size(self.coder_messages(stage, parent, self.prompt_context(index, k, group, empty=True)))
+        room = max(0, int((limit - fixed) * share))
+        view_stage = self.budget.view(self.steps_used, self.settings.stages).stage
+        top_k = len(self.journal.top_nodes(view_stage.ensemble_top_k)) if view_stage else 0
+        if top_k:
+            return self.prompt_context(index, k, group, room // 2, max(0, room // 2 // top_k - 200))
+        return self.prompt_context(index, k, group, room)
+
     def generate(self, stage: Stage, parent: Node | None, k: int, group: int) -> list[Node]:
+        limit = prompt_chars(self.s.coder)
+
         def one(index: int) -> Node:
-            ctx = self.prompt_context(index, k, group)
-            if stage == "draft":
-                messages = draft_messages(ctx)
-            elif stage == "debug" and parent is not None:
-                messages = debug_messages(ctx, parent)
-            elif parent is not None:
-                messages = improve_messages(ctx, parent)
-            else:
-                raise ValueError(f"stage {stage} needs a parent")
-            plan, code, raw = "", "", ""
-            for _ in range(CODE_TRIES):
-                reply = self.s.coder.chat(messages, purpose=stage, timeout_s=self._llm_timeout())
-                raw = reply.content
-                plan, code = extract_plan_and_code(raw)
-                if code:
-                    break
-            if not code:
-                # AIDE's fallback: the raw completion fails at run time and becomes a debug target.
-                code = raw
-            return Node(
+            node = Node(
                 id=uuid.uuid4().hex,
                 step=-1,
                 stage=stage,
                 parent_id=parent.id if parent else None,
                 group=group,
                 candidate=index,
-                plan=plan,
-                code=code,
                 ctime=time.time(),
                 debug_depth=parent.debug_depth + 1 if stage == "debug" and parent else 0,
             )
+            plan, code, raw = "", "", ""
+            attempt = 0
+            known = limit
+            for share in SHRINK:
+                messages = self.coder_messages(
+                    stage, parent, self.fitted_context(stage, parent, index, k, group, known, share)
+                )
+                try:
+                    for _ in range(CODE_TRIES):
+                        seed = request_seed(self.spec.seed, group, index, attempt, stage)
+                        attempt += 1
+                        reply = self.s.coder.chat(
+                            messages, purpose=stage, timeout_s=self._llm_timeout(), seed=seed
+                        )
+                        raw = reply.content
+                        plan, code = extract_plan_and_code(raw)
+                        if code:
+                            break
+                    break
+                except ContextOverflow as error:
+                    log.warning("coder prompt of %d chars over the context window: %s", size(messages), error)
+                    known = known if known is not None else size(messages)
+            else:
+                node.context_overflow = True
+                node.is_buggy = True
+                node.exec_time = 0.0
+                node.term_out = "ContextOverflow: the prompt did not fit the model's context window."
+                node.analysis = "Not generated: the prompt exceeded the context length even when shrunk."
+                return node
+            if not code:
+                # AIDE's fallback: the raw completion fails at run time and becomes a debug target.
+                code = raw
+            node.plan, node.code = plan, code
+            return node
 
         return _concurrently(one, list(range(k)))
 
@@ -274,6 +380,11 @@ class Agent:
     # ---- world model -------------------------------------------------------------------
     def world_context(self, parent: Node | None) -> WorldContext:
         best = self.journal.best_node()
+        limit = prompt_chars(self.s.world) if self.s.world is not None else None
+        code_chars = None
+        if limit is not None:
+            # Up to three files (parent + two candidates) share what the task text leaves.
+            code_chars = max(0, (limit - len(self.task) - len(self.preview or "") - 6000) // 3)
         return WorldContext(
             task=self.task,
             blind=self.settings.world_model.context == "blind",
@@ -281,17 +392,30 @@ class Agent:
             reference=parent,
             best_metric=best.metric if best else None,
             lower_is_better=self.journal.lower_is_better,
+            has_best=best is not None,
+            debug_timeout_s=self.budget.exec_timeout(debug=True),
+            exec_timeout_s=self.budget.exec_timeout(debug=False),
+            gpu=self.s.gpu,
+            code_chars=code_chars,
         )
 
-    def consult(self, stage: Stage, parent: Node | None, nodes: list[Node]) -> gate.GateOutcome:
+    def consult(self, stage: Stage, parent: Node | None, nodes: list[Node], group: int) -> gate.GateOutcome:
         assert self.world is not None
         world = self.world
         wm = self.settings.world_model
         ctx = self.world_context(parent)
         timeout = self._llm_timeout()
+        seed = self.spec.seed
+        # Drawn before any call so that it does not depend on the world model's answers.
+        ungated = gate.ungated_choice(len(nodes), step_rng(seed, group, "ungated"))
         if wm.selection == "pointwise":
-            predictions: list[Prediction] = _concurrently(lambda n: world.predict(ctx, n, timeout), nodes)
-            order = gate.rank_pointwise(predictions, self.journal.lower_is_better)
+            predictions: list[Prediction] = _concurrently(
+                lambda n: world.predict(
+                    ctx, n, timeout, request_seed(seed, group, n.candidate, 0, "predict")
+                ),
+                nodes,
+            )
+            order = gate.rank_pointwise(predictions, wm, self.journal.lower_is_better)
             for rank, i in enumerate(order):
                 p = predictions[i]
                 nodes[i].prediction = WorldInfo(
@@ -304,30 +428,65 @@ class Agent:
                     rationale=p.rationale,
                     error=p.error,
                     rank=rank,
+                    rejected=gate.rejects(p, wm),
                 )
             rejected = gate.rejects(predictions[order[0]], wm)
         else:
-            order, rejected = self._pairwise(ctx, nodes, timeout)
+            order, rejected = self._pairwise(ctx, nodes, timeout, group, ungated)
         outcome = gate.decide(
             order=order,
             rejected=rejected,
             regime=self.spec.regime,
             consecutive_skips=self.ckpt.consecutive_skips,
             settings=wm,
-            rng=self.gate_rng,
+            rng=random.Random(0),
+            chosen=ungated,
         )
+        if outcome.counterfactual is not None:
+            for node, label in zip(nodes, outcome.counterfactual, strict=True):
+                if node.prediction is not None:
+                    node.prediction.counterfactual_gate = label
         log.info("gate: labels=%s chosen=%s rejected=%s", outcome.labels, outcome.chosen, rejected)
         return outcome
 
-    def _pairwise(self, ctx: WorldContext, nodes: list[Node], timeout: float) -> tuple[list[int], bool]:
+    def _versus_best(
+        self, ctx: WorldContext, best: Node, candidate: Node, timeout: float, group: int
+    ) -> tuple[Comparison, str]:
+        """Compare a candidate with the best node, the best shown in a seeded random position."""
+        assert self.world is not None
+        seed = self.spec.seed
+        best_first = step_rng(seed, group, f"versus-best:{candidate.candidate}").random() < 0.5
+        a, b = (best, candidate) if best_first else (candidate, best)
+        comparison = self.world.compare(
+            ctx, a, b, timeout, request_seed(seed, group, candidate.candidate, 0, "versus-best")
+        )
+        return comparison, "A" if best_first else "B"
+
+    def _pairwise(
+        self, ctx: WorldContext, nodes: list[Node], timeout: float, group: int, ungated: int
+    ) -> tuple[list[int], bool]:
         assert self.world is not None
         world = self.world
         wm = self.settings.world_model
+        seed = self.spec.seed
+        round_no = iter(range(1_000))
 
         def compare_round(pairs: list[tuple[int, int]]) -> list[Comparison]:
-            return _concurrently(lambda p: world.compare(ctx, nodes[p[0]], nodes[p[1]], timeout), pairs)
+            r = next(round_no)
+            return _concurrently(
+                lambda p: world.compare(
+                    ctx,
+                    nodes[p[0]],
+                    nodes[p[1]],
+                    timeout,
+                    request_seed(seed, group, p[0] * 64 + p[1], r, "compare"),
+                ),
+                pairs,
+            )
 
-        result = gate.tournament(len(nodes), compare_round, wm.pairwise_confidence)
+        result = gate.tournament(
+            len(nodes), compare_round, wm.pairwise_confidence, step_rng(seed, group, "pairwise")
+        )
         comparisons: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(nodes))}
         for match in result.matches:
             entry = {
@@ -341,17 +500,25 @@ class Agent:
             comparisons[match.a].append(entry)
             comparisons[match.b].append(entry)
         best = self.journal.best_node()
-        vs_best: Comparison | None = None
+        # The gate needs the winner against the best; an ungated run also compares the candidate it
+        # executes, so that the calibration covers every executed step.
+        versus: dict[int, tuple[Comparison, str]] = {}
         if best is not None:
-            vs_best = world.compare(ctx, best, nodes[result.winner], timeout)
-            comparisons[result.winner].append(
+            wanted = [result.winner]
+            if self.spec.regime == "ungated" and ungated != result.winner:
+                wanted.append(ungated)
+            answers = _concurrently(lambda i: self._versus_best(ctx, best, nodes[i], timeout, group), wanted)
+            versus = dict(zip(wanted, answers, strict=True))
+        for i, (comparison, best_position) in versus.items():
+            comparisons[i].append(
                 {
-                    "a": best.id,
-                    "b": nodes[result.winner].id,
-                    "better": vs_best.better,
-                    "confidence": vs_best.confidence,
-                    "valid": vs_best.valid,
-                    "counted": gate.counts(vs_best, wm.pairwise_confidence),
+                    "a": best.id if best_position == "A" and best else nodes[i].id,
+                    "b": nodes[i].id if best_position == "A" or not best else best.id,
+                    "better": comparison.better,
+                    "confidence": comparison.confidence,
+                    "valid": comparison.valid,
+                    "counted": gate.counts(comparison, wm.pairwise_confidence),
+                    "versus_best": True,
                 }
             )
         order = sorted(range(len(nodes)), key=lambda i: (result.ranks[i], i))
@@ -359,24 +526,26 @@ class Agent:
             mine = comparisons[i]
             p_improves = None
             confidence = mine[-1]["confidence"] if mine else None
-            if (
-                i == result.winner
-                and vs_best is not None
-                and vs_best.valid
-                and vs_best.confidence is not None
-            ):
-                # The winner's chance to beat the best, read off the comparison with it.
-                p_improves = vs_best.confidence if vs_best.better == "B" else 1.0 - vs_best.confidence
-                confidence = vs_best.confidence
+            rejected = None
+            if i in versus:
+                comparison, best_position = versus[i]
+                rejected = gate.pairwise_rejects(comparison, best_position, wm)
+                if comparison.valid and comparison.confidence is not None:
+                    # The candidate's chance to beat the best, read off the comparison with it.
+                    wins = comparison.better != best_position
+                    p_improves = comparison.confidence if wins else 1.0 - comparison.confidence
+                    confidence = comparison.confidence
             node.prediction = WorldInfo(
                 mode="pairwise",
                 valid=all(c["valid"] for c in mine),
                 p_improves=p_improves,
                 confidence=confidence,
                 rank=result.ranks[i],
+                rejected=rejected,
                 comparisons=mine,
             )
-        return order, gate.pairwise_rejects(vs_best, wm)
+        winner_rejected = result.winner in versus and gate.pairwise_rejects(*versus[result.winner], wm)
+        return order, winner_rejected
 
     def prediction_event(self, node: Node, prev_best: Node | None) -> PredictionEvent:
         info = node.prediction or WorldInfo(mode=self.settings.world_model.selection, valid=False)
@@ -402,6 +571,11 @@ class Agent:
             actual_buggy=node.is_buggy if node.executed else None,
             actual_improved=actual_improved,
             actual_metric=node.metric if node.executed else None,
+            step=node.group,
+            candidate=node.candidate,
+            rejected=info.rejected,
+            counterfactual_gate=info.counterfactual_gate,
+            budget_time_s=node.budget_time_s,
         )
 
     # ---- execution and review ----------------------------------------------------------
@@ -412,8 +586,16 @@ class Agent:
         reset_run_submission(self.layout)
         kind = "debug" if debug else "full"
         log_path = self.layout.node_logs / f"{self.ckpt.groups:04d}-{node.id[:8]}.{kind}.log"
+        # The time used so far is on disk before a run that may last hours and end in a SIGKILL.
+        self.ckpt.execution_started_s = self.budget.used()
+        self.ckpt.execution_timeout_s = timeout
+        self.ckpt.execution_started_wall = time.time()
+        self.checkpoint()
         result = self.s.runner.run(
             node.code, args=["--debug"] if debug else [], timeout_s=timeout, log_path=log_path
+        )
+        self.ckpt.execution_started_s = self.ckpt.execution_timeout_s = self.ckpt.execution_started_wall = (
+            None
         )
         self.ckpt.exec_time_s += result.exec_time
         self.s.events.emit(
@@ -459,24 +641,38 @@ class Agent:
         csv_path = self.layout.run_submission_csv
         has_csv = csv_path.is_file() and csv_path.stat().st_size > 0
         node.has_submission = has_csv
-        review = self.reviewer.review(node, has_csv, timeout_s=self._llm_timeout())
+        printed = printed_metric(result.term_out) if result is not debug_result else None
+        try:
+            review = self.reviewer.review(
+                node,
+                has_csv,
+                timeout_s=self._llm_timeout(),
+                seed=request_seed(self.spec.seed, node.group, node.candidate, 0, "review"),
+                printed=printed,
+            )
+        except ContextOverflow as error:
+            log.warning("review prompt over the context window: %s", error)
+            node.is_buggy, node.context_overflow = True, True
+            node.analysis = "Review failed: the review prompt exceeded the context length."
+            return
         node.analysis = review.summary
         node.is_buggy = review.is_buggy
         node.metric = review.metric
+        node.reviewer_metric, node.printed_metric = review.reviewer_metric, review.printed_metric
+        node.metric_mismatch = review.mismatch
         node.lower_is_better = review.lower_is_better
-        if not node.is_buggy and self.journal.lower_is_better is None:
-            self.journal.lower_is_better = bool(review.lower_is_better)
-            self.ckpt.lower_is_better = self.journal.lower_is_better
+        if not node.is_buggy:
+            self._update_direction(node)
+        # The promoted best, not `prev_best`: a direction flip above may have changed it.
+        best = self.journal.get(self.ckpt.best_node_id)
         if (
             not node.is_buggy
             and node.metric is not None
-            and (
-                prev_best is None
-                or prev_best.metric is None
-                or self.journal.better(node.metric, prev_best.metric)
-            )
+            and (best is None or best.metric is None or self.journal.better(node.metric, best.metric))
         ):
             self.promote(node)
+        elif not node.is_buggy and self.ckpt.direction_source != "task":
+            self._keep_submission(node)
         log.info(
             "node %s: buggy=%s metric=%s exec=%.1fs",
             node.id[:8],
@@ -485,8 +681,41 @@ class Agent:
             node.exec_time or 0,
         )
 
+    def _update_direction(self, node: Node) -> None:
+        """Unknown task direction: the majority of the reviews of good nodes (ties keep the current)."""
+        if self.ckpt.direction_source == "task":
+            return
+        votes = [n.lower_is_better for n in [*self.journal.good_nodes, node] if n.lower_is_better is not None]
+        lower, higher = votes.count(True), votes.count(False)
+        current = self.journal.lower_is_better
+        direction = current if lower == higher and current is not None else lower > higher
+        if current is not None and direction != current:
+            log.warning("metric direction flipped by the majority of reviews: lower_is_better=%s", direction)
+            self.journal.lower_is_better = direction
+            self._repromote(exclude=node)
+        self.journal.lower_is_better = direction
+        self.ckpt.lower_is_better = direction
+        self.ckpt.direction_source = "reviews"
+
+    def _kept_submission(self, node: Node) -> Path:
+        return self.layout.node_logs / f"{node.id}.submission.csv"
+
+    def _keep_submission(self, node: Node) -> None:
+        """Unknown direction only: keep each good node's CSV, in case a flip makes it the best."""
+        if self.layout.run_submission_csv.is_file():
+            copy_atomic(self.layout.run_submission_csv, self._kept_submission(node))
+
+    def _repromote(self, exclude: Node) -> None:
+        best = self.journal.best_node()
+        if best is not None and best.id != self.ckpt.best_node_id and self._kept_submission(best).is_file():
+            copy_atomic(self._kept_submission(best), self.layout.submission_csv)
+            write_text_atomic(self.layout.best_solution, best.code)
+            self.ckpt.best_node_id = best.id
+
     def promote(self, node: Node) -> None:
         """Copy the new best's submission and code out atomically, before the checkpoint names it."""
+        if self.ckpt.direction_source != "task":
+            self._keep_submission(node)
         copy_atomic(self.layout.run_submission_csv, self.layout.submission_csv)
         write_text_atomic(self.layout.best_solution, node.code)
         self.ckpt.best_node_id = node.id
@@ -500,23 +729,40 @@ class Agent:
         self.ckpt.llm_time_s = self._llm_carried + self.s.llm_time()
         if self.s.downtime is not None:
             self.ckpt.downtime_s = self._downtime_carried + self.s.downtime.paused_s()
-        self.ckpt.rng_state = _rng_state(self.rng)
+        self.ckpt.rng_state = self._rng_at_step if self._rng_at_step is not None else _rng_state(self.rng)
         self.ckpt.lower_is_better = self.journal.lower_is_better
         self.journal_writer.save(self.ckpt, compact=compact)
 
     def result(self, status: str, reason: str) -> AgentResult:
         best = self.journal.get(self.ckpt.best_node_id)
+        nodes = self.journal.nodes
+        consulted = {n.group for n in nodes if n.prediction is not None}
+        vetoed = {n.group for n in nodes if n.gate == "skip"}
+        good = self.journal.good_nodes
+        direction = self.journal.lower_is_better
         return AgentResult(
             trial_id=self.spec.trial_id,
             status="completed" if status == "completed" else "failed",
             stop_reason=reason,
             best_metric=best.metric if best else None,
-            lower_is_better=self.journal.lower_is_better,
+            lower_is_better=direction,
             best_node_id=best.id if best else None,
-            steps=len(self.journal),
+            steps=self.ckpt.groups,
+            nodes=len(nodes),
             executed=len(self.journal.executed_nodes),
             skipped=len(self.journal.skipped_nodes),
             buggy=len(self.journal.buggy_nodes),
+            consulted_steps=len(consulted),
+            vetoed_steps=len(vetoed),
+            not_selected=sum(1 for n in nodes if n.gate == "not_selected"),
+            direction_source=self.ckpt.direction_source,
+            direction_disagreements=sum(
+                1
+                for n in good
+                if n.lower_is_better is not None and direction is not None and n.lower_is_better != direction
+            ),
+            metric_mismatches=sum(1 for n in nodes if n.metric_mismatch),
+            context_overflows=sum(1 for n in nodes if n.context_overflow),
             time_used_s=self.ckpt.time_used_s,
             exec_time_s=self.ckpt.exec_time_s,
             llm_time_s=self.ckpt.llm_time_s,

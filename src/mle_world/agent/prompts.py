@@ -52,6 +52,17 @@ def render(sections: Sections | Sequence[Any] | str, depth: int = 1) -> str:
     return "\n".join(f"- {item}" for item in sections)
 
 
+def clip_middle(text: str, limit: int | None) -> str:
+    """`text` within `limit` characters: head and tail kept, the middle replaced by a marker line."""
+    if limit is None or len(text) <= limit:
+        return text
+    if limit < 200:
+        return "# [code omitted to fit the context window]"
+    marker = f"\n# [... {len(text) - limit} characters omitted to fit the context window ...]\n"
+    half = (limit - len(marker)) // 2
+    return text[:half] + marker + text[len(text) - half :]
+
+
 def format_duration(seconds: float) -> str:
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} hours"
@@ -75,6 +86,8 @@ class PromptContext:
     candidate: int = 0
     candidates: int = 1
     rng_seed: int = 0
+    ensemble_chars: int | None = None
+    """Characters of code shown per ensemble solution (None: whole files)."""
 
     @property
     def persona(self) -> str:
@@ -113,6 +126,8 @@ def implementation_guideline(ctx: PromptContext) -> list[str]:
         'You can also use the "./working" directory to store any temporary files that your code needs '
         "to create.",
         "If it is reasonable, use 5-fold cross-validation to compute the evaluation metric.",
+        "The environment variable `MLE_SEED` holds this run's random seed: seed every random number "
+        "generator and `random_state` from `int(os.environ.get('MLE_SEED', '0'))`.",
     ]
 
 
@@ -126,7 +141,9 @@ def _stage_sections(ctx: PromptContext) -> dict[str, Any]:
     }
     if ctx.ensemble:
         out["Best solutions so far (for ensembling)"] = {
-            f"Solution {i + 1} (validation metric {node.metric})": f"```python\n{node.code}\n```"
+            f"Solution {i + 1} (validation metric {node.metric})": (
+                f"```python\n{clip_middle(node.code, ctx.ensemble_chars)}\n```"
+            )
             for i, node in enumerate(ctx.ensemble)
         }
     return out
@@ -324,7 +341,8 @@ WORLD_SYSTEM = (
 
 @dataclass(frozen=True)
 class WorldContext:
-    """What the world model may see; `blind` keeps only the task and the candidate."""
+    """What the world model may see; `blind` keeps only the task and the candidate (and says that a
+    best solution exists without its score, so that the question asked stays the same)."""
 
     task: str
     blind: bool
@@ -333,18 +351,31 @@ class WorldContext:
     """The parent (full context only): its code, metric and output tail."""
     best_metric: float | None = None
     lower_is_better: bool | None = None
+    has_best: bool = False
+    """Whether a best (good) node exists; shown in blind mode too, without its metric."""
+    debug_timeout_s: float | None = None
+    exec_timeout_s: float | None = None
+    gpu: str | None = None
+    """CUDA_VISIBLE_DEVICES given to the scripts (None: no GPU)."""
+    code_chars: int | None = None
+    """Characters of each code shown (None: whole files); set when the context window is small."""
 
 
 def _reference_sections(ctx: WorldContext) -> dict[str, Any]:
     if ctx.blind:
-        return {}
+        if not ctx.has_best:
+            return {"Best so far": "There is no working solution yet."}
+        return {
+            "Best so far": "A working solution with a validation metric already exists; its score (and "
+            "code) are hidden from you."
+        }
     out: dict[str, Any] = {"Data Overview": ctx.data_preview}
     if ctx.reference is not None:
         ref = ctx.reference
         status = "buggy" if ref.is_buggy else f"validation metric {ref.metric}"
         out["Parent solution"] = {
             "Result": status,
-            "Code": f"```python\n{ref.code}\n```",
+            "Code": f"```python\n{clip_middle(ref.code, ctx.code_chars)}\n```",
             "Output tail": f"```\n{ref.term_out[-1500:]}\n```",
         }
     if ctx.best_metric is not None:
@@ -352,17 +383,44 @@ def _reference_sections(ctx: WorldContext) -> dict[str, Any]:
         out["Best so far"] = (
             f"The best validation metric so far is {ctx.best_metric} ({direction} is better)."
         )
+    elif not ctx.has_best:
+        out["Best so far"] = "There is no working solution yet."
     return out
+
+
+def execution_protocol(ctx: WorldContext) -> list[str]:
+    """How candidates are run and judged: the rules the world model's probabilities refer to."""
+    debug = format_duration(ctx.debug_timeout_s) if ctx.debug_timeout_s is not None else "a short limit"
+    full = format_duration(ctx.exec_timeout_s) if ctx.exec_timeout_s is not None else "the run limit"
+    gpu = f"one GPU (CUDA_VISIBLE_DEVICES={ctx.gpu})" if ctx.gpu else "no GPU (CPU only)"
+    return [
+        f"The script is first run as `python runfile.py --debug` (a quick subsample run) with a limit of {debug}.",
+        f"Only if that run exits cleanly is the full run `python runfile.py` started, with a limit of {full}.",
+        f"Hardware: {gpu}. The data is in ./input (read-only); the script must write "
+        "./submission/submission.csv.",
+        "A reviewer then reads the output and reports the validation metric the script printed.",
+    ]
+
+
+BUGGY_RULE = (
+    "the `--debug` run or the full run raises, exits non-zero or exceeds its time limit; or no "
+    "./submission/submission.csv is written; or no validation metric is reported; or the reviewer finds "
+    "a bug in the output"
+)
 
 
 def pointwise_messages(ctx: WorldContext, candidate: Node) -> list[dict[str, str]]:
     sections: dict[str, Any] = {
         "Task description": ctx.task,
         **_reference_sections(ctx),
-        "Candidate solution": {"Plan": candidate.plan, "Code": f"```python\n{candidate.code}\n```"},
+        "Candidate solution": {
+            "Plan": candidate.plan,
+            "Code": f"```python\n{clip_middle(candidate.code, ctx.code_chars)}\n```",
+        },
+        "Execution protocol": execution_protocol(ctx),
         "Instructions": (
             "Predict what happens when the candidate runs. Return one JSON object with keys:\n"
-            '- "p_bug": probability (0-1) that it crashes, times out, or writes no ./submission/submission.csv;\n'
+            f'- "p_bug": probability (0-1) that the run counts as buggy, which is the case when {BUGGY_RULE};\n'
             '- "p_improves": probability (0-1) that it runs correctly AND its validation metric beats the '
             "best so far (when there is none yet: that it produces a valid, working solution);\n"
             '- "predicted_metric": the validation metric you expect, or null;\n'
@@ -379,11 +437,18 @@ def pairwise_messages(
     sections: dict[str, Any] = {
         "Task description": ctx.task,
         **_reference_sections(ctx),
-        f"Solution {labels[0]}": {"Plan": a.plan, "Code": f"```python\n{a.code}\n```"},
-        f"Solution {labels[1]}": {"Plan": b.plan, "Code": f"```python\n{b.code}\n```"},
+        f"Solution {labels[0]}": {
+            "Plan": a.plan,
+            "Code": f"```python\n{clip_middle(a.code, ctx.code_chars)}\n```",
+        },
+        f"Solution {labels[1]}": {
+            "Plan": b.plan,
+            "Code": f"```python\n{clip_middle(b.code, ctx.code_chars)}\n```",
+        },
+        "Execution protocol": execution_protocol(ctx),
         "Instructions": (
-            "Predict which solution will achieve the better validation metric when run (a crashing "
-            "solution is worse). Do not assume the more complex one wins without justification. Return "
+            "Predict which solution will achieve the better validation metric when run (a buggy "
+            f"solution is worse; a run is buggy when {BUGGY_RULE}). Do not assume the more complex one wins without justification. Return "
             'one JSON object with keys "better" ("A" or "B"), "confidence" (0-1) and "rationale".'
         ),
     }

@@ -6,6 +6,7 @@ Reads the node's code and output and whether its submission file exists; writes 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,8 @@ from mle_world.agent.journal import Node, valid_metric
 from mle_world.agent.llm import ChatModel, ToolsUnsupported
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE, review_messages, strip_think
 from mle_world.agent.world import parse_json_object
+
+_PRINTED = re.compile(r"^\s*Validation metric:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -27,15 +30,45 @@ class Review:
     has_csv_submission: bool | None
     parsed: bool
     """False when neither a tool call nor a JSON object could be read (the node counts as buggy)."""
+    reviewer_metric: float | None = None
+    printed_metric: float | None = None
+    mismatch: bool = False
+    """The printed metric exists and the reviewer's is missing or differs beyond rounding."""
 
 
-def buggy_verdict(node: Node, answer: dict[str, Any] | None, submission_exists: bool) -> Review:
+def printed_metric(output: str) -> float | None:
+    """The value of the last `Validation metric: <value>` line the script printed, if any."""
+    values = [valid_metric(float(m.group(1))) for m in _PRINTED.finditer(output)]
+    return values[-1] if values else None
+
+
+def _decimals(value: float) -> int:
+    text = repr(value)
+    if "e" in text or "E" in text or "." not in text:
+        return 0 if "e" not in text.lower() else 12
+    return len(text.split(".", 1)[1])
+
+
+def metrics_agree(reviewer: float, printed: float) -> bool:
+    """Equal up to the reviewer's rounding (it may report 0.8123 for 0.81234567) or 1e-4 relative."""
+    tolerance = max(0.5 * 10.0 ** -min(_decimals(reviewer), 12), 1e-4 * abs(printed), 1e-12)
+    return bool(abs(reviewer - printed) <= tolerance)
+
+
+def buggy_verdict(
+    node: Node, answer: dict[str, Any] | None, submission_exists: bool, printed: float | None = None
+) -> Review:
     """AIDE's rules (the fork's): buggy if the reviewer says so, the run raised, the metric is not a
-    number, the reviewer says there is no CSV, or the CSV is missing on disk.
+    number, the reviewer says there is no CSV, or the CSV is missing on disk. The metric is the
+    reviewer's unless the script printed one that the reviewer left out or misread (then the printed).
     """
     if answer is None:
-        return Review(True, "The review could not be parsed.", None, None, None, False)
-    metric = valid_metric(answer.get("metric"))
+        return Review(
+            True, "The review could not be parsed.", None, None, None, False, printed_metric=printed
+        )
+    reviewer = valid_metric(answer.get("metric"))
+    mismatch = printed is not None and (reviewer is None or not metrics_agree(reviewer, printed))
+    metric = printed if mismatch else reviewer
     is_bug = answer.get("is_bug")
     has_csv = answer.get("has_csv_submission")
     lower = answer.get("lower_is_better")
@@ -56,6 +89,9 @@ def buggy_verdict(node: Node, answer: dict[str, Any] | None, submission_exists: 
         lower_is_better=lower if isinstance(lower, bool) else None,
         has_csv_submission=has_csv if isinstance(has_csv, bool) else None,
         parsed=True,
+        reviewer_metric=reviewer,
+        printed_metric=printed,
+        mismatch=mismatch,
     )
 
 
@@ -83,7 +119,14 @@ class Reviewer:
     def uses_tools(self) -> bool:
         return self._use_tools
 
-    def review(self, node: Node, submission_exists: bool, timeout_s: float | None = None) -> Review:
+    def review(
+        self,
+        node: Node,
+        submission_exists: bool,
+        timeout_s: float | None = None,
+        seed: int | None = None,
+        printed: float | None = None,
+    ) -> Review:
         answer: dict[str, Any] | None = None
         if self._use_tools:
             try:
@@ -93,13 +136,14 @@ class Reviewer:
                     tools=[REVIEW_TOOL],
                     tool_choice=REVIEW_TOOL_CHOICE,
                     timeout_s=timeout_s,
+                    seed=seed,
                 )
                 if reply.tool_arguments is not None:
                     answer = _loads(reply.tool_arguments)
                 else:
                     answer = parse_json_object(strip_think(reply.content))
                 if answer is not None:
-                    return buggy_verdict(node, answer, submission_exists)
+                    return buggy_verdict(node, answer, submission_exists, printed)
             except ToolsUnsupported:
                 with self._lock:
                     self._use_tools = False
@@ -107,9 +151,10 @@ class Reviewer:
             review_messages(self.task, node, obfuscate=self.obfuscate, json_fallback=True),
             purpose="review",
             timeout_s=timeout_s,
+            seed=None if seed is None else seed + 1,
         )
         answer = parse_json_object(strip_think(reply.content))
-        return buggy_verdict(node, answer, submission_exists)
+        return buggy_verdict(node, answer, submission_exists, printed)
 
 
 def _loads(text: str) -> dict[str, Any] | None:

@@ -6,12 +6,13 @@ Reads the world endpoint's replies; writes nothing (the loop records PredictionE
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from mle_world.agent.journal import Node
-from mle_world.agent.llm import ChatModel
+from mle_world.agent.llm import ChatModel, ContextOverflow
 from mle_world.agent.prompts import WorldContext, pairwise_messages, pointwise_messages, strip_think
 
 _FENCED_JSON = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
@@ -88,37 +89,59 @@ def _balanced_objects(text: str) -> list[str]:
     return list(reversed(spans))
 
 
-def _probability(data: dict[str, Any], key: str) -> float:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{key} is not a number: {value!r}")
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{key} outside [0, 1]: {value!r}")
+def _number(value: Any) -> float | None:
+    """A finite number, also from a numeric string ("0.7", " 1e-3 "); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip().rstrip("%")) / (100.0 if value.strip().endswith("%") else 1.0)
+        except ValueError:
+            return None
+    if not isinstance(value, int | float) or not math.isfinite(float(value)):
+        return None
     return float(value)
 
 
+def _probability(data: dict[str, Any], key: str) -> float:
+    value = _number(data.get(key))
+    if value is None:
+        raise ValueError(f"{key} is not a number: {data.get(key)!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{key} outside [0, 1]: {data.get(key)!r}")
+    return value
+
+
 def validate_prediction(data: dict[str, Any] | None) -> Prediction:
+    """Numeric strings are coerced; a bad field is dropped (None, noted in `error`), not the prediction.
+
+    The prediction is invalid only without a JSON object or without any usable probability.
+    """
     if data is None:
         return Prediction(valid=False, error="no JSON object in the reply")
-    try:
-        p_bug = _probability(data, "p_bug")
-        p_improves = _probability(data, "p_improves")
-        confidence = _probability(data, "confidence")
-        raw_metric = data.get("predicted_metric")
-        if raw_metric is not None and (
-            isinstance(raw_metric, bool) or not isinstance(raw_metric, int | float)
-        ):
-            raise ValueError(f"predicted_metric is not a number: {raw_metric!r}")
-    except ValueError as error:
-        return Prediction(valid=False, error=str(error))
+    fields: dict[str, float | None] = {}
+    problems: list[str] = []
+    for key in ("p_bug", "p_improves", "confidence"):
+        try:
+            fields[key] = _probability(data, key)
+        except ValueError as problem:
+            fields[key] = None
+            problems.append(str(problem))
+    metric = _number(data.get("predicted_metric"))
+    if data.get("predicted_metric") is not None and metric is None:
+        problems.append(f"predicted_metric is not a number: {data.get('predicted_metric')!r}")
+    dropped = "; ".join(problems) or None
+    if fields["p_bug"] is None and fields["p_improves"] is None:
+        return Prediction(valid=False, error=dropped)
     rationale = data.get("rationale")
     return Prediction(
         valid=True,
-        p_bug=p_bug,
-        p_improves=p_improves,
-        predicted_metric=None if raw_metric is None else float(raw_metric),
-        confidence=confidence,
+        p_bug=fields["p_bug"],
+        p_improves=fields["p_improves"],
+        predicted_metric=metric,
+        confidence=fields["confidence"],
         rationale=str(rationale) if rationale is not None else None,
+        error=dropped,
     )
 
 
@@ -128,42 +151,54 @@ def validate_comparison(data: dict[str, Any] | None) -> Comparison:
     better = str(data.get("better", "")).strip().upper()
     if better not in ("A", "B"):
         return Comparison(valid=False, error=f"better is not A or B: {data.get('better')!r}")
+    confidence: float | None = None
+    error: str | None = None
     try:
         confidence = _probability(data, "confidence")
-    except ValueError as error:
-        return Comparison(valid=False, error=str(error))
+    except ValueError as problem:
+        error = str(problem)  # dropped: without a confidence the match never counts
     rationale = data.get("rationale")
     return Comparison(
         valid=True,
         better="A" if better == "A" else "B",
         confidence=confidence,
         rationale=str(rationale) if rationale is not None else None,
+        error=error,
     )
 
 
 class WorldModel:
     """Pointwise and pairwise calls to the `world` endpoint; malformed output becomes an invalid
-    result, never an exception (endpoint failures do propagate: they are infra failures).
+    result, never an exception. A prompt over the context window fails open too (an invalid result,
+    DESIGN §4); other endpoint failures propagate (they are infra failures).
     """
 
     def __init__(self, model: ChatModel, temperature: float) -> None:
         self.model = model
         self.temperature = temperature
 
-    def predict(self, ctx: WorldContext, candidate: Node, timeout_s: float | None = None) -> Prediction:
+    def _ask(
+        self, messages: list[dict[str, str]], purpose: str, timeout_s: float | None, seed: int | None
+    ) -> str:
         reply = self.model.chat(
-            pointwise_messages(ctx, candidate),
-            purpose="predict",
-            temperature=self.temperature,
-            timeout_s=timeout_s,
+            messages, purpose=purpose, temperature=self.temperature, timeout_s=timeout_s, seed=seed
         )
-        return validate_prediction(parse_json_object(strip_think(reply.content)))
+        return strip_think(reply.content)
 
-    def compare(self, ctx: WorldContext, a: Node, b: Node, timeout_s: float | None = None) -> Comparison:
-        reply = self.model.chat(
-            pairwise_messages(ctx, a, b),
-            purpose="compare",
-            temperature=self.temperature,
-            timeout_s=timeout_s,
-        )
-        return validate_comparison(parse_json_object(strip_think(reply.content)))
+    def predict(
+        self, ctx: WorldContext, candidate: Node, timeout_s: float | None = None, seed: int | None = None
+    ) -> Prediction:
+        try:
+            text = self._ask(pointwise_messages(ctx, candidate), "predict", timeout_s, seed)
+        except ContextOverflow as error:
+            return Prediction(valid=False, error=f"context length exceeded: {error}")
+        return validate_prediction(parse_json_object(text))
+
+    def compare(
+        self, ctx: WorldContext, a: Node, b: Node, timeout_s: float | None = None, seed: int | None = None
+    ) -> Comparison:
+        try:
+            text = self._ask(pairwise_messages(ctx, a, b), "compare", timeout_s, seed)
+        except ContextOverflow as error:
+            return Comparison(valid=False, error=f"context length exceeded: {error}")
+        return validate_comparison(parse_json_object(text))

@@ -255,6 +255,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         data_dir=data_dir,
         known_task=registry.__contains__,
         view=lambda trial_dir, public: view_paths(runtime, trial_dir, public),
+        direction=registry.lower_is_better,
     )
     renderer = Renderer()
     runs = tuple(PlannedRun(trial=t, command=render_command(t, runtime, renderer)) for t in trials)

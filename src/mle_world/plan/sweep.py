@@ -79,6 +79,7 @@ def expand(
     data_dir: Path,
     known_task: Callable[[str], bool],
     view: Callable[[Path, Path], TrialPaths],
+    direction: Callable[[str], bool | None] = lambda task: None,
 ) -> list[PlannedTrial]:
     """All trials of one regime in a stable order (configuration, task, seed)."""
     if regime not in config.regimes:
@@ -96,19 +97,21 @@ def expand(
             settings = settings.model_copy(update={"budget": budget})
         for task in tasks:
             public, private = task_data_dirs(data_dir, task)
+            lower_is_better = direction(task)
             for seed in seeds:
                 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", task):
                     raise UserError(f"task id '{task}' contains characters unsafe for a path")
                 trial_dir = layout.trial_dir(output_dir, configuration, task, seed)
                 spec = TrialSpec(
                     trial_id=layout.trial_id(regime, configuration, task, seed),
-                    science_hash=trial_hash(regime, configuration, task, seed, settings),
+                    science_hash=trial_hash(regime, configuration, task, seed, settings, lower_is_better),
                     regime=regime,
                     configuration=configuration,
                     task=task,
                     seed=seed,
                     agent=settings,
                     paths=view(trial_dir, public),
+                    lower_is_better=lower_is_better,
                 )
                 trials.append(
                     PlannedTrial(spec=spec, trial_dir=trial_dir, public_dir=public, private_dir=private)

@@ -6,6 +6,8 @@ Reads the shipped MLE-bench split lists and, through `tasks.local`, the package'
 
 from __future__ import annotations
 
+import csv
+import importlib.util
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -34,6 +36,32 @@ class TaskRegistry:
 
     def all_ids(self) -> list[str]:
         return sorted(set(self.mlebench) | set(self.local))
+
+    def lower_is_better(self, task: str) -> bool | None:
+        """The metric direction grading uses, when known: MLE-bench's rule on the leaderboard (the first,
+        best score below the last) of a local folder or of an installed `mlebench`; else None."""
+        if task in self.local:
+            return leaderboard_direction(self.local[task] / "leaderboard.csv")
+        spec = importlib.util.find_spec("mlebench") if task in self.mlebench else None
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        for root in spec.submodule_search_locations:
+            direction = leaderboard_direction(Path(root) / "competitions" / task / "leaderboard.csv")
+            if direction is not None:
+                return direction
+        return None
+
+
+def leaderboard_direction(path: Path) -> bool | None:
+    """True when lower is better by MLE-bench's rule; None for a missing, LFS-pointer or empty file."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            scores = [
+                float(row["score"]) for row in csv.DictReader(handle) if row.get("score") not in (None, "")
+            ]
+    except (OSError, KeyError, ValueError):
+        return None
+    return scores[0] < scores[-1] if scores else None
 
 
 def load_registry(extra_dirs: list[Path] | None = None) -> TaskRegistry:
