@@ -16,7 +16,8 @@ from mle_world.errors import UserError
 from mle_world.records import AgentSettings, Regime
 from mle_world.storage import write_json_atomic
 
-HASH_SCHEME = "v1"
+HASH_SCHEME = "v2"
+"""v2: step limit counts executions, context budget, seeds, metric direction (issue 12)."""
 TRANSPORT_FIELDS = ("url", "key_env", "timeout_s", "outage_window_s", "max_concurrent")
 """Endpoint fields that do not change results; excluded from every science hash."""
 IDENTITY_FILE = ".sweep-identity"

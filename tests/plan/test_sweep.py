@@ -79,7 +79,7 @@ def test_science_hash_is_pinned() -> None:
     assert trial.spec.science_hash == PINNED_HASH
 
 
-PINNED_HASH = "8a2ec77f6cc8de68"
+PINNED_HASH = "a407562f20047999"
 
 
 def test_filters_select_a_subset() -> None:
