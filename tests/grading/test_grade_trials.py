@@ -33,6 +33,21 @@ def test_grade_trial_without_submission_writes_invalid_report(
     assert not list(path.parent.glob(".*.tmp"))  # atomic write leaves no temp file
 
 
+def test_report_carries_the_trial_final_state(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    spec = spec_for("iris-species", seed=36)
+    trial = tmp_path / "runs" / "wm-point" / "iris-species_seed36"
+    truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+    submit(trial / "submission" / "submission.csv", truth)
+    grader = BuiltinGrader(local_comps, prepared_data)
+    report = grade_trial(trial, spec, prepared_data, grader, trial_state="failed")
+    assert report.trial_state == "failed" and report.valid_submission
+    # A regrade reads the final state from status.json.
+    (trial / "status.json").write_text(json.dumps({"trial_id": spec.trial_id, "state": "failed"}))
+    assert grade_trial(trial, spec, prepared_data, grader).trial_state == "failed"
+
+
 def test_grade_output_dir_regrades_every_trial(
     tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
 ) -> None:

@@ -155,7 +155,7 @@ def test_post_trial_hook_runs_and_its_crash_is_infra(dirs: tuple[Path, Path]) ->
     plan = make_plan(out, data, 2, seconds=0.1)
     seen: list[str] = []
 
-    def hook(trial) -> None:  # type: ignore[no-untyped-def]
+    def hook(trial, state) -> None:  # type: ignore[no-untyped-def]
         seen.append(trial.trial_id)
         if trial.spec.task == "task01":
             raise RuntimeError("grader exploded")
@@ -166,6 +166,25 @@ def test_post_trial_hook_runs_and_its_crash_is_infra(dirs: tuple[Path, Path]) ->
     assert (
         bad.failure_class == "infra" and bad.cause == "post-trial hook failed: RuntimeError: grader exploded"
     )
+
+
+def test_failed_trials_that_left_a_submission_are_graded(dirs: tuple[Path, Path]) -> None:
+    """MLE-bench grades whatever the agent left: the hook also runs for a failed trial with a submission."""
+    out, data = dirs
+    plan = make_plan(out, data, 3, mode=lambda i: "ok" if i == 0 else "infra-fail", seconds=0.1)
+    left = plan.runs[1].trial.trial_dir / "submission" / "submission.csv"
+    left.parent.mkdir(parents=True)
+    left.write_text("id,target\n1,0\n")
+    seen: dict[str, str] = {}
+
+    def hook(trial, state) -> None:  # type: ignore[no-untyped-def]
+        seen[trial.trial_id] = state
+
+    assert run_sweep(plan, options(), post_trial=hook, console=quiet()) == 1
+    ids = [r.trial.trial_id for r in plan.runs]
+    assert seen == {ids[0]: "succeeded", ids[1]: "failed"}  # the failed trial without a submission: none
+    failed = read_status(plan.runs[1].trial.trial_dir, ids[1])
+    assert failed.state == "failed" and failed.failure_class == "infra"
 
 
 def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:

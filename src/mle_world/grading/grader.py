@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from pydantic import ValidationError
 
@@ -18,7 +18,7 @@ from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.mlebench import make_mlebench_grader
 from mle_world.grading.report import CompetitionReport, GradingReport
 from mle_world.grading.submission import SUBMISSION_RELPATH
-from mle_world.records import TrialSpec
+from mle_world.records import TrialSpec, TrialStatus
 from mle_world.storage import read_model, write_json_atomic
 
 
@@ -50,8 +50,16 @@ class MultiGrader:
 # --------------------------------------------------------------------------- trials
 
 
-def grade_trial(trial_dir: Path, spec: TrialSpec, data_dir: Path, grader: Grader) -> GradingReport:
-    """Grade `<trial_dir>/submission/submission.csv` after the agent exited; write the report atomically."""
+def grade_trial(
+    trial_dir: Path,
+    spec: TrialSpec,
+    data_dir: Path,
+    grader: Grader,
+    trial_state: Literal["succeeded", "failed"] | None = None,
+) -> GradingReport:
+    """Grade `<trial_dir>/submission/submission.csv` after the agent exited; write the report atomically.
+
+    `trial_state` None: read it from the trial's status.json when final (a regrade)."""
     core = grader.grade(spec.task, trial_dir / SUBMISSION_RELPATH)
     report = GradingReport(
         **core.model_dump(),
@@ -59,9 +67,18 @@ def grade_trial(trial_dir: Path, spec: TrialSpec, data_dir: Path, grader: Grader
         regime=spec.regime,
         configuration=spec.configuration,
         seed=spec.seed,
+        trial_state=trial_state if trial_state is not None else _final_state(trial_dir),
     )
     write_json_atomic(layout.report_beside(trial_dir), report.model_dump(mode="json"))
     return report
+
+
+def _final_state(trial_dir: Path) -> Literal["succeeded", "failed"] | None:
+    try:
+        state = TrialStatus.model_validate_json((trial_dir / "status.json").read_text(encoding="utf-8")).state
+    except (OSError, ValueError):
+        return None
+    return state if state in ("succeeded", "failed") else None
 
 
 class RegradeResult(NamedTuple):

@@ -6,6 +6,7 @@ Defines the records of `<task>_seed<seed>_grading_report.json`; reads and writes
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -49,6 +50,8 @@ class GradingReport(CompetitionReport):
     regime: Regime
     configuration: str
     seed: int
+    trial_state: Literal["succeeded", "failed"] | None = None
+    """The trial's final state when graded: a failed trial that left a submission is graded too."""
 
 
 MLEBENCH_REPORT_FIELDS: tuple[str, ...] = tuple(CompetitionReport.model_fields)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
@@ -24,8 +25,8 @@ class TrialFinisher:
     grade: bool
     local_competitions: dict[str, Path] = field(default_factory=dict)
 
-    def __call__(self, trial: PlannedTrial) -> None:
+    def __call__(self, trial: PlannedTrial, state: Literal["succeeded", "failed"] = "succeeded") -> None:
         if self.grade:
             grader = MultiGrader(self.data_dir, self.local_competitions)
-            grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader)
+            grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader, trial_state=state)
         write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))

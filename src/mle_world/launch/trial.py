@@ -27,7 +27,10 @@ from mle_world.records import AgentResult, DowntimeEvent, TrialSpec
 from mle_world.storage import write_model
 
 Outcome = Literal["succeeded", "failed", "interrupted", "skipped"]
-PostTrial = Callable[[PlannedTrial], None]
+PostTrial = Callable[[PlannedTrial, Literal["succeeded", "failed"]], None]
+"""Runs on the host after the agent exits, with the trial's final state: grading and costs. It runs
+for succeeded trials and for failed ones that left a submission (MLE-bench grades whatever the agent
+left)."""
 
 INFRA_STOP_REASONS = ("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal")
 """Prefixes of the agent's stop_reason that blame the infrastructure, not the agent."""
@@ -288,11 +291,16 @@ class TrialRunner:
             limit_text=f"{job.budget_s:.0f}+{job.grace_s:.0f}",
             last_line=_last_log_line(log_path),
         )
-        if verdict.state == "succeeded" and self.post_trial is not None:
+        left_submission = (job.trial_dir / "submission" / "submission.csv").is_file()
+        if self.post_trial is not None and (verdict.state == "succeeded" or left_submission):
             try:
-                self.post_trial(job.trial)
+                self.post_trial(job.trial, verdict.state)
             except Exception as exc:  # any hook crash is an infra failure of this trial, not of the sweep
-                verdict = Verdict("failed", "infra", f"post-trial hook failed: {type(exc).__name__}: {exc}")
+                hook = f"post-trial hook failed: {type(exc).__name__}: {exc}"
+                if verdict.state == "succeeded":
+                    verdict = Verdict("failed", "infra", hook)
+                else:
+                    verdict = Verdict("failed", verdict.failure_class, f"{verdict.cause}; {hook}")
         self._update(
             verdict.state,
             failure_class=verdict.failure_class,
