@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from auditkit import (
     prediction,
     tid,
+    trial_dir,
     write_costs,
     write_events,
     write_journal,
@@ -23,6 +25,8 @@ from rich.console import Console
 from mle_world.audit import audit, run_audit
 from mle_world.audit.stats import accuracy_at, brier_score, calibration_bins, mean_sem
 from mle_world.errors import UserError
+from mle_world.records import AgentResult
+from mle_world.storage import write_model
 
 TASKS, SEEDS = ("A", "B"), (34, 35, 36)
 
@@ -41,6 +45,11 @@ def sweep_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     write_report(g, "gated", "wm-point", "B", 35, score=0.6)
     write_report(g, "gated", "wm-point", "A", 36, score=0.2)
     write_status(g, "gated", "wm-point", "B", 36, "failed", "OOM in execution")
+    # ... and it left a submission that was never graded: missing (a trial without one would count as
+    # a non-medal for its seed, see test_failed_trial_without_submission_keeps_its_seed).
+    left = trial_dir(g, "wm-point", "B", 36) / "submission" / "submission.csv"
+    left.parent.mkdir(parents=True)
+    left.write_text("id,y\n")
     # gated aide: A34 corrupted; the rest valid, no medals.
     for t in TASKS:
         for s in SEEDS:
@@ -160,6 +169,7 @@ def test_world_model(sweep_dirs: tuple[Path, Path]) -> None:
     rows = {(w.regime, w.configuration): w for w in audit(list(sweep_dirs)).world}
     gated = rows[("gated", "wm-point")]
     assert (gated.predictions, gated.decisions, gated.skipped, gated.forced) == (4, 4, 2, 1)
+    assert gated.executions_saved == 2 and gated.not_selected == 0
     assert gated.skip_rate == 0.5 and gated.labelled == 0  # gated trials are not calibration data
     ungated = rows[("ungated", "wm-point")]
     assert (ungated.predictions, ungated.invalid, ungated.labelled) == (6, 1, 4)
@@ -175,12 +185,79 @@ def test_world_model(sweep_dirs: tuple[Path, Path]) -> None:
     ]
 
 
+def test_failed_trial_without_submission_keeps_its_seed(tmp_path: Path) -> None:
+    """MLE-bench-style seed alignment by seed number; a failed trial that left nothing is a non-medal."""
+    out = tmp_path / "out"
+    ids = [tid("gated", "aide", t, s) for t in TASKS for s in (34, 35)]
+    write_launch(out, "gated", ids)
+    write_report(out, "gated", "aide", "A", 34, score=0.9, medal="gold")
+    write_report(out, "gated", "aide", "B", 34, score=0.9, medal="gold")
+    write_report(out, "gated", "aide", "A", 35, score=0.9, medal="gold")
+    write_status(out, "gated", "aide", "B", 35, "failed", "endpoint_unavailable: coder")
+    result = audit([out])
+    (row,) = result.rates
+    assert row.seeds_used == [34, 35]  # seed 35 kept: B35 counts as no medal
+    assert row.rates["any_medal"] == (75.0, pytest.approx(25.0), 2)
+    assert result.sweep.missing == [] and [t.trial_id for t in result.sweep.failed] == [ids[3]]
+
+
+def test_rank4_accept_all_has_skip_rate_zero(tmp_path: Path) -> None:
+    """Candidates that lost the ranking are 'not selected', not skips (no 75 % floor for k = 4)."""
+    out = tmp_path / "rank4"
+    write_launch(out, "gated", [tid("gated", "wm-rank4", "A", 34)])
+    write_report(out, "gated", "wm-rank4", "A", 34, score=0.5)
+    step = [
+        prediction("execute", 0.9, True),
+        *(prediction("not_selected", 0.8, None, executed=False) for _ in range(3)),
+    ]
+    write_events(out, "wm-rank4", "A", 34, step * 5)
+    (row,) = audit([out]).world
+    assert (row.decisions, row.skipped, row.not_selected) == (5, 0, 15) and row.skip_rate == 0.0
+
+
+def test_budget_table_reports_which_limit_stopped_each_trial(tmp_path: Path) -> None:
+    out = tmp_path / "budget"
+    ids = [tid("gated", "wm-rank4", t, 34) for t in ("A", "B", "C")]
+    write_launch(out, "gated", ids)
+    results = [
+        AgentResult(trial_id=ids[0], status="completed", stop_reason="max_steps", executed=10, steps=13,
+                    consulted_steps=9, vetoed_steps=3, not_selected=27, direction_source="task",
+                    metric_mismatches=2),
+        AgentResult(trial_id=ids[1], status="completed", stop_reason="time_limit", executed=6, steps=6,
+                    direction_disagreements=1, context_overflows=1),
+        AgentResult(trial_id=ids[2], status="failed", stop_reason="endpoint_unavailable: world"),
+    ]  # fmt: skip
+    for task, result in zip("ABC", results, strict=True):
+        write_model(trial_dir(out, "wm-rank4", task, 34) / "result.json", result)
+    (row,) = audit([out]).budgets
+    assert row.stopped == {"max_steps": 1, "time_limit": 1, "failed": 1} and row.with_result == 3
+    assert row.executed.mean == pytest.approx(16 / 3) and row.steps.mean == pytest.approx(19 / 3)
+    assert (row.consulted_steps, row.vetoed_steps, row.not_selected) == (9, 3, 27)
+    assert (row.direction_from_task, row.direction_disagreements, row.metric_mismatches, row.context_overflows) == (
+        1, 1, 2, 1
+    )  # fmt: skip
+
+
 def test_best_metric_curves(sweep_dirs: tuple[Path, Path]) -> None:
     curves = {(c.regime, c.configuration): c for c in audit(list(sweep_dirs)).curves}
     # task A bounds 0.5..0.8: gated ends at 0.8 → 1.0, ungated at 0.7 → 2/3
     assert curves[("gated", "wm-point")].values[-1] == pytest.approx(1.0)
     assert curves[("ungated", "wm-point")].values[-1] == pytest.approx(2 / 3)
     assert curves[("gated", "wm-point")].times[-1] == pytest.approx(2.0)
+
+
+def test_time_axis_is_the_budget_clock(tmp_path: Path) -> None:
+    """A trial requeued for 10 h between two nodes: the curve uses budget time, not wall-clock ctime."""
+    out = tmp_path / "clock"
+    write_launch(out, "gated", [tid("gated", "aide", "A", 34)])
+    nodes = [
+        {"id": "a", "step": 0, "ctime": 1_000_000.0, "budget_time_s": 1800.0, "metric": 0.5, "executed": True},
+        {"id": "b", "step": 1, "ctime": 1_036_000.0 + 3600, "budget_time_s": 5400.0, "metric": 0.8, "executed": True},
+    ]  # fmt: skip
+    data = {"trial_id": "x", "science_hash": "x", "lower_is_better": False, "nodes": nodes}
+    (trial_dir(out, "aide", "A", 34) / "journal.json").write_text(json.dumps(data))
+    (curve,) = audit([out]).curves
+    assert curve.times[-1] == pytest.approx(1.5)
 
 
 def test_run_audit_outputs_and_exit_codes(sweep_dirs: tuple[Path, Path], tmp_path: Path) -> None:

@@ -12,7 +12,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from mle_world.audit.analysis import best_metric_curves, cost_rows, delta_rows, rate_rows, world_rows
+from mle_world.audit.analysis import (
+    best_metric_curves,
+    budget_rows,
+    cost_rows,
+    delta_rows,
+    rate_rows,
+    world_rows,
+)
 from mle_world.audit.collect import Sweep as Sweep
 from mle_world.audit.collect import collect as collect
 from mle_world.audit.report import AuditResult as AuditResult
@@ -29,6 +36,7 @@ def audit(dirs: Sequence[Path], *, pad_missing: bool = False, curves: bool = Tru
         deltas=delta_rows(sweep),
         costs=cost_rows(sweep),
         world=world_rows(sweep),
+        budgets=budget_rows(sweep),
         curves=best_metric_curves(sweep) if curves else [],
         pad_missing=pad_missing,
     )

@@ -54,7 +54,13 @@ class RateRow:
 
 
 def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
-    """Per regime x configuration: complete seeds only, or every seed zero-padded with --pad-missing."""
+    """Per regime x configuration: complete seeds only, or every seed zero-padded with --pad-missing.
+
+    Seeds are aligned by their number (seed 35 of every task), not by report order as MLE-bench's
+    aggregation does. A trial that failed for good without leaving a submission is settled: it
+    counts as no medal (and no valid submission) for its seed instead of dropping the seed; a
+    failed trial that left a submission has a grading report like any other.
+    """
     rows = []
     for (regime, cfg), trials in groups_of(sweep.trials).items():
         tasks = sorted({t.task for t in trials})
@@ -62,6 +68,11 @@ def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
         values: dict[str, dict[int, dict[str, bool]]] = {m: defaultdict(dict) for m in RATE_METRICS}
         present: dict[int, set[str]] = defaultdict(set)
         for trial in trials:
+            if trial.settled_without_report:
+                present[trial.seed].add(trial.task)
+                for metric in RATE_METRICS:
+                    values[metric][trial.seed][trial.task] = False
+                continue
             if trial.report is None:
                 continue
             present[trial.seed].add(trial.task)
@@ -160,6 +171,61 @@ def cost_rows(sweep: Sweep) -> list[CostRow]:
 
 
 @dataclass
+class BudgetRow:
+    """How the trials of one regime x configuration used and ended their budget (from result.json)."""
+
+    regime: str
+    configuration: str
+    trials: int
+    with_result: int
+    stopped: dict[str, int]
+    """Trials per stop: max_steps, time_limit, failed (any other reason)."""
+    executed: MeanSem
+    """Executed nodes per trial (what the step limit counts)."""
+    steps: MeanSem
+    """Loop steps per trial (one per parent chosen; vetoed steps included)."""
+    consulted_steps: int
+    vetoed_steps: int
+    not_selected: int
+    direction_from_task: int
+    direction_disagreements: int
+    metric_mismatches: int
+    context_overflows: int
+
+
+def budget_rows(sweep: Sweep) -> list[BudgetRow]:
+    """Which limit stopped each trial, executions and steps, and the agent's data-quality counters."""
+    rows = []
+    for (regime, cfg), trials in groups_of(sweep.trials).items():
+        results = [t.result for t in trials if t.result is not None]
+        stopped = {"max_steps": 0, "time_limit": 0, "failed": 0}
+        for result in results:
+            if result.status == "completed" and result.stop_reason in ("max_steps", "time_limit"):
+                stopped[result.stop_reason] += 1
+            else:
+                stopped["failed"] += 1
+        rows.append(
+            BudgetRow(
+                regime=regime,
+                configuration=cfg,
+                trials=len(trials),
+                with_result=len(results),
+                stopped=stopped,
+                executed=mean_sem([float(r.executed) for r in results]),
+                steps=mean_sem([float(r.steps) for r in results]),
+                consulted_steps=sum(r.consulted_steps for r in results),
+                vetoed_steps=sum(r.vetoed_steps for r in results),
+                not_selected=sum(r.not_selected for r in results),
+                direction_from_task=sum(r.direction_source == "task" for r in results),
+                direction_disagreements=sum(r.direction_disagreements for r in results),
+                metric_mismatches=sum(r.metric_mismatches for r in results),
+                context_overflows=sum(r.context_overflows for r in results),
+            )
+        )
+    return rows
+
+
+@dataclass
 class WorldRow:
     """World-model statistics of one regime x configuration (or 'all' ungated)."""
 
@@ -168,8 +234,18 @@ class WorldRow:
     predictions: int = 0
     invalid: int = 0
     decisions: int = 0
+    """Steps on which the world model was consulted (one gate decision each)."""
     skipped: int = 0
+    """Vetoed steps: the best-ranked candidate was rejected and nothing ran (= executions saved)."""
     forced: int = 0
+    not_selected: int = 0
+    """Candidates of multi-candidate steps that lost the ranking: not skips, never counted as such."""
+    would_skip: int = 0
+    """Ungated: steps the gate would have vetoed (the counterfactual decision)."""
+    gate_precision: float | None = None
+    """Ungated: of executed candidates the gate would not have run, the share that did not improve."""
+    gate_recall: float | None = None
+    """Ungated: of executed candidates that did not improve, the share the gate would not have run."""
     labelled: int = 0
     accuracy: float | None = None
     brier: float | None = None
@@ -180,8 +256,12 @@ class WorldRow:
 
     @property
     def skip_rate(self) -> float | None:
-        """Skipped / (executed + skipped + forced) gate decisions."""
-        return self.skipped / self.decisions if self.decisions else None
+        """Vetoed steps / consulted steps (gated only); not-selected candidates are not skips."""
+        return self.skipped / self.decisions if self.decisions and self.regime == "gated" else None
+
+    @property
+    def executions_saved(self) -> int:
+        return self.skipped
 
 
 def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
@@ -195,16 +275,28 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
         outcomes: list[bool] = []
         bug_p: list[float] = []
         bug_y: list[bool] = []
+        vetoes: list[tuple[bool, bool]] = []
         for trial in trials:
             events = trial_events(trial)
             row.bad_event_lines += events.bad_lines
             for pred in events.predictions:
                 row.predictions += 1
                 row.invalid += 0 if pred.valid else 1
-                if pred.gate in ("execute", "skip", "forced"):
+                # One decision per consulted step: every label but "not_selected" marks one.
+                if pred.gate == "not_selected":
+                    row.not_selected += 1
+                else:
                     row.decisions += 1
                     row.skipped += pred.gate == "skip"
                     row.forced += pred.gate == "forced"
+                    row.would_skip += pred.counterfactual_gate == "skip"
+                if (
+                    pred.executed
+                    and pred.counterfactual_gate is not None
+                    and pred.actual_improved is not None
+                ):
+                    # Would the gated regime have left this node unrun (vetoed, or ranked below another)?
+                    vetoes.append((pred.counterfactual_gate != "execute", not pred.actual_improved))
                 if regime != "ungated" or not pred.valid or not pred.executed:
                     continue
                 if pred.p_improves is not None and pred.actual_improved is not None:
@@ -215,6 +307,10 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
                     bug_y.append(pred.actual_buggy)
         if row.predictions == 0:
             continue
+        flagged = [bad for veto, bad in vetoes if veto]
+        worse = [veto for veto, bad in vetoes if bad]
+        row.gate_precision = sum(flagged) / len(flagged) if flagged else None
+        row.gate_recall = sum(worse) / len(worse) if worse else None
         row.labelled, row.accuracy, row.brier = (
             len(probs),
             accuracy_at(probs, outcomes),

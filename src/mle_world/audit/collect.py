@@ -20,7 +20,7 @@ from mle_world import layout
 from mle_world.agent.journal import load_journal_data
 from mle_world.costs.summary import read_cost_rows
 from mle_world.grading.report import GradingReport
-from mle_world.records import LaunchRecord, TrialEvents, TrialStatus, read_events
+from mle_world.records import AgentResult, LaunchRecord, TrialEvents, TrialStatus, read_events
 
 
 @dataclass
@@ -46,10 +46,21 @@ class Trial:
     gpu_hours: float | None = None
     dir_missing: bool = field(default=False, repr=False, compare=False)
     """The listing of its configuration dir has no trial dir: skip reading files inside it."""
+    result: AgentResult | None = None
+    """The agent's result.json (stop reason, counts), when readable."""
     events_cache: TrialEvents | None = field(default=None, repr=False, compare=False)
     """events.jsonl parsed once (tables and pages share it)."""
     journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
     """(journal.json data or None,) read once (curves and pages share it)."""
+
+    @property
+    def settled_without_report(self) -> bool:
+        """Failed for good and left no submission: counts as a non-medal for its seed (not missing)."""
+        return (
+            self.report is None
+            and self.state == "failed"
+            and not (self.trial_dir / "submission" / "submission.csv").is_file()
+        )
 
     @cached_property
     def report_path(self) -> Path:
@@ -77,7 +88,7 @@ class Sweep:
     @property
     def missing(self) -> list[Trial]:
         """Trials without a report."""
-        return [t for t in self.trials if t.problem == "missing"]
+        return [t for t in self.trials if t.problem == "missing" and not t.settled_without_report]
 
     @property
     def invalid(self) -> list[Trial]:
@@ -196,6 +207,18 @@ def _listing(directory: Path) -> dict[str, bool]:
         return {}
 
 
+def load_result(trial: Trial) -> None:
+    """Attach the agent's result.json when readable (stop reason and counters for the budget table)."""
+    if trial.dir_missing:
+        return
+    try:
+        trial.result = AgentResult.model_validate_json(
+            (trial.trial_dir / "result.json").read_text(encoding="utf-8")
+        )
+    except (OSError, ValueError, ValidationError):
+        trial.result = None
+
+
 def attach_costs(sweep: Sweep) -> None:
     """Per-trial totals from costs/*.csv: cost (known only if every row is), tokens, GPU-hours."""
     by_id = {t.trial_id: t for t in sweep.trials}
@@ -277,6 +300,7 @@ def collect(dirs: Iterable[Path]) -> Sweep:
             report_path = trial.report_path
             load_report(trial, listed=report_path.name in names, path=str(report_path))
             load_status(trial)
+            load_result(trial)
             sweep.trials.append(trial)
             expected_paths.add(str(report_path))
     for output_dir in sweep.dirs:
@@ -321,8 +345,9 @@ def trial_journal(trial: Trial) -> Any:
 def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]:
     """(hours since the first node, metric) of good executed nodes in the journal, and direction.
 
-    Tolerant: an absent or corrupt journal gives an empty curve. Times come from node `ctime`;
-    when the journal has no times, the node's step is used as a stand-in in hours.
+    Tolerant: an absent or corrupt journal gives an empty curve. Times come from the node's budget
+    clock (`budget_time_s`), else from `ctime` (older journals); without times the node's step
+    stands in for hours.
     """
     data = trial_journal(trial)
     try:
@@ -340,8 +365,15 @@ def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]
             metric = metric.get("value")
         if not isinstance(metric, int | float) or isinstance(metric, bool) or metric != metric:
             continue
+        budget = node.get("budget_time_s")
         ctime = float(node.get("ctime") or 0.0)
-        hours = (ctime - origin) / 3600.0 if origin > 0 and ctime > 0 else float(node.get("step", index))
+        if isinstance(budget, int | float) and not isinstance(budget, bool):
+            # The trial's budget clock: carried over resumes, so a requeue gap is not counted.
+            hours = float(budget) / 3600.0
+        elif origin > 0 and ctime > 0:
+            hours = (ctime - origin) / 3600.0
+        else:
+            hours = float(node.get("step", index))
         points.append((hours, float(metric)))
     lower = data.get("lower_is_better") if isinstance(data, dict) else None
     return sorted(points), lower if isinstance(lower, bool) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -18,6 +18,7 @@ from rich.table import Table
 from mle_world.audit.analysis import (
     DELTA_METRICS,
     RATE_METRICS,
+    BudgetRow,
     CostRow,
     Curve,
     DeltaRow,
@@ -50,6 +51,7 @@ class AuditResult:
     world: list[WorldRow]
     curves: list[Curve]
     pad_missing: bool
+    budgets: list[BudgetRow] = field(default_factory=list)
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -128,8 +130,37 @@ def summary_rows(result: AuditResult) -> list[dict[str, object]]:
             None,
             c.with_costs,
         )
+    for bud in result.budgets:
+        for stop, count in bud.stopped.items():
+            add("budget", bud.regime, bud.configuration, f"stopped_{stop}", count, None, bud.with_result)
+        add(
+            "budget",
+            bud.regime,
+            bud.configuration,
+            "executed_per_trial",
+            bud.executed.mean,
+            bud.executed.sem,
+            bud.executed.n,
+        )
+        add(
+            "budget",
+            bud.regime,
+            bud.configuration,
+            "steps_per_trial",
+            bud.steps.mean,
+            bud.steps.sem,
+            bud.steps.n,
+        )
+        for name in ("consulted_steps", "vetoed_steps", "not_selected", "direction_from_task",
+                     "direction_disagreements", "metric_mismatches", "context_overflows"):  # fmt: skip
+            add("budget", bud.regime, bud.configuration, name, getattr(bud, name), None, bud.with_result)
     for w in result.world:
         add("world", w.regime, w.configuration, "skip_rate", w.skip_rate, None, w.decisions)
+        add("world", w.regime, w.configuration, "executions_saved", w.executions_saved, None, w.decisions)
+        add("world", w.regime, w.configuration, "not_selected", w.not_selected, None, w.predictions)
+        add("world", w.regime, w.configuration, "would_skip", w.would_skip, None, w.decisions)
+        add("world", w.regime, w.configuration, "gate_precision", w.gate_precision, None, None)
+        add("world", w.regime, w.configuration, "gate_recall", w.gate_recall, None, None)
         add("world", w.regime, w.configuration, "accuracy", w.accuracy, None, w.labelled)
         add("world", w.regime, w.configuration, "brier", w.brier, None, w.labelled)
         add("world", w.regime, w.configuration, "bug_brier", w.bug_brier, None, w.bug_labelled)
@@ -211,18 +242,46 @@ def costs_table(rows: Sequence[CostRow]) -> Table:
     return table
 
 
+WORLD_HEADER = ("regime", "configuration", "predictions", "invalid", "consulted", "vetoed", "not selected",
+                "skip rate", "saved", "would skip", "gate prec.", "gate recall", "labelled", "accuracy",
+                "Brier", "bug Brier")  # fmt: skip
+BUDGET_HEADER = ("regime", "configuration", "trials", "max_steps", "time_limit", "failed", "executed/trial",
+                 "steps/trial", "consulted", "vetoed", "not selected", "direction known", "direction disagr.",
+                 "metric mismatches", "context overflows")  # fmt: skip
+
+
+def world_cells(w: WorldRow) -> list[str]:
+    return [w.regime, w.configuration, str(w.predictions), str(w.invalid), str(w.decisions), str(w.skipped),
+            str(w.not_selected), _num(w.skip_rate, 3), str(w.executions_saved), str(w.would_skip),
+            _num(w.gate_precision, 3), _num(w.gate_recall, 3), str(w.labelled), _num(w.accuracy, 3),
+            _num(w.brier, 4), _num(w.bug_brier, 4)]  # fmt: skip
+
+
+def budget_cells(b: BudgetRow) -> list[str]:
+    return [b.regime, b.configuration, str(b.trials), str(b.stopped["max_steps"]), str(b.stopped["time_limit"]),
+            str(b.stopped["failed"]), _ms(b.executed, 1), _ms(b.steps, 1), str(b.consulted_steps),
+            str(b.vetoed_steps), str(b.not_selected), f"{b.direction_from_task}/{b.with_result}",
+            str(b.direction_disagreements), str(b.metric_mismatches), str(b.context_overflows)]  # fmt: skip
+
+
+def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    table = Table(title=title)
+    for column in header:
+        table.add_column(column, justify="left" if column in ("regime", "configuration") else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def world_table(rows: Sequence[WorldRow]) -> Table:
     """World-model statistics."""
-    table = Table(title="World model (skip rate from gated; accuracy/Brier of p_improves from ungated)")
-    for column in ("regime", "configuration", "predictions", "invalid", "skip rate", "labelled", "accuracy",
-                   "Brier", "bug Brier"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("regime", "configuration") else "right")
-    for w in rows:
-        table.add_row(
-            w.regime, w.configuration, str(w.predictions), str(w.invalid), _num(w.skip_rate, 3), str(w.labelled),
-            _num(w.accuracy, 3), _num(w.brier, 4), _num(w.bug_brier, 4),
-        )  # fmt: skip
-    return table
+    title = "World model (skips from gated; accuracy/Brier and gate precision/recall from ungated)"
+    return _table(title, WORLD_HEADER, [world_cells(w) for w in rows])
+
+
+def budget_table(rows: Sequence[BudgetRow]) -> Table:
+    """Stop reasons, executions and agent data-quality counters."""
+    return _table("Budget and data quality (result.json)", BUDGET_HEADER, [budget_cells(b) for b in rows])
 
 
 def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
@@ -249,6 +308,8 @@ def print_tables(result: AuditResult, console: Console) -> None:
         console.print(deltas_table(result.deltas))
     if any(c.with_costs for c in result.costs):
         console.print(costs_table(result.costs))
+    if result.budgets:
+        console.print(budget_table(result.budgets))
     if result.world:
         console.print(world_table(result.world))
 
@@ -317,16 +378,22 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
               _num(c.total_cost), str(c.medals), _num(c.cost_per_medal), _num(c.tokens_per_trial, 0),
               _num(c.gpu_hours_per_trial, 3)] for c in result.costs],
         ))  # fmt: skip
+    if result.budgets:
+        parts += ["", "## Budget and data quality", "",
+                  "Which limit stopped each trial (max_steps counts executed nodes), executions and loop steps per "
+                  "trial (mean ± SEM), world-model steps consulted/vetoed and candidates not selected, and how "
+                  "often the metric direction came from the task, reviews disagreed with it, the printed metric "
+                  "disagreed with the reviewer's, or a prompt overflowed the context window. See "
+                  "docs/numbers.md.", ""]  # fmt: skip
+        parts.append(_md_table(BUDGET_HEADER, [budget_cells(b) for b in result.budgets]))
     if result.world:
         parts += ["", "## World model", "",
-                  "Skip rate = skipped / gate decisions (gated). Accuracy (p_improves ≥ 0.5) and Brier score "
-                  "of p_improves against real improvement, from executed ungated nodes.", ""]  # fmt: skip
-        parts.append(_md_table(
-            ["regime", "configuration", "predictions", "invalid", "skip rate", "labelled", "accuracy", "Brier",
-             "bug Brier"],
-            [[w.regime, w.configuration, str(w.predictions), str(w.invalid), _num(w.skip_rate, 3),
-              str(w.labelled), _num(w.accuracy, 3), _num(w.brier, 4), _num(w.bug_brier, 4)] for w in result.world],
-        ))  # fmt: skip
+                  "Skip rate = vetoed steps / consulted steps (gated); a candidate that merely lost the ranking "
+                  "is 'not selected', not a skip; executions saved = vetoed steps. Would skip, gate precision "
+                  "and recall come from the counterfactual gate decision recorded by ungated runs. Accuracy "
+                  "(p_improves ≥ 0.5) and Brier score of p_improves against real improvement, from executed "
+                  "ungated nodes; per stage and mode in index.html.", ""]  # fmt: skip
+        parts.append(_md_table(WORLD_HEADER, [world_cells(w) for w in result.world]))
         overall = next((w for w in result.world if w.configuration == "all"), None)
         if overall is not None:
             parts += ["", "Calibration (all ungated predictions):", ""]
