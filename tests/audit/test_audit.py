@@ -289,7 +289,9 @@ def test_run_audit_outputs_and_exit_codes(sweep_dirs: tuple[Path, Path], tmp_pat
         if (r["section"], r["regime"], r["configuration"], r["metric"]) == ("rates", "gated", "wm-point", "any_medal")
     )  # fmt: skip
     assert (float(any_medal["value"]), float(any_medal["sem"]), any_medal["n"]) == (75.0, 25.0, "2")
-    assert "## Paired gated − ungated" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "## Paired gated − ungated" in report and "## Budget and data quality" in report
+    assert "| improve | pointwise | 4 | 0.500 | 0.1925 |" in report  # calibration per stage and mode
 
 
 def test_default_out_dir_is_first_dir(sweep_dirs: tuple[Path, Path]) -> None:

@@ -24,6 +24,7 @@ from mle_world.audit.analysis import (
     DeltaRow,
     RateRow,
     WorldRow,
+    calibration_rows,
 )
 from mle_world.audit.collect import Sweep
 from mle_world.audit.stats import MeanSem
@@ -394,6 +395,14 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
                   "(p_improves ≥ 0.5) and Brier score of p_improves against real improvement, from executed "
                   "ungated nodes; per stage and mode in index.html.", ""]  # fmt: skip
         parts.append(_md_table(WORLD_HEADER, [world_cells(w) for w in result.world]))
+        stages = calibration_rows(sweep)
+        if stages:
+            parts += ["", "Calibration per stage and mode (executed, valid ungated predictions):", ""]
+            parts.append(_md_table(
+                ["stage", "mode", "labelled", "accuracy", "Brier", "bug labelled", "bug Brier"],
+                [[c.stage, c.mode, str(c.labelled), _num(c.accuracy, 3), _num(c.brier, 4), str(c.bug_labelled),
+                  _num(c.bug_brier, 4)] for c in stages],
+            ))  # fmt: skip
         overall = next((w for w in result.world if w.configuration == "all"), None)
         if overall is not None:
             parts += ["", "Calibration (all ungated predictions):", ""]
