@@ -162,7 +162,9 @@ def test_prompts_stay_within_a_small_context(tmp_path, competition, advertised):
         for r in coder.chat_requests
         if len(prompt_text(r)) // 3 + int(r["max_tokens"]) <= limit
     ]
-    assert any("omitted to fit the context window" in p for p in prompts)
+    assert any("earlier solution(s) omitted to fit the context window" in p for p in prompts)  # Memory
+    ensembling = [p for p in prompts if "Best solutions so far (for ensembling)" in p]
+    assert ensembling and all("characters omitted to fit the context window" in p for p in ensembling)
     memory_ok = [p for p in prompts if "Plan 10:" in p or "Plan 9:" in p]
     assert memory_ok  # the most recent nodes stay in Memory
 
