@@ -180,7 +180,7 @@ def test_failed_trials_that_left_a_submission_are_graded(dirs: tuple[Path, Path]
     def hook(trial, state) -> None:  # type: ignore[no-untyped-def]
         seen[trial.trial_id] = state
 
-    assert run_sweep(plan, options(), post_trial=hook, console=quiet()) == 1
+    assert run_sweep(plan, options(), post_trial=hook, display=SilentDisplay()) == 1
     ids = [r.trial.trial_id for r in plan.runs]
     assert seen == {ids[0]: "succeeded", ids[1]: "failed"}  # the failed trial without a submission: none
     failed = read_status(plan.runs[1].trial.trial_dir, ids[1])
