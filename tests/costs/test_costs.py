@@ -123,11 +123,32 @@ def test_trial_costs_hand_computed(tmp_path: Path, prices) -> None:  # type: ign
     assert coder["trial_id"] == "gated/wm-point/iris-species/seed34"
 
 
-def test_missing_events_file_is_not_fatal(tmp_path: Path, prices) -> None:  # type: ignore[no-untyped-def]
+def test_missing_events_file_is_unknown_not_free(tmp_path: Path, prices) -> None:  # type: ignore[no-untyped-def]
     spec = spec_for("iris-species", 35)
     rows = read_rows(write_trial_costs(make_trial(tmp_path, spec, None), spec, tmp_path, prices))
-    assert {r["calls"] for r in rows.values()} == {"0"}
-    assert {float(r["cost_usd"]) for r in rows.values()} == {0.0}
+    assert list(rows) == ["coder", "feedback", "world", "execution"]
+    # Nothing is known of a trial without events.jsonl: empty cells, never a $0 that looks priced.
+    assert {r["cost_usd"] for r in rows.values()} == {""}
+    assert {r["calls"] for r in rows.values()} == {""}
+    assert {r["pricing"] for r in rows.values()} == {"unknown: no events.jsonl"}
+    with open(write_cost_summary(tmp_path), newline="") as handle:
+        summary = list(csv.DictReader(handle))
+    assert summary and all(r["cost_usd"] == "" and r["trials_cost_unknown"] == "1" for r in summary)
+
+
+def test_failed_attempt_without_usage_keeps_per_token_pricing(tmp_path: Path, prices) -> None:  # type: ignore[no-untyped-def]
+    failed = json.dumps(
+        {"type": "llm_call", "ts": TS, "role": "coder", "model": None, "purpose": "draft",
+         "prompt_tokens": None, "completion_tokens": None, "latency_s": 30.0, "outcome": "retry",
+         "error": "HTTP 500"}
+    )  # fmt: skip
+    spec = spec_for("iris-species", 36)
+    lines = [llm("coder", "gpt-4o", 1000, 200, 2.0), failed, llm("coder", "gpt-4o", 3000, 800, 4.0)]
+    rows = read_rows(write_trial_costs(make_trial(tmp_path, spec, lines), spec, tmp_path, prices))
+    coder = rows["coder"]
+    assert coder["pricing"] == "per-token" and coder["calls_unknown_usage"] == "0"
+    assert float(coder["cost_usd"]) == pytest.approx(0.02)
+    assert (coder["calls"], coder["prompt_tokens"]) == ("3", "4000")
 
 
 def test_unknown_execution_price_stays_empty(tmp_path: Path) -> None:

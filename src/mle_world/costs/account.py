@@ -58,24 +58,31 @@ def _fmt(value: float | int | None) -> str:
 def role_row(role: Role, events: Sequence[LLMCallEvent], prices: Prices) -> dict[str, Any]:
     """Usage and cost of one role; per-token pricing when every call's model has a price and usage."""
     calls = len(events)
-    unknown = sum(1 for e in events if e.prompt_tokens is None or e.completion_tokens is None)
     known = [e for e in events if e.prompt_tokens is not None and e.completion_tokens is not None]
-    prompt = sum(e.prompt_tokens or 0 for e in known) if known or calls == 0 else None
-    completion = sum(e.completion_tokens or 0 for e in known) if known or calls == 0 else None
+    # An attempt that failed without usage (HTTP 5xx, timeout, garbage) bills no tokens, so it must not
+    # turn a per-token role into GPU-hour pricing; only a completed call without usage is unknown.
+    unknown = sum(
+        1 for e in events if e.outcome == "ok" and (e.prompt_tokens is None or e.completion_tokens is None)
+    )
+    prompt = sum(e.prompt_tokens or 0 for e in known) if known or unknown == 0 else None
+    completion = sum(e.completion_tokens or 0 for e in known) if known or unknown == 0 else None
     seconds = sum(e.latency_s for e in events)
     models = Counter(e.model or "" for e in events)
     cost: float | None = None
     pricing = ""
-    token_prices = [prices.models.get(e.model or "") for e in events]
+
+    def priced(event: LLMCallEvent) -> bool:
+        price = prices.models.get(event.model or "")
+        return price is not None and price.input is not None and price.output is not None
+
     if calls == 0:
         cost, pricing = 0.0, "none"
-    elif unknown == 0 and all(p and p.input is not None and p.output is not None for p in token_prices):
-        cost = sum(
-            (e.prompt_tokens or 0) * (p.input or 0.0) / 1e6
-            + (e.completion_tokens or 0) * (p.output or 0.0) / 1e6
-            for e, p in zip(events, token_prices, strict=True)
-            if p is not None
-        )
+    elif unknown == 0 and all(priced(e) for e in known) and (known or all(priced(e) for e in events)):
+        cost = 0.0
+        for e in known:
+            price = prices.models[e.model or ""]
+            cost += (e.prompt_tokens or 0) * (price.input or 0.0) / 1e6
+            cost += (e.completion_tokens or 0) * (price.output or 0.0) / 1e6
         pricing = "per-token"
     else:
         server = prices.self_hosted.get(role)
@@ -117,10 +124,24 @@ def execution_row(events: Sequence[ExecutionEvent], prices: Prices) -> dict[str,
     }
 
 
+def unknown_row(role: str) -> dict[str, Any]:
+    """A role of a trial without events.jsonl: nothing is known, so nothing is priced (never $0)."""
+    return {
+        "role": role,
+        "model": "",
+        **dict.fromkeys(("calls", "calls_unknown_usage", "prompt_tokens", "completion_tokens")),
+        **dict.fromkeys(("llm_seconds", "exec_seconds", "gpu_hours", "cost_usd")),
+        "pricing": "unknown: no events.jsonl",
+    }
+
+
 def trial_cost_rows(events: TrialEvents, spec: TrialSpec, prices: Prices) -> list[dict[str, Any]]:
     """One row per role plus one for execution."""
-    rows = [role_row(role, [e for e in events.llm if e.role == role], prices) for role in ROLES]
-    rows.append(execution_row(events.executions, prices))
+    if events.missing:
+        rows = [unknown_row(role) for role in (*ROLES, EXECUTION_ROLE)]
+    else:
+        rows = [role_row(role, [e for e in events.llm if e.role == role], prices) for role in ROLES]
+        rows.append(execution_row(events.executions, prices))
     ident = {
         "trial_id": spec.trial_id,
         "regime": spec.regime,
