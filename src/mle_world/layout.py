@@ -17,6 +17,7 @@ STATUS = "status.json"
 COST_SUMMARY = "summary.csv"
 REPORT_SUFFIX = "_grading_report.json"
 
+_DIGITS = re.compile(r"(\d+)")
 _TRIAL_ID = re.compile(
     r"^(?P<regime>gated|ungated)/(?P<configuration>[^/]+)/(?P<task>[^/]+)/seed(?P<seed>-?\d+)$"
 )
@@ -76,9 +77,14 @@ def cost_summary_path(output_dir: Path) -> Path:
     return costs_dir(output_dir) / COST_SUMMARY
 
 
+def natural_key(path: Path) -> tuple[str | int, ...]:
+    """Sort key reading digit runs as numbers, so `..._seed9` comes before `..._seed10`."""
+    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(str(path)))
+
+
 def spec_paths(output_dir: Path) -> list[Path]:
-    """Every trial's spec.json under the output dir, sorted."""
-    return sorted((output_dir / RUNS).glob(f"*/*/{SPEC}"))
+    """Every trial's spec.json under the output dir, in natural (seed-numeric) order."""
+    return sorted((output_dir / RUNS).glob(f"*/*/{SPEC}"), key=natural_key)
 
 
 def status_paths(output_dir: Path) -> list[Path]:

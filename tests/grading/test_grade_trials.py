@@ -69,6 +69,38 @@ def test_grade_output_dir_regrades_every_trial(
     assert again.graded == [] and len(again.skipped) == 2
 
 
+def test_grade_output_dir_natural_seed_order_and_running_trials_left_alone(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    from mle_world.records import TrialStatus
+
+    out = tmp_path / "out"
+    for seed in (10, 9, 2):
+        trial = out / "runs" / "wm-point" / f"iris-species_seed{seed}"
+        write_model(trial / "spec.json", spec_for("iris-species", seed=seed))
+    live = out / "runs" / "wm-point" / "iris-species_seed9"
+    write_model(
+        live / "status.json", TrialStatus(trial_id="gated/wm-point/iris-species/seed9", state="running")
+    )
+    result = grade_output_dir(out, prepared_data, local_comps)
+    assert [r.seed for r in result.graded] == [2, 10]  # natural order, not "10" < "2"
+    assert result.unfinished == ["gated/wm-point/iris-species/seed9"]
+    assert not (out / "runs" / "wm-point" / "iris-species_seed9_grading_report.json").exists()
+
+
+def test_scores_are_rounded_like_mlebench_rounds_numpy_values() -> None:
+    import numpy as np
+
+    from mle_world.grading.medals import normalise_score
+
+    # MLE-bench applies round(score, 5) to the grader's numpy value; numpy rounds half away in
+    # decimal where Python's float rounding sees 0.48779499999...
+    assert normalise_score(np.float64(0.487795)) == 0.4878
+    assert normalise_score(0.487795) == round(0.487795, 5)
+    assert normalise_score(np.float64("inf")) is None and normalise_score(float("nan")) is None
+    assert normalise_score("0.5") == 0.5 and normalise_score("x") is None
+
+
 def test_local_tasks_are_graded_without_mlebench(
     monkeypatch: pytest.MonkeyPatch, prepared_data: Path, local_comps: dict[str, Path], tmp_path: Path
 ) -> None:

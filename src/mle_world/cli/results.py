@@ -80,7 +80,12 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     for line in result.errors:
         print(f"error: {line}", file=sys.stderr)
     cost_output_dir(args.output_dir, prices)
-    print(f"graded {len(result.graded)}, kept {len(result.skipped)}, errors {len(result.errors)}")
+    if result.unfinished:
+        print(f"not graded, still running: {', '.join(result.unfinished)}", file=sys.stderr)
+    print(
+        f"graded {len(result.graded)}, kept {len(result.skipped)}, unfinished {len(result.unfinished)}, "
+        f"errors {len(result.errors)}"
+    )
     return 1 if result.errors else 0
 
 

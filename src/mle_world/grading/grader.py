@@ -89,6 +89,17 @@ class RegradeResult(NamedTuple):
     """Trial ids whose report already existed (without `force`)."""
     errors: list[str]
     """One line per trial that could not be graded (bad spec.json, not prepared, …)."""
+    unfinished: list[str] = []
+    """Trial ids still submitted or running: their submission may change, so they are not graded."""
+
+
+def _is_active(trial_dir: Path) -> bool:
+    """status.json says submitted/running (a live sweep); a missing or unreadable one does not block."""
+    try:
+        status = read_model(trial_dir / layout.STATUS, TrialStatus)
+    except (OSError, ValidationError, ValueError):
+        return False
+    return status.state in ("submitted", "running")
 
 
 def grade_output_dir(
@@ -107,12 +118,16 @@ def grade_output_dir(
     graded: list[GradingReport] = []
     skipped: list[str] = []
     errors: list[str] = []
+    unfinished: list[str] = []
     for spec_path in layout.spec_paths(output_dir):
         trial_dir = spec_path.parent
         try:
             spec = read_model(spec_path, TrialSpec)
         except (OSError, ValidationError, ValueError) as exc:
             errors.append(f"{spec_path}: unreadable spec ({type(exc).__name__})")
+            continue
+        if _is_active(trial_dir):
+            unfinished.append(spec.trial_id)
             continue
         if not force and layout.report_beside(trial_dir).exists():
             skipped.append(spec.trial_id)
@@ -121,4 +136,4 @@ def grade_output_dir(
             graded.append(grade_trial(trial_dir, spec, data_dir, active))
         except UserError as exc:
             errors.append(f"{spec.trial_id}: {exc}")
-    return RegradeResult(graded, skipped, errors)
+    return RegradeResult(graded, skipped, errors, unfinished)

@@ -82,14 +82,20 @@ def rank_score(score: float | None, scores: Sequence[float]) -> tuple[Thresholds
 
 
 def normalise_score(raw: Any) -> float | None:
-    """MLE-bench's `round(score, 5)`; non-numeric, NaN and infinite scores become None (invalid)."""
+    """MLE-bench's `round(score, 5)` on the grader's value; non-numeric, NaN and infinite scores become
+    None (invalid). MLE-bench itself keeps ±inf (and can give it a medal): we do not."""
     try:
         value = float(raw)
     except (TypeError, ValueError):
         return None
     if not math.isfinite(value):
         return None
-    return round(value, 5)
+    try:
+        # Round the grader's own value as MLE-bench does: numpy rounds 0.487795 to 0.4878 where
+        # Python's float rounding gives 0.48779, and the reports must agree digit for digit.
+        return float(round(raw, 5))
+    except TypeError:
+        return round(value, 5)
 
 
 def local_now() -> datetime:
