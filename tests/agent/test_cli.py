@@ -260,3 +260,23 @@ def _cmdline(pid: str) -> str:
             return handle.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_corrupt_journal_fails_with_one_line_naming_the_file(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0)
+    )
+    trial = Path(spec.paths.trial_dir)
+    journal = trial / "journal.json"
+    journal.write_text('{"trial_id": 7, "nodes": "not a list"}')
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    text = err.decode()
+    assert proc.returncode == 2, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(journal) in lines[0] and "corrupt journal" in lines[0], text
+    assert "Traceback" not in text and "pydantic.dev" not in text
+    assert journal.read_text() == '{"trial_id": 7, "nodes": "not a list"}'  # left for the user to inspect
+    assert servers["coder"].requests == []

@@ -22,6 +22,7 @@ from mle_world.agent.budget import MonotonicClock
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventLog
 from mle_world.agent.interpreter import ProcessRunner, enable_subreaper, kill_leftovers
+from mle_world.agent.journal import CorruptJournal
 from mle_world.agent.llm import Backoff, EndpointClient
 from mle_world.agent.loop import Agent, CheckpointMismatch, Preempted, Services
 from mle_world.agent.workspace import TrialLayout
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         agent = build_agent(spec)
         result = agent.run()
-    except CheckpointMismatch as error:
+    except (CheckpointMismatch, CorruptJournal) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except Preempted as stop:

@@ -312,14 +312,28 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     JournalWriter(path, None).save(checkpoint, compact=True)
 
 
+class CorruptJournal(Exception):
+    """journal.json cannot be read back: the trial cannot resume, and the message names the file."""
+
+
 def load_checkpoint(path: Path) -> Checkpoint | None:
     """The journal as of its last complete checkpoint: journal.json plus the whole lines of journal.jsonl.
 
-    Raises OSError or ValidationError for an unreadable snapshot; a torn or inconsistent log line
+    Raises CorruptJournal for an unreadable snapshot; a torn or inconsistent log line
     ends the replay there (what follows it cannot have been written by a live writer).
     """
     log = log_path(path)
-    merged = read_model(path, Checkpoint) if path.exists() else None
+    try:
+        merged = read_model(path, Checkpoint) if path.exists() else None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise CorruptJournal(
+            f"{path}: corrupt journal ({where + ': ' if where else ''}{err['msg']}); move it aside to "
+            "restart this trial from scratch"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptJournal(f"{path}: unreadable journal ({exc})") from None
     if not log.exists():
         return merged
     with open(log, "rb") as handle:
