@@ -10,7 +10,6 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,8 @@ class Trial:
     seed: int
     output_dir: Path
     trial_dir: Path
+    report_path: Path
+    """Where its grading report lives (`layout.report_beside` the canonical trial dir)."""
     report: GradingReport | None = None
     problem: str | None = None
     """'missing' or 'invalid: …' when there is no usable report."""
@@ -61,11 +62,6 @@ class Trial:
             and self.state == "failed"
             and not (self.trial_dir / "submission" / "submission.csv").is_file()
         )
-
-    @cached_property
-    def report_path(self) -> Path:
-        """Where the grading report of this trial lives."""
-        return layout.grading_report_path(self.output_dir, self.configuration, self.task, self.seed)
 
 
 @dataclass
@@ -295,6 +291,7 @@ def collect(dirs: Iterable[Path]) -> Sweep:
                 seed=key.seed,
                 output_dir=output_dir,
                 trial_dir=trial_dir,
+                report_path=layout.report_beside(canonical_dir),
                 dir_missing=str(trial_dir) == canonical and not names.get(canonical_dir.name),
             )
             report_path = trial.report_path

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # frames are passed in; importing pandas here would cost every reader of reports ~0.3 s
+    import pandas as pd
 
 SUBMISSION_RELPATH = Path("submission") / "submission.csv"
 
