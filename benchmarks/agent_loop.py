@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "agent"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))  # the tests' helpers
 
 from agent_helpers import coder_reply, good_script, make_competition, make_spec, review_responder  # noqa: E402
 from fakeserver import FakeOpenAIServer  # noqa: E402

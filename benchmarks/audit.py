@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "audit"))
+sys.path.insert(0, str(REPO / "tests" / "support"))  # the tests' helpers
 
 from synthetic import TASKS, make_sweep  # noqa: E402
 

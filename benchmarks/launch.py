@@ -1,6 +1,6 @@
 """Launcher overhead: N short trials on the local pool and on the local Slurm (submitit job array).
 
-Reads nothing but the repository (tests/launch/launchkit.py builds the plan); writes trial dirs under
+Reads nothing but the repository (tests/support/launchkit.py builds the plan); writes trial dirs under
 --work-dir (a temp dir by default) and prints, per backend, makespan / ideal makespan
 (N × trial time / parallelism) and harness overhead per trial; `--json PATH` also saves the numbers.
 
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "launch"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))  # the tests' helpers
 
 from launchkit import fast_cluster, make_plan  # noqa: E402
 

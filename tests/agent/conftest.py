@@ -5,17 +5,12 @@ Reads nothing; starts threaded HTTP servers and writes under pytest's tmp_path.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from agent_helpers import make_competition, review_responder  # noqa: E402
-from fakeserver import FakeOpenAIServer  # noqa: E402
+from agent_helpers import make_competition, review_responder
+from fakeserver import FakeOpenAIServer
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def test_healthy_endpoints_table(start_server) -> None:
         assert header in text
     assert "coder-model" in text and "32768" in text and "yes" in text
     # the probe used a 1-token completion and a forced named tool choice
-    posts = [r["body"] for r in servers["coder"].options.requests if r["method"] == "POST"]
+    posts = servers["coder"].chat_requests
     assert posts[0]["max_tokens"] == 1
     assert posts[1]["tool_choice"] == {"type": "function", "function": {"name": "report_ok"}}
 
@@ -87,7 +87,7 @@ def test_server_without_tool_calling_is_reported_not_fatal(start_server) -> None
     (probe,) = probes
     assert probe.ok
     assert probe.tool_calls is False
-    assert probe.tool_error == "HTTP 400: tools are not supported"
+    assert probe.tool_error == "HTTP 400: tools not supported by this server"
     assert probe.max_model_len is None  # llama.cpp-like: no max_model_len on /v1/models
     text = out.getvalue()
     assert "no tool calling" in text and "JSON fallback" in text

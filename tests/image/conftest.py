@@ -5,16 +5,8 @@ Reads PATH; writes nothing.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-HERE = Path(__file__).parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from image_helpers import require_tool  # noqa: E402
+from image_helpers import require_tool
 
 
 @pytest.fixture

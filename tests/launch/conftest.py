@@ -8,14 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-HERE = Path(__file__).parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
 
 
 @pytest.fixture

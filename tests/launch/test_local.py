@@ -1,6 +1,6 @@
 """Local backend and per-trial job: GPU exclusivity, wall limit, classification, resume, retry, Ctrl-C.
 
-Writes trial directories under pytest's tmp paths; runs tests/launch/fake_agent.py as the agent.
+Writes trial directories under pytest's tmp paths; runs tests/support/fake_agent.py as the agent.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from mle_world.launch.state import StateError, read_status, update_status
 from mle_world.launch.trial import TrialRunner
 from mle_world.plan.sweep_plan import LaunchOptions
 
-HERE = Path(__file__).parent
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 
 def options(**kw: object) -> LaunchOptions:
@@ -211,7 +211,7 @@ def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:
 
 def test_ctrl_c_stops_children_and_leaves_pending(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
-    argv = [sys.executable, str(HERE / "drive.py"), str(out), str(data), "4", "ok", "60", "local"]
+    argv = [sys.executable, str(SUPPORT / "drive.py"), str(out), str(data), "4", "ok", "60", "local"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     plan = make_plan(out, data, 4, seconds=60)
     deadline = time.time() + 30

@@ -10,14 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from mle_world.launch.display import PlainDisplay  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from launchkit import fast_cluster, make_plan  # noqa: E402
 
 from mle_world.errors import UserError  # noqa: E402
 from mle_world.launch import parse_gpu_devices, run_sweep  # noqa: E402
+from mle_world.launch.display import PlainDisplay  # noqa: E402
 from mle_world.plan.sweep_plan import LaunchOptions  # noqa: E402
 
 

@@ -79,8 +79,19 @@ class FakeOpenAIServer:
         port: int = 0,
         max_model_len: int | None = 32768,
         capacity: int | None = None,
+        also_serves: tuple[str, ...] = (),
+        known_models_only: bool = False,
+        required_key: str | None = None,
+        echo_tools: bool = False,
     ) -> None:
+        """`also_serves`: more model ids on /v1/models; `known_models_only`: 404 for a chat request
+        naming another model (vLLM's answer); `required_key`: 401 without `Bearer <key>`;
+        `echo_tools`: with nothing scripted, a request with tools gets a call of its chosen tool."""
         self.model = model
+        self.served = (model, *also_serves)
+        self.known_models_only = known_models_only
+        self.required_key = required_key
+        self.echo_tools = echo_tools
         self.default = default
         self.latency_s = latency_s
         self.reject_tools = reject_tools
@@ -228,6 +239,12 @@ class FakeOpenAIServer:
                 status = self._failures.popleft()
                 return Reply(status=status, error_message=f"scripted HTTP {status}", usage=None)
             item: Reply | str | Responder | None = self._queue.popleft() if self._queue else self.default
+        if item is None and self.echo_tools and request.get("tools"):
+            choice = request.get("tool_choice")
+            name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+            return Reply(
+                content=None, tool_call=(name or request["tools"][0]["function"]["name"], {"ok": True})
+            )
         if item is None:
             return Reply(content="(no scripted reply)")
         if callable(item) and not isinstance(item, Reply):
@@ -336,21 +353,34 @@ class FakeOpenAIServer:
                 self._send(status, {"error": {"message": message, "code": status}}, headers=headers)
                 return True
 
+            def _refused_key(self) -> bool:
+                """Answer 401 when a key is required and this request does not carry it."""
+                if (
+                    fake.required_key is None
+                    or self.headers.get("Authorization") == f"Bearer {fake.required_key}"
+                ):
+                    return False
+                self._send(401, {"error": {"message": "invalid api key", "type": "auth", "code": 401}})
+                return True
+
             def do_GET(self) -> None:  # noqa: N802
                 with fake._lock:
                     fake.requests.append({"_path": self.path})
-                if self._outage_answer():
+                if self._outage_answer() or self._refused_key():
                     return
                 if self.path.rstrip("/").endswith("/models"):
-                    entry: dict[str, Any] = {
-                        "id": fake.model,
-                        "object": "model",
-                        "created": 0,
-                        "owned_by": "fake",
-                    }
-                    if fake.max_model_len is not None:
-                        entry["max_model_len"] = fake.max_model_len
-                    self._send(200, {"object": "list", "data": [entry]})
+                    entries = []
+                    for served in fake.served:
+                        entry: dict[str, Any] = {
+                            "id": served,
+                            "object": "model",
+                            "created": 0,
+                            "owned_by": "fake",
+                        }
+                        if fake.max_model_len is not None:
+                            entry["max_model_len"] = fake.max_model_len
+                        entries.append(entry)
+                    self._send(200, {"object": "list", "data": entries})
                 else:
                     self._send(404, {"error": {"message": "not found", "type": "not_found"}})
 
@@ -366,10 +396,17 @@ class FakeOpenAIServer:
                 request["_auth"] = self.headers.get("Authorization")
                 with fake._lock:
                     fake.requests.append(request)
+                if self._refused_key():
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "not found", "type": "not_found"}})
                     return
                 model = str(request.get("model", fake.model))
+                if fake.known_models_only and model not in fake.served:
+                    self._send(
+                        404, {"error": {"message": f"The model `{model}` does not exist.", "code": 404}}
+                    )
+                    return
                 with fake._lock:
                     fake._chat_count += 1
                     trigger = fake._outage is not None and fake._chat_count > fake._outage[3]

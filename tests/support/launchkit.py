@@ -1,4 +1,4 @@
-"""Builders for launch tests: a SweepPlan of N synthetic trials whose command is tests/launch/fake_agent.py.
+"""Builders for launch tests: a SweepPlan of N synthetic trials whose command is tests/support/fake_agent.py.
 
 Reads configs/demo.yaml; writes nothing (the tests' tmp dirs are written by the launcher).
 """

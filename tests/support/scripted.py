@@ -1,6 +1,6 @@
 """Scripted endpoints for the end-to-end sweep: a coder whose scripts really solve the local tasks.
 
-Reads nothing; the responders build replies for tests/fakeserver.py from the request text.
+Reads nothing; the responders build replies for tests/support/fakeserver.py from the request text.
 """
 
 from __future__ import annotations
