@@ -234,7 +234,8 @@ def test_no_sandbox_warning_is_loud_and_recorded(tmp_path: Path) -> None:
 def test_planning_leaves_the_parsed_flags_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`-c` fills in the output dir and $CUDA_DEVICE without writing them back into the flags."""
     from mle_world.cli.commands import COMMANDS
-    from mle_world.cli.sweep import build_run_parser, launch_options, plan_from_args
+    from mle_world.cli.planning import plan_from_args
+    from mle_world.cli.sweep import build_run_parser, launch_options
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CUDA_DEVICE", "3")

@@ -2,6 +2,9 @@
 
 Reads the endpoint settings and the key variable they name; writes one `LLMCallEvent` per attempt
 (and, through the outage listener, one `DowntimeEvent` when a role goes down or comes back).
+
+Longer than 400 lines because one call's retry policy spans replicas, the outage window, the request cap
+and the events it writes; they share the call's state.
 """
 
 from __future__ import annotations

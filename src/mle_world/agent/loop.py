@@ -2,6 +2,9 @@
 
 Reads spec settings, the journal checkpoint and the data dir; writes journal.json, events, the best
 submission and code (atomically, whenever the best improves), node logs and result.json.
+
+Longer than 400 lines because every step of the loop shares one trial's state (journal, budget,
+checkpoint, gate RNG); the world-model consultation is the part to move out (agent/consult.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Prompts of the coder (draft/improve/debug), the reviewer and the world model, and code extraction.
 
 Reads only the values passed in (task text, memory, budget view, nodes); writes nothing.
+
+Longer than 400 lines because it holds the prompt texts themselves (AIDE's wording kept close).
 """
 
 from __future__ import annotations

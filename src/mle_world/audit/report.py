@@ -2,6 +2,9 @@
 
 Reads the computed audit tables; writes `<out_dir>/summary.csv`, `report.md`, `medal_rates.png`,
 `calibration.png` and `best_metric_over_time.png` (atomically where it writes text).
+
+Longer than 400 lines because each table is written three times (CSV, markdown, rich) and the plots
+live here too; one table → three writers, and plots in their own module, is the planned split.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Reads a trial dir's journal.json, events.jsonl, status.json, result.json and grading report (or the
 parsed journal and events the audit already holds); writes nothing.
+
+Longer than 400 lines because the page model (tree layout, node details, predictions, timeline) is
+built in one pass over one trial's journal and events.
 """
 
 from __future__ import annotations

@@ -1,0 +1,267 @@
+"""Planning a sweep from the command line: flags + configs → a SweepPlan, and the files that record it.
+
+Reads flags, configs, the environment (MLE_SEED) and git; writes launch.json and agent-config.yaml
+(`write_plan_files`). Prints nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from mle_world import __version__
+from mle_world.cli.checks import ensure_dir
+from mle_world.cli.options import (
+    default_config_path,
+    default_data_dir,
+    endpoint_overrides,
+)
+from mle_world.errors import UserError
+from mle_world.plan.config import (
+    PaperConfig,
+    load_cluster_config,
+    load_paper_config,
+    regime_hash,
+    resolved_regime,
+)
+from mle_world.plan.render import Renderer, RuntimeSpec, render_command, view_paths
+from mle_world.plan.sweep import Selection, expand
+from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
+from mle_world.records import (
+    EndpointRecord,
+    EndpointSettings,
+    LaunchedTrial,
+    LaunchRecord,
+    Regime,
+    Role,
+)
+from mle_world.storage import write_model, write_text_atomic
+from mle_world.tasks.registry import load_registry
+
+NO_SANDBOX_WARNING = (
+    "--no-sandbox: the agent and its generated code run unsandboxed with the host filesystem in view; "
+    "private answers under --data-dir are readable. Results are not valid for the paper."
+)
+
+
+def _git_sha() -> str | None:
+    """The commit of the checkout the package runs from; None for an installed copy (or without git)."""
+    import mle_world
+
+    package = Path(mle_world.__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(package), "rev-parse", "--show-toplevel", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]) / "src" / "mle_world" != package:
+        return None
+    return lines[1]
+
+
+def check_seeds(seeds: tuple[int, ...], known: tuple[int, ...]) -> None:
+    """--seeds selects among the config's seeds; a new seed belongs in the config (and its identity)."""
+    if not seeds:
+        raise UserError("--seeds: no seed given (expected e.g. --seeds 34,35)")
+    unknown = [s for s in seeds if s not in known]
+    if unknown:
+        raise UserError(
+            f"--seeds: {', '.join(map(str, unknown))} not among the config's seeds "
+            f"({', '.join(map(str, known))}); add new seeds to `seeds:` in the config"
+        )
+
+
+def _runtime(
+    args: argparse.Namespace,
+    endpoints: dict[Role, EndpointSettings],
+    cluster_env: tuple[str, ...],
+    mounts: tuple[tuple[str, str], ...] = (),
+) -> RuntimeSpec:
+    names = ["CUDA_VISIBLE_DEVICES"]
+    names += [e.key_env for e in endpoints.values() if e.key_env and e.key_env not in names]
+    names += [n for n in cluster_env if n not in names]
+    if args.runtime != "process":
+        return RuntimeSpec(
+            runtime=args.runtime,
+            image=str(args.enroot_image.absolute()) if args.enroot_image else None,
+            env_names=tuple(names),
+            mounts=mounts,
+        )
+    import mle_world
+
+    package_root = Path(mle_world.__file__).resolve().parents[1]
+    prefixes = sorted({sys.prefix, sys.base_prefix, str(package_root)})
+    python_bin = str(Path(sys.executable).parent)
+    return RuntimeSpec(
+        runtime="process",
+        sandbox=not args.no_sandbox,
+        python=sys.executable,
+        host_paths=tuple(prefixes),
+        env_names=tuple(names),
+        path_env=f"{python_bin}:/usr/local/bin:/usr/bin:/bin",
+        mounts=mounts,
+    )
+
+
+def _selection(args: argparse.Namespace, config: PaperConfig) -> tuple[Selection, Regime]:
+    """The trials the flags select; `-c COMPETITION` is one trial (seed from --seed, $MLE_SEED, or the first)."""
+    regime: Regime | None = args.regime
+    if args.competition:
+        seed = args.seed
+        if seed is None and os.environ.get("MLE_SEED"):
+            try:
+                seed = int(os.environ["MLE_SEED"])
+            except ValueError:
+                raise UserError(f"MLE_SEED={os.environ['MLE_SEED']!r} is not an integer") from None
+        configuration = args.configuration or next(iter(config.configurations))
+        selection = Selection(
+            tasks=(args.competition,),
+            configurations=(configuration,),
+            seeds=(seed if seed is not None else config.seeds[0],),
+            max_steps=args.iterations,
+        )
+        return selection, regime or "gated"
+    if args.configuration or args.seed is not None:
+        raise UserError(
+            "-m/--configuration and --seed need -c COMPETITION (use --configs/--seeds for sweeps)"
+        )
+    if regime is None:
+        raise UserError("--regime is required (gated or ungated)")
+    if args.seeds is not None:
+        check_seeds(args.seeds, config.seeds)
+    selection = Selection(
+        tasks=args.tasks, configurations=args.configs, seeds=args.seeds, max_steps=args.iterations
+    )
+    return selection, regime
+
+
+def _output_dir(args: argparse.Namespace, selection: Selection, regime: Regime) -> Path:
+    """--output-dir, or for `-c` runs/<competition>-<configuration>-<regime>."""
+    if args.output_dir is not None:
+        return Path(args.output_dir).absolute()
+    if not args.competition or not selection.configurations:
+        raise UserError("--output-dir is required")
+    return (Path("runs") / f"{args.competition}-{selection.configurations[0]}-{regime}").absolute()
+
+
+def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[SweepPlan, PaperConfig, list[str]]:
+    """Resolve flags + configs into a SweepPlan (pure apart from reading configs, the environment and
+    git; `args` is not changed)."""
+    registry = load_registry(list(args.competitions_dir))
+    config_path = args.config or default_config_path("paper.yaml")
+    config = load_paper_config(config_path, registry.__contains__)
+    cluster_path = args.cluster_config or default_config_path("cluster.yaml")
+    cluster = load_cluster_config(cluster_path if (args.cluster_config or cluster_path.exists()) else None)
+
+    warnings: list[str] = []
+    selection, regime = _selection(args, config)
+    if args.competition and selection.seeds and selection.seeds[0] not in config.seeds:
+        # A one-off seed (Kapso's MLE_SEED defaults to 1) is part of the sweep's identity, so a
+        # later run with the config's seeds cannot mix into the same output dir unnoticed.
+        config = replace(config, seeds=selection.seeds)
+    output_dir = _output_dir(args, selection, regime)
+    if args.no_sandbox:
+        if args.runtime != "process":
+            raise UserError("--no-sandbox applies to --runtime process only")
+        warnings.append(NO_SANDBOX_WARNING)
+    if args.summary and not args.dry_run:
+        raise UserError("--summary needs --dry-run")
+
+    data_dir = (args.data_dir or default_data_dir()).absolute()
+    endpoints = endpoint_overrides(config, args)
+    config = replace(config, endpoints=endpoints)
+    runtime = _runtime(args, endpoints, cluster.container.env, cluster.container.mount_pairs())
+
+    trials = expand(
+        config,
+        regime,
+        selection,
+        output_dir=output_dir,
+        data_dir=data_dir,
+        known_task=registry.__contains__,
+        view=lambda trial_dir, public: view_paths(runtime, trial_dir, public),
+        direction=registry.lower_is_better,
+    )
+    renderer = Renderer()
+    runs = tuple(PlannedRun(trial=t, command=render_command(t, runtime, renderer)) for t in trials)
+    # The identity of an output dir is the whole regime's science, not the filtered subset, so a
+    # later `--configs`/`--tasks` run on the same dir is accepted; spec.json hashes guard each trial.
+    config_hash = regime_hash(config, regime, tuple(config.configurations))
+    record = LaunchRecord(
+        argv=tuple(argv),
+        harness_version=__version__,
+        git_sha=_git_sha(),
+        created_at=datetime.now(UTC),
+        regime=regime,
+        config_path=str(config.path.absolute()),
+        config_hash=config_hash,
+        cluster_path=str(cluster_path.absolute()) if cluster_path.exists() else None,
+        backend=args.backend,
+        runtime=args.runtime,
+        dry_run=bool(args.dry_run),
+        sandbox=runtime.sandbox,
+        warnings=tuple(warnings),
+        data_dir=str(data_dir),
+        image_path=runtime.image,
+        endpoints_file=str(args.endpoints_file.absolute()) if args.endpoints_file else None,
+        endpoints=tuple(
+            EndpointRecord(role=role, url=url, key_env=e.key_env, served_models=(e.model,) if e.model else ())
+            for role, e in endpoints.items()
+            for url in e.urls
+        ),
+        trials=tuple(
+            LaunchedTrial(
+                trial_id=r.trial.trial_id,
+                science_hash=r.trial.spec.science_hash,
+                trial_dir=str(r.trial.trial_dir),
+                command=r.command,
+            )
+            for r in runs
+        ),
+    )
+    plan = SweepPlan(
+        output_dir=output_dir,
+        data_dir=data_dir,
+        regime=regime,
+        runs=runs,
+        runtime=runtime,
+        cluster=cluster,
+        record=record,
+        config_hash=config_hash,
+        local_competitions=dict(registry.local),
+    )
+    return plan, config, warnings
+
+
+def write_plan_files(plan: SweepPlan, config: PaperConfig) -> Path:
+    """launch.json + agent-config.yaml; a dry run never overwrites a real run's launch.json."""
+    out = ensure_dir(plan.output_dir, "--output-dir")
+    launch_path = out / "launch.json"
+    if plan.record.dry_run and launch_path.exists():
+        try:
+            previous = LaunchRecord.model_validate_json(launch_path.read_text())
+            if not previous.dry_run:
+                launch_path = out / "launch.dry-run.json"
+        except ValueError:
+            launch_path = out / "launch.dry-run.json"
+    resolved = resolved_regime(config, plan.regime, tuple(config.configurations))
+    resolved["config_hash"] = plan.config_hash
+    # libyaml's emitter when available: the same text as safe_dump, several times faster.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = yaml.dump(resolved, Dumper=dumper, sort_keys=False, width=110)
+    write_text_atomic(out / "agent-config.yaml", text)
+    write_model(launch_path, plan.record)
+    return launch_path
