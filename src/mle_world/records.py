@@ -6,13 +6,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Role = Literal["coder", "feedback", "world"]
 ROLES: tuple[Role, ...] = ("coder", "feedback", "world")
@@ -395,51 +393,3 @@ class PredictionEvent(Record):
     """Ungated runs: the gated regime's decision on this candidate (gate precision/recall)."""
     budget_time_s: float | None = None
     """Trial budget time used when the step ended."""
-
-
-# --------------------------------------------------------------------------- reading events.jsonl
-
-
-@dataclass
-class TrialEvents:
-    """Parsed events.jsonl; unreadable lines are counted, never fatal."""
-
-    llm: list[LLMCallEvent] = field(default_factory=list)
-    executions: list[ExecutionEvent] = field(default_factory=list)
-    predictions: list[PredictionEvent] = field(default_factory=list)
-    downtime: list[DowntimeEvent] = field(default_factory=list)
-    bad_lines: int = 0
-    missing: bool = False
-
-
-_EVENT: TypeAdapter[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent] = TypeAdapter(
-    Annotated[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent, Field(discriminator="type")]
-)
-"""One events.jsonl line, parsed and validated in one pass (a bad or unknown line raises ValidationError)."""
-
-
-def read_events(path: Path) -> TrialEvents:
-    """Read events.jsonl tolerantly: a corrupted or unknown line counts as a bad line."""
-    log = TrialEvents()
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        log.missing = True
-        return log
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            event = _EVENT.validate_json(line)
-        except ValidationError:
-            log.bad_lines += 1
-            continue
-        if isinstance(event, LLMCallEvent):
-            log.llm.append(event)
-        elif isinstance(event, ExecutionEvent):
-            log.executions.append(event)
-        elif isinstance(event, PredictionEvent):
-            log.predictions.append(event)
-        elif isinstance(event, DowntimeEvent):
-            log.downtime.append(event)
-    return log

@@ -1,6 +1,9 @@
 """Audit tables computed from a collected sweep: medal rates, paired deltas, costs, world model.
 
 Reads the `Sweep` built by `collect` (and events/journals through it); writes nothing.
+
+Longer than 400 lines because every paper table's rows come from the same collected trials here; the
+budget and world-model tables are the ones to move into modules of their own.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from mle_world import layout
 from mle_world.agent.journal import load_journal_data
 from mle_world.costs.summary import read_cost_rows
 from mle_world.grading.report import GradingReport
-from mle_world.records import AgentResult, LaunchRecord, TrialEvents, TrialStatus, read_events
+from mle_world.records import AgentResult, LaunchRecord, TrialStatus
+from mle_world.trial_events import TrialEvents, read_events
 
 
 @dataclass

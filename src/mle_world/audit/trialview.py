@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, WorldInfo, load_journal_data
 from mle_world.layout import report_beside
-from mle_world.records import PredictionEvent, TrialEvents, read_events
+from mle_world.records import PredictionEvent
+from mle_world.trial_events import TrialEvents, read_events
 
 OUTPUT_TAIL_LINES = 60
 """Lines of a node's run output shown on the page (the journal already keeps only a tail)."""

@@ -15,8 +15,9 @@ from typing import Any
 
 from mle_world import layout
 from mle_world.costs.prices import Prices
-from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, Role, TrialEvents, TrialSpec, read_events
+from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, Role, TrialSpec
 from mle_world.storage import write_text_atomic
+from mle_world.trial_events import TrialEvents, read_events
 
 COST_COLUMNS: tuple[str, ...] = (
     "trial_id",
