@@ -33,6 +33,14 @@ RATE_METRICS: tuple[str, ...] = (
     "above_median",
 )
 DELTA_METRICS: tuple[str, ...] = ("any_medal", "above_median", "valid_submission")
+LABELS = {
+    "valid_submission": "valid %",
+    "any_medal": "any medal %",
+    "gold_medal": "gold %",
+    "silver_medal": "silver %",
+    "bronze_medal": "bronze %",
+    "above_median": "above median %",
+}
 Group = tuple[str, str]
 
 

@@ -1,10 +1,10 @@
-"""Render the audit: rich tables, `audit/summary.csv`, `audit/report.md` and PNG plots.
+"""Render the audit: rich tables, `audit/summary.csv` and `audit/report.md` (plots: `audit/plots.py`).
 
-Reads the computed audit tables; writes `<out_dir>/summary.csv`, `report.md`, `medal_rates.png`,
-`calibration.png` and `best_metric_over_time.png` (atomically where it writes text).
+Reads the computed audit tables; writes `<out_dir>/summary.csv`, `report.md` (atomically) and, through
+`plots`, the PNGs.
 
-Longer than 400 lines because each table is written three times (CSV, markdown, rich) and the plots
-live here too; one table → three writers, and plots in their own module, is the planned split.
+Longer than 400 lines because each table is still written three times by hand (CSV, markdown, rich);
+one table model with three writers is the split left to do.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rich.table import Table
 
 from mle_world.audit.analysis import (
     DELTA_METRICS,
+    LABELS,
     RATE_METRICS,
     BudgetRow,
     CostRow,
@@ -30,18 +31,11 @@ from mle_world.audit.analysis import (
     calibration_rows,
 )
 from mle_world.audit.collect import Sweep
+from mle_world.audit.plots import write_plots
 from mle_world.audit.stats import MeanSem
 from mle_world.storage import write_text_atomic
 
 SUMMARY_COLUMNS = ("section", "regime", "configuration", "metric", "value", "sem", "n")
-LABELS = {
-    "valid_submission": "valid %",
-    "any_medal": "any medal %",
-    "gold_medal": "gold %",
-    "silver_medal": "silver %",
-    "bronze_medal": "bronze %",
-    "above_median": "above median %",
-}
 
 
 @dataclass
@@ -419,85 +413,10 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     return "\n".join(parts) + "\n"
 
 
-# --------------------------------------------------------------------------- plots
-
-
-def write_plots(result: AuditResult, out_dir: Path) -> list[str]:
-    """Write the PNGs that have data; returns their file names."""
-    # Figure without pyplot: no backend selection or global figure registry to import (Agg renders PNGs).
-    from matplotlib.figure import Figure
-
-    written: list[str] = []
-    rates = [r for r in result.rates if r.rates["any_medal"].mean is not None]
-    if rates:
-        configs = sorted({r.configuration for r in rates})
-        regimes = sorted({r.regime for r in rates})
-        metrics = ("any_medal", "gold_medal", "silver_medal", "bronze_medal")
-        fig = Figure(figsize=(4 * len(metrics), 3.8))
-        axes = fig.subplots(1, len(metrics), sharey=True)
-        width = 0.8 / max(1, len(regimes))
-        for ax, metric in zip(axes, metrics, strict=True):
-            for j, regime in enumerate(regimes):
-                xs, ys, errs = [], [], []
-                for i, cfg in enumerate(configs):
-                    row = next((r for r in rates if r.regime == regime and r.configuration == cfg), None)
-                    if row is None or row.rates[metric].mean is None:
-                        continue
-                    xs.append(i + (j - (len(regimes) - 1) / 2) * width)
-                    ys.append(row.rates[metric].mean)
-                    errs.append(row.rates[metric].sem or 0.0)
-                ax.bar(xs, ys, width=width, yerr=errs, capsize=3, label=regime)
-            ax.set_title(LABELS[metric])
-            ax.set_xticks(range(len(configs)))
-            ax.set_xticklabels(configs, rotation=45, ha="right", fontsize=8)
-        axes[0].set_ylabel("% of tasks (mean ± SEM over seeds)")
-        axes[0].legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "medal_rates.png", dpi=120)
-        written.append("medal_rates.png")
-    calibrated = [w for w in result.world if w.bins]
-    if calibrated:
-        fig = Figure(figsize=(4.8, 4.5))
-        ax = fig.subplots()
-        ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
-        for w in calibrated:
-            pts = [
-                (b.mean_predicted, b.observed_rate)
-                for b in w.bins
-                if b.mean_predicted is not None and b.observed_rate is not None
-            ]
-            if pts:
-                label = f"{w.configuration} (n={w.labelled})"
-                ax.plot([p for p, _ in pts], [o for _, o in pts], marker="o", linewidth=2 if w.configuration == "all" else 1, label=label)  # fmt: skip
-        ax.set_xlabel("predicted p_improves")
-        ax.set_ylabel("observed improvement rate")
-        ax.set_title("World-model calibration (ungated)")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "calibration.png", dpi=120)
-        written.append("calibration.png")
-    if result.curves:
-        fig = Figure(figsize=(6.4, 4.2))
-        ax = fig.subplots()
-        for c in result.curves:
-            style = "-" if c.regime == "gated" else "--"
-            ax.plot(c.times, c.values, style, label=f"{c.regime}/{c.configuration} (n={c.trials})")
-        ax.set_xlabel("hours since first node (steps when the journal has no times)")
-        ax.set_ylabel("best metric so far (normalised per task)")
-        ax.set_title("Best metric over time")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "best_metric_over_time.png", dpi=120)
-        written.append("best_metric_over_time.png")
-    return written
-
-
 def write_outputs(result: AuditResult, out_dir: Path, plots: bool = True) -> list[Path]:
     """summary.csv, report.md and the PNGs into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = write_plots(result, out_dir) if plots else []
+    names = write_plots(result.rates, result.world, result.curves, out_dir) if plots else []
     write_text_atomic(out_dir / "summary.csv", summary_csv(result))
     write_text_atomic(out_dir / "report.md", report_markdown(result, names))
     return [out_dir / "summary.csv", out_dir / "report.md", *(out_dir / n for n in names)]
