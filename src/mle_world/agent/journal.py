@@ -268,7 +268,10 @@ class JournalWriter:
         # A resumed journal starts from a fresh snapshot, so no torn line stays in the middle of a log.
         self._compact_next = self._log_bytes > 0 or (loaded is not None and loaded.version != JOURNAL_VERSION)
 
-    def save(self, checkpoint: Checkpoint, *, compact: bool = False) -> None:
+    def save(self, checkpoint: Checkpoint, *, compact: bool = False, sync: bool = True) -> None:
+        """Append the state (or compact). `sync=False` skips the fsync of an appended line: a killed
+        process still leaves it on disk (page cache); only a machine crash can lose it (and what was
+        appended after it), never the consistency of what is read back."""
         self.seq += 1
         nodes = checkpoint.nodes
         if compact or self._compact_next or self._log_bytes > max(COMPACT_MIN_BYTES, self._snapshot_bytes):
@@ -279,7 +282,7 @@ class JournalWriter:
             line = checkpoint.model_copy(
                 update={"seq": self.seq, "first_node": self._on_disk, "nodes": nodes[self._on_disk :]}
             )
-            self._append((line.model_dump_json() + "\n").encode())
+            self._append((line.model_dump_json() + "\n").encode(), sync=sync)
         self._on_disk = len(nodes)
 
     def _compact(self, checkpoint: Checkpoint) -> None:
@@ -290,7 +293,7 @@ class JournalWriter:
         self._log_bytes = 0
         self._compact_next = False
 
-    def _append(self, data: bytes) -> None:
+    def _append(self, data: bytes, *, sync: bool = True) -> None:
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size
@@ -298,7 +301,8 @@ class JournalWriter:
                 written = 0
                 while written < len(data):
                     written += os.write(fd, data[written:])
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
             except BaseException:
                 os.ftruncate(fd, size)  # interrupted (e.g. by a preemption signal): no torn line
                 raise

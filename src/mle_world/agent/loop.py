@@ -593,7 +593,8 @@ class Agent:
         self.ckpt.execution_started_s = self.budget.used()
         self.ckpt.execution_timeout_s = timeout
         self.ckpt.execution_started_wall = time.time()
-        self.checkpoint()
+        # Against a SIGKILL during the run the page cache suffices; the step's own checkpoint fsyncs.
+        self.checkpoint(sync=False)
         result = self.s.runner.run(
             node.code, args=["--debug"] if debug else [], timeout_s=timeout, log_path=log_path
         )
@@ -725,8 +726,11 @@ class Agent:
         log.info("new best node %s: metric %s", node.id[:8], node.metric)
 
     # ---- persistence -------------------------------------------------------------------
-    def checkpoint(self, *, compact: bool = False) -> None:
-        """Persist the journal: one appended line per step; a whole journal.json when the trial stops."""
+    def checkpoint(self, *, compact: bool = False, sync: bool = True) -> None:
+        """Persist the journal: one appended line per step; a whole journal.json when the trial stops.
+
+        `sync=False`: no fsync (a kill keeps the line; a machine crash may lose it).
+        """
         self.ckpt.nodes = self.journal.nodes
         self.ckpt.time_used_s = self.budget.used()
         self.ckpt.llm_time_s = self._llm_carried + self.s.llm_time()
@@ -734,7 +738,7 @@ class Agent:
             self.ckpt.downtime_s = self._downtime_carried + self.s.downtime.paused_s()
         self.ckpt.rng_state = self._rng_at_step if self._rng_at_step is not None else _rng_state(self.rng)
         self.ckpt.lower_is_better = self.journal.lower_is_better
-        self.journal_writer.save(self.ckpt, compact=compact)
+        self.journal_writer.save(self.ckpt, compact=compact, sync=sync)
 
     def result(self, status: str, reason: str) -> AgentResult:
         best = self.journal.get(self.ckpt.best_node_id)
