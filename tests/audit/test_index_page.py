@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 from pathlib import Path
@@ -38,6 +39,10 @@ def sweep(tmp_path: Path) -> tuple[Path, Path]:
     write_status(g, "gated", "aide", "B", 2, "failed", f"agent said {HOSTILE}")
     journal(g / "runs" / "aide" / "A_seed1", f"plan {HOSTILE}")
     journal(g / "runs" / "wm-point" / "A_seed1", "plan")
+    (g / "runs" / "aide" / "A_seed1" / "result.json").write_text(json.dumps({
+        "trial_id": tid("gated", "aide", "A", 1), "status": "completed", "stop_reason": "max_steps",
+        "steps": 5, "executed": 5,
+    }))  # fmt: skip
     write_launch(u, "ungated", [tid("ungated", "wm-point", "A", 1)])
     write_report(u, "ungated", "wm-point", "A", 1, score=0.5)
     write_events(
@@ -77,6 +82,17 @@ def test_index_shows_headline_trials_and_links_that_resolve(sweep: tuple[Path, P
     text = re.sub(r"<[^>]+>", "", page)
     assert "+50.0 ± 28.9 (4)" in text  # Δ aide of gated wm-point
     assert "+100.0 ± 0.0 (1)" in text  # Δ gated − ungated of wm-point (A1: gold vs none)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page.split('id="budget-table"')[1].split("</table>")[0])
+    assert cells[:8] == [
+        "gated",
+        "aide",
+        "4",
+        "1",
+        "0",
+        "0",
+        "5.0 ± 0.0",
+        "5.0 ± 0.0",
+    ]  # 1 of 4 with result.json
     assert 'id="brier-table"' in page and "0.0250" in page and "0.3600" in page
     assert "9 trials; 2 with a page." in page
     links = re.findall(r'href="([^"#]+)"', page)

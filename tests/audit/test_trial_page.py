@@ -197,12 +197,14 @@ def test_newer_journal_fields_budget_clock_and_gate_verdicts(tmp_path: Path) -> 
     for i, raw in enumerate(data["nodes"]):
         raw["budget_time_s"] = 100.0 * i
     data["nodes"][2]["prediction"].update({"rejected": False, "counterfactual_gate": "execute"})
+    data["nodes"][2].update({"metric_mismatch": True, "printed_metric": 0.91, "reviewer_metric": 0.9})
     (trial / "journal.json").write_text(json.dumps(data))
     view = load_trial_view(trial)
     assert view.time_axis == "budget time" and [n.offset_s for n in view.nodes] == [0.0, 100.0, 200.0, 300.0]
     assert (view.nodes[2].rejected, view.nodes[2].counterfactual_gate) == (False, "execute")
     page = render_trial_page(view)
     assert "accepts; gated would: execute" in page and "budget time" in page and "5m00s" in page
+    assert "mismatch: script printed 0.91, reviewer said 0.9" in page
     skipped = node("x", 5, "improve", "b" * 32, skipped=True)
     assert (
         node_status(skipped, "not_selected") == "not_selected" and node_status(skipped, "skip") == "skipped"

@@ -26,7 +26,7 @@ from mle_world.audit.analysis import (
     calibration_rows,
 )
 from mle_world.audit.collect import Sweep, Trial, trial_events, trial_journal
-from mle_world.audit.report import LABELS, AuditResult, problem_lines
+from mle_world.audit.report import BUDGET_HEADER, LABELS, AuditResult, budget_cells, problem_lines
 from mle_world.audit.trialview import TrialView, load_trial_view
 from mle_world.storage import write_text_atomic
 
@@ -154,6 +154,15 @@ class IndexView:
         return any(c.with_costs for c in self.result.costs)
 
     @property
+    def budget_header(self) -> tuple[str, ...]:
+        return BUDGET_HEADER
+
+    @property
+    def budget_rows(self) -> list[list[str]]:
+        """The budget table as the terminal and report.md show it (same cells)."""
+        return [budget_cells(b) for b in self.result.budgets if b.with_result]
+
+    @property
     def world(self) -> list[WorldRow]:
         return self.result.world
 
@@ -270,7 +279,12 @@ def _inputs_mtime(trial: Trial) -> int:
 @cache
 def _code_files() -> tuple[Path, ...]:
     here = Path(__file__).parent
-    return (Path(__file__), here / "trialview.py", *sorted((here / "templates").glob("*.j2")))
+    return (
+        Path(__file__),
+        here / "trialview.py",
+        here / "timeline.py",
+        *sorted((here / "templates").glob("*.j2")),
+    )
 
 
 def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:

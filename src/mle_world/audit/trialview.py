@@ -2,9 +2,6 @@
 
 Reads a trial dir's journal.json, events.jsonl, status.json, result.json and grading report (or the
 parsed journal and events the audit already holds); writes nothing.
-
-Longer than 400 lines because the page model (tree layout, node details, predictions, timeline) is
-built in one pass over one trial's journal and events.
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, WorldInfo, load_journal_data
+from mle_world.audit.timeline import Timeline, budget_timeline
 from mle_world.layout import report_beside
 from mle_world.records import PredictionEvent
 from mle_world.trial_events import TrialEvents, read_events
@@ -33,7 +31,7 @@ RENDERED_FIELDS = frozenset(
         "id", "step", "stage", "parent_id", "plan", "code", "term_out", "analysis", "metric",
         "is_buggy", "executed", "skipped", "exec_time", "exit_code", "timed_out", "exc_type",
         "exc_info", "gate", "prediction", "ctime", "group", "candidate", "debug_depth",
-        "lower_is_better", "has_submission", "debug_run_ok", "budget_time_s",
+        "lower_is_better", "has_submission", "debug_run_ok", "budget_time_s", "metric_mismatch",
     }
 )  # fmt: skip
 """Node fields with their own place on the page; any other field is listed under "more fields"."""
@@ -68,6 +66,8 @@ class NodeView:
     offset_s: float | None
     """When the node was recorded: trial budget time when journals carry it, else seconds since the
     first node was generated (wall clock)."""
+    metric_mismatch: str
+    """'' or what the script printed against what the reviewer reported, when they disagree."""
     rejected: bool | None
     """The world model's verdict alone would veto the candidate (newer journals)."""
     counterfactual_gate: str | None
@@ -98,30 +98,6 @@ class Edge:
     y2: float
     on_best_path: bool
     skipped: bool
-
-
-@dataclass(frozen=True)
-class Span:
-    """One bar of the budget timeline: seconds since the trial's first event."""
-
-    lane: str
-    start: float
-    end: float
-    label: str
-    kind: str
-    """llm-ok, llm-error, exec-debug, exec-full, exec-timeout or downtime."""
-
-
-@dataclass(frozen=True)
-class Timeline:
-    """Bars per lane plus the budget totals from result.json."""
-
-    lanes: tuple[str, ...]
-    spans: tuple[Span, ...]
-    horizon_s: float
-    totals: tuple[tuple[str, float], ...]
-    """(label, seconds) from result.json: LLM, execution, the rest of the time used, and endpoint
-    downtime (excluded from the time used: the budget clock pauses while a role is down)."""
 
 
 @dataclass
@@ -258,48 +234,6 @@ def _text(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def _timeline(events: TrialEvents, result: Mapping[str, Any] | None) -> Timeline | None:
-    starts: list[tuple[float, float, Span]] = []
-    for call in events.llm:
-        end = call.ts.timestamp()
-        kind = "llm-ok" if call.outcome == "ok" else "llm-error"
-        label = f"{call.role} {call.purpose} {call.latency_s:.1f}s {call.outcome}"
-        starts.append((end - call.latency_s, end, Span(f"LLM {call.role}", 0, 0, label, kind)))
-    for outage in events.downtime:
-        if outage.phase == "down" or outage.downtime_s is None:
-            continue  # the "up"/"ended" line carries the outage's length
-        end = outage.ts.timestamp()
-        label = f"{outage.role} down {outage.downtime_s:.1f}s ({outage.phase}){': ' + outage.cause if outage.cause else ''}"
-        starts.append((end - outage.downtime_s, end, Span("downtime", 0, 0, label, "downtime")))
-    for run in events.executions:
-        end = run.ts.timestamp()
-        kind = "exec-timeout" if run.timed_out else f"exec-{run.kind}"
-        label = f"{run.kind} run of {run.node_id[:8]} {run.exec_time_s:.1f}s exit {run.exit_code}"
-        starts.append((end - run.exec_time_s, end, Span("execution", 0, 0, label, kind)))
-    totals: list[tuple[str, float]] = []
-    if result:
-        used = float(result.get("time_used_s") or 0.0)
-        accounted = 0.0
-        for label, key in (("LLM", "llm_time_s"), ("execution", "exec_time_s")):
-            value = result.get(key)
-            if isinstance(value, int | float):
-                totals.append((label, float(value)))
-                accounted += float(value)
-        if used:
-            totals.append(("other", max(0.0, used - accounted)))
-        downtime = result.get("downtime_s")
-        if isinstance(downtime, int | float) and downtime > 0:
-            totals.append(("downtime (not budgeted)", float(downtime)))
-    if not starts and not totals:
-        return None
-    origin = min((s for s, _, _ in starts), default=0.0)
-    spans = [Span(span.lane, s - origin, e - origin, span.label, span.kind) for s, e, span in starts]
-    order = {"execution": 0, "downtime": 2}
-    lanes = tuple(sorted({s.lane for s in spans}, key=lambda lane: (order.get(lane, 1), lane)))
-    horizon = max((s.end for s in spans), default=0.0)
-    return Timeline(lanes, tuple(spans), horizon, tuple(totals))
-
-
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -373,8 +307,14 @@ def load_trial_view(
         else:
             offset = node.ctime - origin if origin and node.ctime > 0 else None
         extra = tuple(
-            (k, _text(v)) for k, v in raw.items() if k not in RENDERED_FIELDS and v not in (None, "", [], {})
+            (k, _text(v))
+            for k, v in raw.items()
+            if k not in RENDERED_FIELDS and v is not False and v not in (None, "", [], {})
         )
+        mismatch = ""
+        if raw.get("metric_mismatch"):
+            printed, reviewed = raw.get("printed_metric"), raw.get("reviewer_metric")
+            mismatch = f"script printed {_fmt(printed) or '–'}, reviewer said {_fmt(reviewed) or '–'}"
         view.nodes.append(
             NodeView(
                 node=node,
@@ -388,6 +328,7 @@ def load_trial_view(
                 observed=_observed(node, predictions.get(node.id)),
                 offset_s=offset,
                 rejected=verdict.get("rejected") if isinstance(verdict.get("rejected"), bool) else None,
+                metric_mismatch=mismatch,
                 counterfactual_gate=str(verdict["counterfactual_gate"])
                 if verdict.get("counterfactual_gate")
                 else None,
@@ -401,7 +342,7 @@ def load_trial_view(
             )
     view.width = max((x for x, _ in coords.values()), default=0.0) + MARGIN
     view.height = max((y for _, y in coords.values()), default=0.0) + MARGIN
-    view.timeline = _timeline(events, result if isinstance(result, dict) else None)
+    view.timeline = budget_timeline(events, result if isinstance(result, dict) else None)
     return view
 
 
