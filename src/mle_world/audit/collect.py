@@ -41,6 +41,8 @@ class Trial:
     """'missing' or 'invalid: …' when there is no usable report."""
     state: str | None = None
     cause: str | None = None
+    downtime_s: float = 0.0
+    """Endpoint downtime the trial rode out (status.json; excluded from its budget)."""
     cost_usd: float | None = None
     cost_known: bool = False
     has_costs: bool = False
@@ -187,6 +189,7 @@ def load_status(trial: Trial) -> None:
         return
     trial.state = status.state
     trial.cause = status.cause
+    trial.downtime_s = status.downtime_s
 
 
 def _listing(directory: Path) -> dict[str, bool]:

@@ -85,6 +85,9 @@ def summary_rows(result: AuditResult) -> list[dict[str, object]]:
     add("completeness", "", "", "duplicate", len(sweep.duplicates))
     add("completeness", "", "", "failed", len(sweep.failed))
     add("completeness", "", "", "unexpected", len(sweep.unexpected))
+    rode_out = [t for t in sweep.trials if t.downtime_s > 0]
+    add("completeness", "", "", "trials_with_endpoint_downtime", len(rode_out))
+    add("completeness", "", "", "endpoint_downtime_s", round(sum(t.downtime_s for t in rode_out), 3))
     for r in result.rates:
         add("rates", r.regime, r.configuration, "seeds_used", len(r.seeds_used), None, len(r.seeds_expected))
         for metric in RATE_METRICS:
@@ -282,6 +285,19 @@ def budget_table(rows: Sequence[BudgetRow]) -> Table:
     return _table("Budget and data quality (result.json)", BUDGET_HEADER, [budget_cells(b) for b in rows])
 
 
+def downtime_line(sweep: Sweep) -> str | None:
+    """How much endpoint downtime the trials rode out (not counted in their budgets), or None."""
+    rode_out = [t for t in sweep.trials if t.downtime_s > 0]
+    if not rode_out:
+        return None
+    total = sum(t.downtime_s for t in rode_out)
+    longest = max(rode_out, key=lambda t: t.downtime_s)
+    return (
+        f"endpoint downtime: {len(rode_out)} trial(s) rode out outages, {total:.0f} s in total (not counted "
+        f"in their budgets); longest {longest.downtime_s:.0f} s in {longest.trial_id}"
+    )
+
+
 def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
     """One line per problem (missing, invalid, duplicate, failed, unexpected, dir-level)."""
     lines = [f"dir: {p}" for p in sweep.problems]
@@ -299,6 +315,9 @@ def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
 def print_tables(result: AuditResult, console: Console) -> None:
     """Rich tables on the terminal."""
     console.print(completeness_table(result.sweep))
+    line = downtime_line(result.sweep)
+    if line:
+        console.print(line, markup=False, highlight=False)
     for line in problem_lines(result.sweep):
         console.print(f"  {line}", markup=False, highlight=False)
     console.print(rates_table(result.rates, result.pad_missing))
@@ -337,6 +356,9 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
         [[str(x) for x in (len(sweep.trials), len(sweep.found), len(sweep.missing), len(sweep.invalid),
                            len(sweep.duplicates), len(sweep.failed), len(sweep.unexpected))]],
     ))  # fmt: skip
+    downtime = downtime_line(sweep)
+    if downtime:
+        parts += ["", downtime]
     problems = problem_lines(sweep, limit=10_000)
     if problems:
         parts += ["", *(f"- {line}" for line in problems)]
