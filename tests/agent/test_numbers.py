@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from agent_helpers import (
+    candidate_index,
     coder_reply,
     counter_coder,
     good_script,
@@ -441,3 +442,23 @@ def test_kill_during_an_execution_keeps_its_time(tmp_path, competition, servers)
     # The resumed trial is charged the cut run (at least the time it ran before the kill).
     assert agent.budget.used() >= ckpt.execution_started_s + killed_after - 0.5
     assert agent.ckpt.execution_started_s is None
+
+
+def test_ungated_pairwise_calibrates_the_executed_candidate(tmp_path, competition, servers):
+    """The executed candidate is compared with the best on every step, not only the tournament winner."""
+    public, _ = competition
+    servers["coder"].default = lambda r: coder_reply(good_script(0.5 + candidate_index(r) / 10))
+    servers["world"].default = lambda r: Reply(content=json.dumps({"better": "A", "confidence": 0.8}))
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        regime="ungated",
+        world=WorldModelSettings(enabled=True, candidates=3, selection="pairwise"),
+        budget=BudgetSettings(time_limit_s=600, max_steps=6, min_step_s=0),
+    )
+    run(spec)
+    events = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
+    executed = [e for e in events if e["executed"]]
+    assert len(executed) == 5 and all(e["p_improves"] is not None for e in executed)
+    assert all(e["counterfactual_gate"] in ("execute", "skip", "not_selected") for e in events)
