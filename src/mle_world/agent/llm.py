@@ -446,7 +446,7 @@ class EndpointClient:
                 # A configured id needs no listing; one best-effort look for the context length.
                 self._probed = True
                 try:
-                    data = self.pool.replicas[0].client.models.list(timeout=self.settings.timeout_s).data
+                    data = self.pool.replicas[0].client.models.list(timeout=self._probe_timeout_s).data
                     served = next((m for m in data if m.id == self._model), None)
                     self._context = _max_model_len(served) if served is not None else None
                 except (openai.OpenAIError, ValueError, TypeError, AttributeError, pydantic.ValidationError):
