@@ -1,4 +1,5 @@
-"""A dry run imports no heavy library it does not use (pandas, numpy, matplotlib, openai, submitit, ...).
+"""A dry run imports no heavy library it does not use (pandas, numpy, matplotlib, openai, submitit, ...)
+and no later stage it does not use (the launcher proper, grading, audit, agent).
 
 Reads the packaged configs; writes a dry run's launch.json and agent-config.yaml under tmp_path.
 """
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "sklearn", "openai", "httpx2", "submitit", "tenacity")
+# ...nor the packages of later stages
+LATER = ("mle_world.launch.run", "mle_world.launch.slurm", "mle_world.grading", "mle_world.audit", "mle_world.agent")
 
 DRY_RUN = """
 import contextlib, io, json, sys
@@ -24,7 +27,7 @@ print(json.dumps({"code": code, "loaded": sorted(m for m in sys.argv[2:] if m in
 
 def test_dry_run_loads_no_heavy_library(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", DRY_RUN, str(tmp_path / "out"), *HEAVY],
+        [sys.executable, "-c", DRY_RUN, str(tmp_path / "out"), *HEAVY, *LATER],
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
     result = json.loads(out.stdout.strip().splitlines()[-1])
