@@ -2,11 +2,15 @@
 # Single-node real Slurm (Debian 12 packages, 22.05) for the launch tests and benchmarks:
 # munged, MariaDB + slurmdbd (sacct, which submitit needs), slurmctld and slurmd with fake GPUs.
 #
-# Usage (as root):  bash scripts/slurm/local_cluster.sh up|down|status [--purge]
+# Usage (as root):  bash scripts/slurm/local_cluster.sh up [--pyxis]|down [--purge]|status
 #   up      install missing packages, write /etc/slurm/{slurm,gres,slurmdbd}.conf, start the
-#           daemons and wait until the node is idle; a second `up` is a no-op
-#   down    stop the daemons this script started (by pid file); --purge also deletes the state dir
-#   status  print daemon and node state; exit 1 when the cluster is not usable
+#           daemons and wait until the node is idle; a second `up` is a no-op.
+#           --pyxis enables the pyxis SPANK plugin (a `required` line in /etc/slurm/plugstack.conf,
+#           runtime dirs /run/pyxis and /run/enroot); `up` without it removes that line again.
+#           pyxis and enroot must be installed (scripts/install_runtimes.sh).
+#   down    remove the pyxis line, stop the daemons this script started (by pid file);
+#           --purge also deletes the state dir
+#   status  print daemon, node and pyxis state; exit 1 when the cluster is not usable
 #
 # Environment (all optional):
 #   MLEW_SLURM_DIR      state, logs, pid files, fake GPU nodes, MariaDB datadir (/tmp/mlew-slurm)
@@ -16,6 +20,7 @@
 #   MLEW_SLURM_DBPORT   MariaDB port on 127.0.0.1 (3307, away from a system MariaDB)
 #   MLEW_SLURM_INSTALL  1 = apt-get install missing packages (1)
 #   MLEW_SLURM_FORCE    1 = overwrite an /etc/slurm/slurm.conf this script did not write (0)
+#   MLEW_PYXIS_PLUGIN   the plugin `up --pyxis` enables (/usr/local/lib/slurm/spank_pyxis.so)
 set -euo pipefail
 
 STATE_DIR=${MLEW_SLURM_DIR:-/tmp/mlew-slurm}
@@ -30,6 +35,9 @@ MARKER="# written by mle-world scripts/slurm/local_cluster.sh"
 HOST=$(hostname -s)
 DB_SOCKET="$STATE_DIR/mysql/mysqld.sock"
 PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
+PYXIS_PLUGIN=${MLEW_PYXIS_PLUGIN:-/usr/local/lib/slurm/spank_pyxis.so}
+PLUGSTACK="$CONF_DIR/plugstack.conf"
+PYXIS_MARKER="# pyxis, enabled by mle-world scripts/slurm/local_cluster.sh up --pyxis"
 
 say() { printf '[local-slurm %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { say "error: $*"; exit "${2:-1}"; }
@@ -257,6 +265,29 @@ EOF
   ((changed))
 }
 
+# srun and slurmstepd read plugstack.conf per step: no daemon restart is needed either way. A
+# `required` plugin that is missing makes every step fail, so the line lives only while enabled.
+disable_pyxis() {
+  [[ -f $PLUGSTACK ]] && grep -qF "$PYXIS_MARKER" "$PLUGSTACK" || return 0
+  grep -vF -e "$PYXIS_MARKER" -e "required $PYXIS_PLUGIN" "$PLUGSTACK" >"$PLUGSTACK.new" || true
+  if [[ -s $PLUGSTACK.new ]]; then mv "$PLUGSTACK.new" "$PLUGSTACK"; else rm -f "$PLUGSTACK.new" "$PLUGSTACK"; fi
+  say "pyxis disabled (line removed from $PLUGSTACK)"
+}
+
+enable_pyxis() {
+  [[ -f $PYXIS_PLUGIN ]] || die "pyxis plugin $PYXIS_PLUGIN not found (run scripts/install_runtimes.sh)" 3
+  command -v enroot >/dev/null || die "enroot not found on PATH (run scripts/install_runtimes.sh)" 3
+  # pyxis fails every step with "Plugin initialization failed" when its runtime dir is missing.
+  mkdir -p /run/pyxis /run/enroot
+  if [[ -f $PLUGSTACK ]] && grep -qF "$PYXIS_MARKER" "$PLUGSTACK"; then
+    return 0
+  fi
+  printf '%s\nrequired %s\n' "$PYXIS_MARKER" "$PYXIS_PLUGIN" >>"$PLUGSTACK"
+  say "pyxis enabled ($PYXIS_PLUGIN in $PLUGSTACK)"
+}
+
+pyxis_enabled() { [[ -f $PLUGSTACK ]] && grep -qF "$PYXIS_MARKER" "$PLUGSTACK"; }
+
 node_state() { sinfo -h -n "$HOST" -o %T 2>/dev/null | head -n1; }
 
 node_usable() {
@@ -267,9 +298,16 @@ node_usable() {
 
 up() {
   [[ $(id -u) == 0 ]] || die "must run as root" 2
+  local pyxis=0
+  case ${1:-} in
+    --pyxis) pyxis=1 ;;
+    "") ;;
+    *) die "up: unknown option $1 (expected --pyxis)" 2 ;;
+  esac
   local t0=$SECONDS
   install_packages
   mkdir -p "$STATE_DIR"/{state,spool,log} "$CONF_DIR"
+  if ((pyxis)); then enable_pyxis; else disable_pyxis; fi
   chmod 755 "$STATE_DIR"
   start_munge
   start_mariadb
@@ -293,10 +331,13 @@ up() {
     scontrol update nodename="$HOST" state=resume 2>/dev/null || true
     wait_for 50 0.2 node_usable || die "node $HOST is '$(node_state || true)', see $STATE_DIR/log" 5
   fi
-  say "cluster ready: node $HOST $(node_state), $GPUS fake GPUs, $((SECONDS - t0)) s"
+  local with=""
+  pyxis_enabled && with=", pyxis"
+  say "cluster ready: node $HOST $(node_state), $GPUS fake GPUs$with, $((SECONDS - t0)) s"
 }
 
 down() {
+  disable_pyxis
   stop_daemon slurmd "$STATE_DIR/slurmd.pid"
   stop_daemon slurmctld "$STATE_DIR/slurmctld.pid"
   stop_daemon slurmdbd "$STATE_DIR/slurmdbd.pid"
@@ -314,6 +355,7 @@ status() {
     pidfile="$STATE_DIR/$name.pid"
     if is_alive "$pidfile"; then echo "$name: running (pid $(<"$pidfile"))"; else echo "$name: stopped"; fi
   done
+  if pyxis_enabled; then echo "pyxis: enabled ($PYXIS_PLUGIN)"; else echo "pyxis: disabled"; fi
   if command -v sinfo >/dev/null && node_usable; then
     echo "node $HOST: $(node_state)"
   else
@@ -324,8 +366,8 @@ status() {
 }
 
 case ${1:-} in
-  up) up ;;
+  up) up "${2:-}" ;;
   down) down "${2:-}" ;;
   status) status ;;
-  *) echo "usage: $0 up|down [--purge]|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--pyxis]|down [--purge]|status" >&2; exit 2 ;;
 esac
