@@ -8,7 +8,10 @@
 # $MLE_WORLD_BUILD_INFO/{pip-freeze,python-version,mlebench-commit,torch}.txt for the manifest.
 #
 # Knobs (passed with `enroot start -e` by the builder when set on the host):
-#   TORCH_INDEX_URL   index for the torch wheels (default: PyPI, whose Linux torch wheels are CUDA builds)
+#   TORCH_CUDA        CUDA variant of the torch wheels (cu126, cu128, cu130, ...): the PyTorch index
+#                     https://download.pytorch.org/whl/$TORCH_CUDA. Default: PyPI, whose torch 2.13
+#                     Linux wheels are CUDA 13 builds (they need an NVIDIA driver >= 580)
+#   TORCH_INDEX_URL   index for the torch wheels (wins over TORCH_CUDA)
 #   PIP_INDEX_URL / PIP_EXTRA_INDEX_URL, proxies   honoured by pip, apt and git as usual
 #   MLEBENCH_REPO     git URL of MLE-bench (default https://github.com/openai/mle-bench.git)
 #   MLEBENCH_COMMIT   commit to check out (default 783b15a, the one reference/mlebench.md describes)
@@ -18,7 +21,8 @@ SRC="${MLE_WORLD_SRC:-/opt/mle-world/src}"
 INFO="${MLE_WORLD_BUILD_INFO:-/opt/mle-world/build-info}"
 VENV=/opt/venv
 PY=python3.11
-TORCH_INDEX_URL="${TORCH_INDEX_URL:-}"
+TORCH_CUDA="${TORCH_CUDA:-}"
+TORCH_INDEX_URL="${TORCH_INDEX_URL:-${TORCH_CUDA:+https://download.pytorch.org/whl/$TORCH_CUDA}}"
 MLEBENCH_REPO="${MLEBENCH_REPO:-https://github.com/openai/mle-bench.git}"
 MLEBENCH_COMMIT="${MLEBENCH_COMMIT:-783b15a}"
 MLEBENCH_DIR=/opt/mle-bench
@@ -55,7 +59,7 @@ step "virtual environment $VENV"
 "$PY" -m venv "$VENV"
 pip install --upgrade "pip==25.3" "setuptools==80.9.0" "wheel==0.45.1"
 
-step "PyTorch (GPU build)"
+step "PyTorch (${TORCH_CUDA:-PyPI default} build)"
 torch_index=()
 [[ -z "$TORCH_INDEX_URL" ]] || torch_index=(--index-url "$TORCH_INDEX_URL" --extra-index-url https://pypi.org/simple)
 pip install "${torch_index[@]}" -r "$TORCH_REQUIREMENTS"

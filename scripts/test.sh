@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n==> %s\n' "$*"; }
 
-APT_PACKAGES=(squashfs-tools bubblewrap shellcheck rsync busybox-static git procps chromium)
+APT_PACKAGES=(squashfs-tools bubblewrap shellcheck rsync busybox-static git procps chromium debootstrap)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
 if ((${#missing[@]})); then
@@ -20,6 +20,10 @@ log "pip install -e .[dev]"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 log "llama.cpp (portable build, checked by a real completion)"
 bash scripts/install_llama.sh
+log "Enroot and pyxis (built from ../shared/vendor when missing)"
+t0=$SECONDS
+bash scripts/install_runtimes.sh
+echo "runtimes: $((SECONDS - t0)) s"
 
 log "ruff"
 ruff check src tests benchmarks run_paper.py scripts
@@ -32,10 +36,15 @@ lint-imports
 cluster=scripts/slurm/local_cluster.sh
 stop_cluster() { bash "$cluster" down >/dev/null 2>&1 || true; }
 if [[ -f $cluster ]]; then
-  log "local Slurm cluster up"
-  bash "$cluster" up
+  log "local Slurm cluster up (with pyxis)"
+  bash "$cluster" up --pyxis
   trap stop_cluster EXIT
 fi
+
+log "CI image (the real scripts/image/build_aide_enroot.sh; cached by the recipe's hash)"
+t0=$SECONDS
+bash scripts/image/build_ci_image.sh
+echo "CI image: $((SECONDS - t0)) s"
 
 log "pytest"
 python3 -m pytest "$@"

@@ -15,3 +15,43 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+# --- the real container runtimes (tests/runtimekit.py); any test may use these -------------------
+
+
+@pytest.fixture(scope="session")
+def enroot_ready() -> None:
+    """The real enroot (scripts/install_runtimes.sh) with squashfuse, as root; else fail/skip."""
+    import runtimekit
+
+    why = runtimekit.enroot_problem()
+    if why is not None:
+        runtimekit.unavailable(why)
+
+
+@pytest.fixture(scope="session")
+def ci_image(enroot_ready: None) -> Path:
+    """The CI-sized AIDE image built by the real scripts/image/build_aide_enroot.sh (cached)."""
+    import runtimekit
+
+    return runtimekit.build_ci_image()
+
+
+@pytest.fixture(scope="session")
+def pyxis_ready(enroot_ready: None) -> None:
+    """srun on the local Slurm with pyxis enabled (local_cluster.sh up --pyxis); else fail/skip."""
+    import runtimekit
+
+    why = runtimekit.pyxis_problem()
+    if why is not None:
+        runtimekit.unavailable(why)
+
+
+@pytest.fixture(scope="session")
+def fake_gpu_image(ci_image: Path) -> Path:
+    """The CI image with test doubles of nvidia-container-cli (run by Enroot's NVIDIA hook) and
+    nvidia-smi: trials given a GPU pass the GPU check; FAKE_GPU_BROKEN=1 breaks it."""
+    import runtimekit
+
+    return runtimekit.fake_gpu_image(ci_image)

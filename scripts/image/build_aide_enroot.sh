@@ -17,8 +17,18 @@
 #   SOURCE_DIR        harness checkout copied into the image (default: this repository)
 #   ENROOT            enroot executable (default enroot)
 #   KEEP_CONTAINER=1  keep the scratch container after the build (debugging)
-# Passed into the container when set: proxies, PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, TORCH_INDEX_URL,
-# MLEBENCH_REPO, MLEBENCH_COMMIT.
+#   TORCH_CUDA        CUDA variant of the torch wheels: cu118, cu121, cu124, cu126, cu128, cu130 ... picks
+#                     https://download.pytorch.org/whl/$TORCH_CUDA (default: PyPI's wheels, CUDA 13
+#                     for torch 2.13); recorded in the manifest with the torch build that was installed
+#   HOST_CA_BUNDLE    CA bundle the container trusts during the setup (default: $PIP_CERT, else
+#                     $SSL_CERT_FILE, else pip's `cert` setting, else none); `none` disables it
+# Passed into the container when set: proxies, TORCH_INDEX_URL, TORCH_CUDA, MLEBENCH_REPO,
+# MLEBENCH_COMMIT, and pip's index-url, extra-index-url, find-links and trusted-host (from the
+# environment, else from `pip config list` on the host). Behind a TLS-intercepting proxy a fresh root
+# has no CA for it: HOST_CA_BUNDLE is copied in for the setup only (SSL_CERT_FILE, PIP_CERT,
+# REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO point at it) and removed before the export.
+# Local package sources named by those pip settings (file:// URLs, paths) are mounted read-only at
+# the same path (an index dir named `simple` together with its parent, where its files live).
 #
 # Reads the base image and the checkout; writes OUT_SQSH and OUT_SQSH.manifest.json (base image,
 # UTC date, harness git sha, pip freeze from inside the container, sha256). A failed build leaves
@@ -37,14 +47,20 @@ SETUP_SCRIPT="${SETUP_SCRIPT:-$REPO_ROOT/image/setup.sh}"
 SOURCE_DIR="${SOURCE_DIR:-$REPO_ROOT}"
 ENROOT="${ENROOT:-enroot}"
 KEEP_CONTAINER="${KEEP_CONTAINER:-0}"
+TORCH_CUDA="${TORCH_CUDA:-}"
+PYTHON="${PYTHON:-python3}"
 
 # Inside the container.
 IN_ROOT=/opt/mle-world
 IN_SRC="$IN_ROOT/src"
 IN_INFO="$IN_ROOT/build-info"
 IN_SETUP="$IN_ROOT/setup.sh"
+IN_CA="$IN_ROOT/host-ca.pem"
 PASS_ENV=(http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY
-    PIP_INDEX_URL PIP_EXTRA_INDEX_URL TORCH_INDEX_URL MLEBENCH_REPO MLEBENCH_COMMIT)
+    TORCH_INDEX_URL TORCH_CUDA MLEBENCH_REPO MLEBENCH_COMMIT)
+# pip setting -> environment variable (the environment wins over pip's config files, as in pip)
+PIP_SETTINGS=(index-url:PIP_INDEX_URL extra-index-url:PIP_EXTRA_INDEX_URL find-links:PIP_FIND_LINKS
+    trusted-host:PIP_TRUSTED_HOST)
 
 say() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 log() { printf '%s [%s] %s\n' "$PROG" "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -93,6 +109,10 @@ check_prerequisites() {
     for var in MIN_EXPORT_GIB MIN_DATA_GIB; do
         [[ "${!var}" =~ ^[0-9]+$ ]] || problem "$var=${!var} is not a whole number of GiB"
     done
+    [[ -z "$TORCH_CUDA" || "$TORCH_CUDA" =~ ^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$ ]] ||
+        problem "TORCH_CUDA=$TORCH_CUDA is not a PyTorch wheel variant (cu126, cu128, cu130, ...)"
+    PIP_CONFIG_CACHE="$("$PYTHON" -m pip config list 2>/dev/null || true)"
+    resolve_ca_bundle
     if [[ "$BASE_IMAGE" != *://* && ! -f "$BASE_IMAGE" ]]; then
         problem "BASE_IMAGE=$BASE_IMAGE is neither an enroot URI (docker://...) nor an existing .sqsh file"
     fi
@@ -112,6 +132,47 @@ check_prerequisites() {
     ((problems == 0)) || exit 2
 }
 
+# The CA bundle for the setup: explicit, else what pip/OpenSSL on the host already trust.
+resolve_ca_bundle() {
+    CA_BUNDLE="${HOST_CA_BUNDLE:-}"
+    if [[ -z "$CA_BUNDLE" ]]; then
+        CA_BUNDLE="${PIP_CERT:-${SSL_CERT_FILE:-$(pip_config cert)}}"
+        [[ -z "$CA_BUNDLE" || -f "$CA_BUNDLE" ]] || CA_BUNDLE="" # an implicit default may be stale
+    fi
+    [[ "$CA_BUNDLE" != none ]] || CA_BUNDLE=""
+    if [[ -n "$CA_BUNDLE" && ! -r "$CA_BUNDLE" ]]; then
+        problem "HOST_CA_BUNDLE=$CA_BUNDLE is not a readable file"
+    fi
+}
+
+# The value of one pip setting (global., user. or site.) from `pip config list`, later files winning.
+pip_config() {
+    local key="$1" line value=""
+    while IFS= read -r line; do
+        [[ "$line" =~ ^[a-z]+\.${key}=\'(.*)\'$ ]] && value="${BASH_REMATCH[1]}"
+    done <<<"$PIP_CONFIG_CACHE"
+    printf '%s' "$value"
+}
+
+# Directories on the host that the pip settings name: file:// URLs and absolute paths.
+local_sources() {
+    local value item path
+    for value in "$@"; do
+        for item in $value; do
+            case "$item" in
+                file://*) path="${item#file://}" ;;
+                /*) path="$item" ;;
+                *) continue ;;
+            esac
+            path="${path%/}"
+            [[ -d "$path" ]] || continue
+            # a PEP 503 index dir `simple/` links to files beside it (../../files/...)
+            [[ "$(basename -- "$path")" != simple ]] || path="$(dirname -- "$path")"
+            printf '%s\n' "$path"
+        done
+    done | sort -u
+}
+
 # --- helpers ----------------------------------------------------------------------------------------
 
 json_string() {
@@ -126,6 +187,17 @@ json_string() {
 
 json_or_null() {
     if [[ -n "$1" ]]; then json_string "$1"; else printf 'null'; fi
+}
+
+# The first component of PATH missing under ROOT (what a mount with x-create makes), or nothing.
+first_missing() {
+    local root="$1" path="$2" prefix="" part
+    local -a parts
+    IFS=/ read -r -a parts <<<"${path#/}"
+    for part in "${parts[@]}"; do
+        prefix="$prefix/$part"
+        [[ -e "$root$prefix" ]] || { printf '%s' "$prefix"; return; }
+    done
 }
 
 first_line() {
@@ -152,6 +224,11 @@ write_manifest() { # FILE SHA256 SIZE
         printf '  "setup_script_sha256": %s,\n' "$(json_string "$SETUP_SHA")"
         printf '  "python": %s,\n' "$(json_or_null "$(first_line "$ROOTFS$IN_INFO/python-version.txt")")"
         printf '  "mlebench_commit": %s,\n' "$(json_or_null "$(first_line "$ROOTFS$IN_INFO/mlebench-commit.txt")")"
+        local torch_version="" torch_cuda="" _word
+        read -r torch_version _word torch_cuda < <(first_line "$ROOTFS$IN_INFO/torch.txt"; echo) || true
+        [[ "$torch_cuda" != None ]] || torch_cuda=""
+        printf '  "torch": {"version": %s, "cuda": %s, "variant": %s},\n' "$(json_or_null "$torch_version")" \
+            "$(json_or_null "$torch_cuda")" "$(json_string "${TORCH_CUDA:-pypi}")"
         printf '  "packages": ['
         while IFS= read -r line || [[ -n "$line" ]]; do
             line="${line%$'\r'}"
@@ -234,12 +311,38 @@ main() {
     rm -rf "$ROOTFS$IN_INFO"
 
     log "running $(basename -- "$SETUP_SCRIPT") inside the container as root"
-    local -a env_args=(-e "MLE_WORLD_SRC=$IN_SRC" -e "MLE_WORLD_BUILD_INFO=$IN_INFO")
-    local var
+    local -a env_args=(-e "MLE_WORLD_SRC=$IN_SRC" -e "MLE_WORLD_BUILD_INFO=$IN_INFO") mount_args=()
+    local var setting value created=()
     for var in "${PASS_ENV[@]}"; do
         [[ -z "${!var+x}" ]] || env_args+=(-e "$var")
     done
-    "$ENROOT" start --root --rw "${env_args[@]}" "$NAME" "$IN_SETUP" >&2
+    local -a pip_values=()
+    for setting in "${PIP_SETTINGS[@]}"; do
+        var="${setting#*:}"
+        value="${!var:-$(pip_config "${setting%%:*}")}"
+        [[ -n "$value" ]] || continue
+        env_args+=(-e "$var=$value")
+        pip_values+=("$value")
+    done
+    while IFS= read -r value; do
+        [[ -n "$value" ]] || continue
+        created+=("$(first_missing "$ROOTFS" "$value")")
+        mount_args+=(-m "$value:$value:none:rbind,ro,x-create=dir")
+        log "pip source $value mounted read-only for the setup"
+    done < <(local_sources "${pip_values[@]}")
+    if [[ -n "$CA_BUNDLE" ]]; then
+        install -m 0644 "$CA_BUNDLE" "$ROOTFS$IN_CA"
+        for var in SSL_CERT_FILE PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO; do
+            env_args+=(-e "$var=$IN_CA")
+        done
+        log "the setup trusts the host's CA bundle $CA_BUNDLE"
+    fi
+    "$ENROOT" start --root --rw "${env_args[@]}" "${mount_args[@]}" "$NAME" "$IN_SETUP" >&2
+    # nothing of the build host stays in the image: the CA copy and the empty mount points
+    rm -f "$ROOTFS$IN_CA"
+    for value in "${created[@]}"; do
+        [[ -z "$value" || ! -d "$ROOTFS$value" ]] || find "$ROOTFS$value" -depth -type d -empty -delete
+    done
     [[ -s "$ROOTFS$IN_INFO/pip-freeze.txt" ]] ||
         { say "the setup script did not write $IN_INFO/pip-freeze.txt inside the container"; exit 1; }
 

@@ -1,10 +1,10 @@
 #!/bin/sh
-# Stand-in for image/setup.sh in the build tests: runs inside the shim's busybox container.
+# Stand-in for image/setup.sh in the build tests: runs inside the busybox base container.
 # Reads the copied-in source; writes /opt/mle-world/setup-ran and the build-info files.
 set -eu
 : "${MLE_WORLD_SRC:?}" "${MLE_WORLD_BUILD_INFO:?}"
-# Only the shim image has this os-release, so this proves / is the container's rootfs.
-grep -q '^ID=shim' /etc/os-release
+# Only the test base has this os-release, so this proves / is the container's rootfs.
+grep -q '^ID=testbase' /etc/os-release
 test -f "$MLE_WORLD_SRC/pyproject.toml"
 test -f "$MLE_WORLD_SRC/image/setup.sh"
 mkdir -p "$MLE_WORLD_BUILD_INFO"

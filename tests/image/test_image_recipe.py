@@ -36,7 +36,9 @@ def test_the_scripts_exist() -> None:
         "scripts/serve/serve_coder.sh",
         "scripts/serve/serve_world.sh",
         "scripts/serve/serve_feedback.sh",
-        "tests/shims/enroot",
+        "scripts/install_runtimes.sh",
+        "scripts/image/build_ci_image.sh",
+        "image/ci/setup.sh",
     ):
         assert expected in names
 
@@ -58,7 +60,9 @@ OWN_SCRIPTS = (
     "scripts/serve/serve_world.sh",
     "scripts/serve/serve_feedback.sh",
     "scripts/serve/serve_config.py",
-    "tests/shims/enroot",
+    "scripts/install_runtimes.sh",
+    "scripts/image/build_ci_image.sh",
+    "image/ci/setup.sh",
     "tests/shims/vllm",
 )
 

@@ -1,4 +1,4 @@
-"""Shared helpers of the image tests: paths of the repo's scripts and the enroot shim, tool checks.
+"""Shared helpers of the image tests: paths of the repo's scripts, tool checks.
 
 Reads nothing but PATH; writes nothing.
 """
@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SHIMS = REPO / "tests" / "shims"
 BUILD_SCRIPT = REPO / "scripts" / "image" / "build_aide_enroot.sh"
 
 DEBIAN_PACKAGE = {
@@ -19,7 +18,6 @@ DEBIAN_PACKAGE = {
     "unsquashfs": "squashfs-tools",
     "shellcheck": "shellcheck",
     "rsync": "rsync",
-    "bwrap": "bubblewrap",
     "busybox": "busybox-static",
 }
 
