@@ -230,6 +230,19 @@ class TrialStatus(Record):
     """Process group of the running command (local backend; diagnostic only)."""
 
 
+class GpuInfo(Record):
+    """What the GPU check at the start of a trial found (inside the container)."""
+
+    names: tuple[str, ...]
+    """Model names from nvidia-smi, one per visible GPU."""
+    driver: str
+    """NVIDIA driver version."""
+    framework: str | None = None
+    """e.g. "torch 2.13.0 (CUDA 13.0)"; None when the image has no framework."""
+    framework_devices: int | None = None
+    """GPUs the framework sees."""
+
+
 class AgentResult(Record):
     """result.json: written by the agent when it stops."""
 
@@ -269,6 +282,8 @@ class AgentResult(Record):
     resumed: int = 0
     """How many times the trial resumed from a checkpoint."""
     has_submission: bool = False
+    gpu: GpuInfo | None = None
+    """The GPU check of the last session; None when the trial was given no GPU."""
 
 
 class EndpointRecord(Record):

@@ -79,8 +79,13 @@ def test_enroot_passes_every_variable_by_name_and_mounts_data_read_only() -> Non
     tokens = shlex.split(render_command(_trial(runtime), runtime).replace("\\\n", " "))
     assert tokens[:2] == ["enroot", "start"]
     env_args = [tokens[i + 1] for i, t in enumerate(tokens) if t == "-e"]
-    for key in KEYS:
+    for key in KEYS[1:]:
         assert key in env_args  # by name: enroot copies the host's value
+    # The hook mounts the trial's GPUs (NVIDIA_VISIBLE_DEVICES, set by the launcher) renumbered from
+    # 0: the host's CUDA_VISIBLE_DEVICES would hide them, and a literal `all` breaks GPU-less nodes.
+    assert "CUDA_VISIBLE_DEVICES" not in env_args
+    assert "NVIDIA_VISIBLE_DEVICES" in env_args and "NVIDIA_DRIVER_CAPABILITIES" in env_args
+    assert not [arg for arg in env_args if arg.startswith("NVIDIA_VISIBLE_DEVICES=")]
     mounts = [tokens[i + 1] for i, t in enumerate(tokens) if t == "-m"]
     assert any(m.endswith(":/home/data:none:rbind,ro,x-create=dir") for m in mounts)
     assert "--workdir" not in tokens and "-w" not in tokens

@@ -2,6 +2,7 @@
 
 Reads spec.json and the endpoint key variables; writes the trial dir's agent outputs (never status.json).
 Exit codes: 0 completed, 1 failed (see result.json), 2 bad spec/checkpoint, 143 preempted, 130 Ctrl-C.
+A trial given GPUs checks them first (agent/gpu.py); an unusable GPU fails it as `infra` at once.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from pydantic import ValidationError
 from mle_world.agent.budget import MonotonicClock
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventLog
+from mle_world.agent.gpu import GpuUnusableError, check_gpu, gpus_given
 from mle_world.agent.interpreter import ProcessRunner, enable_subreaper, kill_leftovers
 from mle_world.agent.journal import CorruptJournal
 from mle_world.agent.llm import Backoff, EndpointClient
 from mle_world.agent.loop import Agent, CheckpointMismatch, Preempted, Services
 from mle_world.agent.workspace import TrialLayout
-from mle_world.records import TrialSpec
-from mle_world.storage import read_model
+from mle_world.records import AgentResult, GpuInfo, TrialSpec
+from mle_world.storage import read_model, write_model
 
 log = logging.getLogger("mle_world.agent")
 
@@ -108,11 +110,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {args.spec}: no 'coder' endpoint", file=sys.stderr)
         return 2
     _configure_logging(Path(spec.paths.trial_dir) / "logs" / "agent.log")
+    layout = TrialLayout(Path(spec.paths.trial_dir), Path(spec.paths.data_dir))
+    gpu: GpuInfo | None = None
+    if gpus_given(os.environ):
+        try:
+            gpu = check_gpu()
+        except GpuUnusableError as error:
+            reason = f"infra: GPU unusable: {error}"
+            print(f"error: {reason}", file=sys.stderr)
+            write_model(
+                layout.result, AgentResult(trial_id=spec.trial_id, status="failed", stop_reason=reason)
+            )
+            return 1
+        log.info(
+            "GPU check: %s, driver %s, %s", ", ".join(gpu.names), gpu.driver, gpu.framework or "no framework"
+        )
     enable_subreaper()
     _install_signal_handlers()
     try:
         agent = build_agent(spec)
         result = agent.run()
+        if gpu is not None:
+            write_model(layout.result, result.model_copy(update={"gpu": gpu}))
     except (CheckpointMismatch, CorruptJournal) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -89,6 +89,7 @@ def _runtime(
     endpoints: dict[Role, EndpointSettings],
     cluster_env: tuple[str, ...],
     mounts: tuple[tuple[str, str], ...] = (),
+    gpus: bool = False,
 ) -> RuntimeSpec:
     names = ["CUDA_VISIBLE_DEVICES"]
     names += [e.key_env for e in endpoints.values() if e.key_env and e.key_env not in names]
@@ -99,6 +100,7 @@ def _runtime(
             image=str(args.enroot_image.absolute()) if args.enroot_image else None,
             env_names=tuple(names),
             mounts=mounts,
+            gpus=gpus,
         )
     import mle_world
 
@@ -183,7 +185,13 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     data_dir = (args.data_dir or default_data_dir()).absolute()
     endpoints = endpoint_overrides(config, args)
     config = replace(config, endpoints=endpoints)
-    runtime = _runtime(args, endpoints, cluster.container.env, cluster.container.mount_pairs())
+    runtime = _runtime(
+        args,
+        endpoints,
+        cluster.container.env,
+        cluster.container.mount_pairs(),
+        gpus=cluster.slurm.gpus_per_trial > 0,
+    )
 
     trials = expand(
         config,

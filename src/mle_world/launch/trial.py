@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Literal
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
+from mle_world.launch.gpus import gpu_environment
 from mle_world.launch.state import FINAL, State, read_status, update_status, utcnow
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import AgentResult, DowntimeEvent, TrialSpec
@@ -228,8 +229,7 @@ class TrialRunner:
         if stale.exists():
             os.replace(stale, logs / "result.previous.json")
         env = dict(self.env)
-        if self.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = self.gpu
+        env.update(gpu_environment(self.gpu, env))
         log_path = logs / "launcher.log"
         budget_left = job.wall_limit_s - status.wall_used_s
         job_id, array_id = slurm_ids

@@ -24,6 +24,9 @@ CONTAINER_DATA = "/home/data"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 """What the sandbox shows of the host besides the Python prefixes: the image's equivalent."""
+GPU_NAMES = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+"""Set by the launcher from the trial's GPUs (launch/gpus.py): Enroot's NVIDIA hook mounts exactly
+those, renumbered from 0 inside, so CUDA_VISIBLE_DEVICES (host ids) is not passed to enroot."""
 GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + (
     "/dev/nvidiactl",
     "/dev/nvidia-uvm",
@@ -47,6 +50,8 @@ class RuntimeSpec:
     env_values: tuple[tuple[str, str], ...] = ()
     mounts: tuple[tuple[str, str], ...] = ()
     """Extra read-only mounts (src, dst)."""
+    gpus: bool = False
+    """pyxis: trials get GPUs from Slurm (NVIDIA_VISIBLE_DEVICES=all within the job, else void)."""
     path_env: str = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -135,16 +140,22 @@ def render_command(trial: PlannedTrial, runtime: RuntimeSpec, renderer: Renderer
         "mounts": list(runtime.mounts),
     }
     if runtime.runtime == "enroot":
-        env_values = [("NVIDIA_VISIBLE_DEVICES", "all"), ("PYTHONUNBUFFERED", "1"), *runtime.env_values]
+        names = [n for n in runtime.env_names if n != "CUDA_VISIBLE_DEVICES"] + list(GPU_NAMES)
+        env_values = [("PYTHONUNBUFFERED", "1"), *runtime.env_values]
+        common["env_names"] = names
         return renderer.render("enroot.sh.j2", image=runtime.image, env_values=env_values, **common)
     if runtime.runtime == "pyxis":
+        # Within a Slurm job the step's cgroup holds only the job's GPUs and CUDA_VISIBLE_DEVICES is
+        # Slurm's: the hook gets `all` (of the job's), never the launcher's ids. pyxis passes the rest
+        # of the launcher's environment (NVIDIA_DRIVER_CAPABILITIES) as it is.
+        gpu_values = [("NVIDIA_VISIBLE_DEVICES", "all" if runtime.gpus else "void")]
         mounts = [f"{trial.trial_dir}:{CONTAINER_TRIAL}", f"{trial.public_dir}:{CONTAINER_DATA}:ro"]
         mounts += [f"{src}:{dst}:ro" for src, dst in runtime.mounts]
         return renderer.render(
             "pyxis.sh.j2",
             image=runtime.image,
             mounts_arg=",".join(mounts),
-            env_values=[("PYTHONUNBUFFERED", "1"), *runtime.env_values],
+            env_values=[*gpu_values, ("PYTHONUNBUFFERED", "1"), *runtime.env_values],
             **common,
         )
     home = paths.trial_dir

@@ -1,9 +1,9 @@
 enroot start \
-  -e CUDA_VISIBLE_DEVICES \
   -e CODER_API_KEY \
   -e WORLD_API_KEY \
   -e FEEDBACK_API_KEY \
-  -e NVIDIA_VISIBLE_DEVICES=all \
+  -e NVIDIA_VISIBLE_DEVICES \
+  -e NVIDIA_DRIVER_CAPABILITIES \
   -e PYTHONUNBUFFERED=1 \
   -m '/scratch/my runs/it'"'"'s "quoted" $HOME;ls/runs/wm-rank4/spooky-author-identification_seed34:/home/trial' \
   -m '/data sets/mle/spooky-author-identification/prepared/public:/home/data:none:rbind,ro,x-create=dir' \

@@ -4,5 +4,5 @@ srun --overlap --ntasks=1 \
   --container-workdir=/home/trial \
   --no-container-mount-home \
   --container-env=CUDA_VISIBLE_DEVICES,CODER_API_KEY,WORLD_API_KEY,FEEDBACK_API_KEY \
-  --export=ALL,PYTHONUNBUFFERED=1 \
+  --export=ALL,NVIDIA_VISIBLE_DEVICES=void,PYTHONUNBUFFERED=1 \
   python3 -m mle_world.agent --spec /home/trial/spec.json
