@@ -25,7 +25,7 @@ from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer, Reply
 from runtimekit import runtime_options
 
-from mle_world.endpoints import PROBE_TOOL_NAME
+from mle_world.launch.endpoints import PROBE_TOOL_NAME
 
 pytestmark = pytest.mark.slow
 
