@@ -11,8 +11,9 @@ set -eu
 SRC="${MLE_WORLD_SRC:-/opt/mle-world/src}"
 INFO="${MLE_WORLD_BUILD_INFO:-/opt/mle-world/build-info}"
 VENV=/opt/venv
-# What `python -m mle_world.agent` imports; versions come from pyproject.toml.
-AGENT_DEPS="pydantic openai httpx2"
+# What `python -m mle_world.agent` imports (the build fails below if one is missing); versions come
+# from pyproject.toml.
+AGENT_DEPS="pydantic openai httpx2 tenacity"
 
 export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 step() { printf '[ci-setup %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
