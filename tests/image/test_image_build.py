@@ -1,5 +1,5 @@
 """scripts/image/build_aide_enroot.sh run with the real Enroot (scripts/install_runtimes.sh) on a
-busybox base image; the CI-sized image (tests/runtimekit.py) covers the Debian base and pip.
+busybox base image; the CI-sized image (tests/support/runtimekit.py) covers the Debian base and pip.
 
 Reads the script's stderr/stdout and the built squashfs (via unsquashfs); writes the base image,
 scratch containers, images and manifests under pytest's tmp_path only.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 INSTALL = "bash scripts/install_runtimes.sh"
 BUILD_IMAGE = REPO / "scripts" / "image" / "build_ci_image.sh"
 CLUSTER_UP = "bash scripts/slurm/local_cluster.sh up --pyxis"
