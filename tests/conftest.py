@@ -17,7 +17,7 @@ def repo() -> Path:
     return REPO
 
 
-# --- the real container runtimes (tests/support/runtimekit.py); any test may use these -------------------
+# --- the real container runtimes (tests/support/runtimekit.py); any test may use these ---
 
 
 @pytest.fixture(scope="session")
