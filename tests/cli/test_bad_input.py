@@ -342,3 +342,40 @@ def test_one_trial_seed_outside_the_config_is_part_of_the_identity(tmp_path: Pat
     second = json.loads((tmp_path / "o/launch.json").read_text())
     assert first["trials"][0]["trial_id"].endswith("seed1")
     assert first["config_hash"] != second["config_hash"]
+
+
+# --- more bad flags found by trying them ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "culprit"),
+    [
+        (["--tasks", ""], "--tasks"),
+        (["--configs", ","], "--configs"),
+        (["--coder-model", " "], "--coder-model"),
+        (["--n-workers", "0"], "--n-workers"),
+        (["--config", "/nonexistent/paper.yaml"], "/nonexistent/paper.yaml"),
+        (["--competitions-dir", "/nonexistent/comps"], "--competitions-dir"),
+    ],
+)
+def test_more_bad_sweep_flags(tmp_path: Path, extra: list[str], culprit: str) -> None:
+    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), *extra], culprit)
+
+
+def test_one_trial_flags_named_in_errors(tmp_path: Path) -> None:
+    base = [
+        "--enroot-image",
+        "/img/a.sqsh",
+        "--data-dir",
+        "/data",
+        "--output-dir",
+        str(tmp_path / "o"),
+        "--dry-run",
+    ]
+    assert_refused(tmp_path, [*base, "-c", "no-such-competition"], "-c/--competition", "no-such-competition")
+    assert_refused(tmp_path, [*base, "-c", "iris-species", "-m", "nope"], "-m/--configuration", "nope")
+
+
+def test_output_dir_name_too_long(tmp_path: Path) -> None:
+    name = "o" * 300
+    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / name)], name)

@@ -59,6 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        # A path the user gave that the OS refuses (name too long, permission, read-only file
+        # system) reaches us from deep inside; it is bad input, not a crash: one line, exit 2.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{PROG}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -40,6 +40,12 @@ def seed_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def non_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a non-empty value")
+    return text.strip()
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -77,7 +83,9 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             f"--{role}-url", help=f"{role} endpoint base URL, or several replicas' URLs separated by commas"
         )
-        parser.add_argument(f"--{role}-model", help=f"{role} served model id (default: discovered)")
+        parser.add_argument(
+            f"--{role}-model", type=non_empty, help=f"{role} served model id (default: discovered)"
+        )
 
 
 def endpoint_overrides(config: PaperConfig, args: argparse.Namespace) -> dict[Role, EndpointSettings]:

@@ -169,6 +169,18 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     cluster = load_cluster_config(cluster_path if (args.cluster_config or cluster_path.exists()) else None)
 
     warnings: list[str] = []
+    if args.competition and args.competition not in registry:
+        raise UserError(
+            f"-c/--competition: unknown competition '{args.competition}' (see `run_paper.py --list`)"
+        )
+    if args.configuration and args.configuration not in config.configurations:
+        raise UserError(
+            f"-m/--configuration: unknown configuration '{args.configuration}' "
+            f"(choose from: {', '.join(config.configurations)})"
+        )
+    for flag, value in (("--tasks", args.tasks), ("--configs", args.configs)):
+        if value is not None and not value:
+            raise UserError(f"{flag}: nothing given (leave the flag out to use the config's list)")
     selection, regime = _selection(args, config)
     if args.competition and selection.seeds and selection.seeds[0] not in config.seeds:
         # A one-off seed (Kapso's MLE_SEED defaults to 1) is part of the sweep's identity, so a
