@@ -135,6 +135,7 @@ def check_pages(audit_dir: Path) -> None:
     assert (
         dom.count('<a href="trials/') == 12 and 'id="brier-table"' in dom and "data:image/png;base64," in dom
     )
+    assert 'id="budget-table"' in dom and 'id="gate-table"' in dom
     nodes = json.loads(
         (audit_dir.parents[1] / "gated/runs/wm-point/iris-species_seed34/journal.json").read_text()
     )
