@@ -51,6 +51,7 @@ def test_unknown_context_length_is_none():
         VLLM_400,
         "the request exceeds the available context size, try increasing it",
         "context_length_exceeded",
+        "Requested tokens (5000) exceed context window of 4096",
     ],
 )
 def test_context_400_is_its_own_error(message):

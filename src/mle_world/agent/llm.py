@@ -174,6 +174,7 @@ _CONTEXT_MARKERS = (
     "context length",
     "exceed_context_size",  # llama.cpp error type
     "exceeds the available context size",  # llama.cpp
+    "exceed context window",  # llama-cpp-python's own ValueError text
     "prompt is too long",
 )
 
