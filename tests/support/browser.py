@@ -25,6 +25,7 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
+    "--disable-dev-shm-usage",  # containers often mount a tiny /dev/shm
 )
 
 
