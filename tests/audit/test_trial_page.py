@@ -161,6 +161,12 @@ def test_show_writes_the_page_and_rejects_a_dir_that_is_no_trial(tmp_path: Path)
     text = page.read_text()
     assert re.search(r"<title>Trial gated/wm-point/iris/seed1</title>", text)
     assert 'href="#n-' + "b" * 32 + '"' in text
+    assert "← sweep report" not in text  # no audit yet
+    (tmp_path / "audit").mkdir()
+    (tmp_path / "audit" / "index.html").write_text("<title>Sweep report</title>")
+    assert cli("show", str(trial)).returncode == 0
+    back = re.search(r'href="([^"]+)">← sweep report', page.read_text())
+    assert back is not None and (page.parent / back[1]).resolve() == tmp_path / "audit" / "index.html"
     empty = tmp_path / "empty"
     empty.mkdir()
     bad = cli("show", str(empty))

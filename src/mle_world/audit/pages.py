@@ -6,6 +6,7 @@ Reads the computed audit tables and trial page models; writes self-contained HTM
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,16 @@ def trial_page_name(trial_id: str) -> str:
 def render_trial_page(view: TrialView, index_href: str | None = None) -> str:
     """The trial page; `index_href` links back to the sweep report (relative, so file:// works)."""
     return render("trial.html.j2", view=view, index_href=index_href)
+
+
+def sweep_index_href(trial_dir: Path, page: Path) -> str | None:
+    """Relative link from `page` to the sweep's default `audit/index.html`, when that exists.
+
+    A trial dir is `<output dir>/runs/<configuration>/<task>_seed<seed>`; `audit` writes its index to
+    `<output dir>/audit/` unless told otherwise.
+    """
+    index = trial_dir.parent.parent.parent / "audit" / "index.html"
+    return os.path.relpath(index, page.parent) if index.is_file() else None
 
 
 def write_trial_page(view: TrialView, path: Path, index_href: str | None = None) -> Path:

@@ -105,7 +105,7 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_show(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.audit.pages import write_trial_page
+    from mle_world.audit.pages import sweep_index_href, write_trial_page
     from mle_world.audit.trialview import load_trial_view
 
     trial_dir = args.trial_dir.absolute()
@@ -120,7 +120,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         )
     out = (args.out or trial_dir / "trial.html").absolute()
     try:
-        write_trial_page(load_trial_view(trial_dir), out)
+        write_trial_page(load_trial_view(trial_dir), out, index_href=sweep_index_href(trial_dir, out))
     except OSError as exc:
         raise UserError(f"show: cannot write {out}: {exc.strerror or exc}") from exc
     console.print(out.as_uri(), markup=False, highlight=False)
