@@ -52,7 +52,7 @@ apt-get install -y --no-install-recommends \
     build-essential pkg-config cmake \
     "$PY" "$PY-venv" "$PY-dev" \
     libgl1 libglib2.0-0 libgomp1 libsndfile1 ffmpeg \
-    locales tzdata procps less
+    locales tzdata procps less bubblewrap util-linux
 sed -i 's/^# *\(en_US.UTF-8\)/\1/' /etc/locale.gen && locale-gen >/dev/null
 
 step "virtual environment $VENV"

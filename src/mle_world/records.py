@@ -174,6 +174,28 @@ class AgentSettings(Record):
     """Replace 'Kaggle grandmaster' with 'expert machine learning engineer' in prompts."""
 
 
+class SandboxSettings(Record):
+    """How each execution of generated code is confined and bounded (docs/threat-model.md).
+
+    Not part of the science hash: like the GPU type, it is the environment a trial ran in.
+    """
+
+    enabled: bool = True
+    """False only with `--no-sandbox` (process runtime): scripts then run as the agent, unconfined."""
+    memory_mb: int | None = Field(49152, ge=16)
+    """RLIMIT_DATA of every process of a script (heap and private mappings; CUDA's reserved address
+    space is not counted); None for no limit. Slurm's `--mem` bounds the whole trial on that backend."""
+    max_processes: int | None = Field(512, ge=8)
+    """RLIMIT_NPROC (processes and threads) of a script, counted in its own user namespace."""
+    output_kb: int = Field(1024, ge=4)
+    """Output kept per execution in its log: the first and last halves; the middle is dropped and counted."""
+    network: bool = False
+    """Whether scripts share the agent's network; off: only a loopback of their own."""
+    code_uid: int = Field(65534, ge=1)
+    """Host uid the script runs as when the agent is root (nobody); an ordinary user's scripts keep
+    that user's uid outside their user namespace."""
+
+
 class TrialPaths(Record):
     """Paths as the agent sees them (inside the container or sandbox)."""
 
@@ -199,6 +221,7 @@ class TrialSpec(Record):
     lower_is_better: bool | None = None
     """The competition's metric direction when the registry knows it (MLE-bench's leaderboard order,
     a local competition's leaderboard); null: the majority of the reviewer's answers decides."""
+    sandbox: SandboxSettings = SandboxSettings()
 
 
 class TrialStatus(Record):
@@ -284,6 +307,8 @@ class AgentResult(Record):
     has_submission: bool = False
     gpu: GpuInfo | None = None
     """The GPU check of the last session; None when the trial was given no GPU."""
+    submission_sha256: str | None = None
+    """sha256 of submission/submission.csv as the agent copied it from the best node's run."""
 
 
 class EndpointRecord(Record):
@@ -375,6 +400,10 @@ class ExecutionEvent(Record):
     exit_code: int | None
     gpu: str | None = None
     """CUDA_VISIBLE_DEVICES seen by the script; GPU-hours are accounted when set."""
+    output_bytes: int | None = None
+    """Bytes the script wrote to stdout and stderr (its log keeps a bounded head and tail)."""
+    workspace_bytes: int | None = None
+    """Disk used by workspace/ after the run (allocated blocks, links not followed)."""
 
 
 class PredictionEvent(Record):

@@ -273,3 +273,33 @@ def test_grading_through_a_separate_mlebench_venv(
     assert not crash.valid_submission and crash.gold_threshold == 0.9
     with pytest.raises(UserError, match="not prepared"):
         grader.grade("absent", tmp_path / "ok.csv")
+
+
+@pytest.mark.parametrize("journal", ["other-hash", "no-best", "none"])
+def test_a_file_that_is_not_the_selected_nodes_submission_is_not_graded(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path], journal: str
+) -> None:
+    """A planted or stale submission.csv (perfect answers even) scores null, with the reason stated."""
+    spec = spec_for("iris-species", seed=34)
+    trial = tmp_path / "runs" / "wm-point" / "iris-species_seed34"
+    truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+    submit(trial / "submission" / "submission.csv", truth, selected=journal != "none")
+    if journal == "other-hash":
+        submit(trial / "submission" / "submission.csv", truth + "\n")
+        (trial / "submission" / "submission.csv").write_text(truth)
+    elif journal == "no-best":
+        (trial / "journal.json").write_text(json.dumps({"best_node_id": None, "nodes": []}))
+    report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
+    assert report.submission_exists is True and report.valid_submission is False and report.score is None
+    assert report.submission_rejected and not report.any_medal
+
+
+def test_the_selected_nodes_submission_is_graded(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    spec = spec_for("iris-species", seed=34)
+    trial = tmp_path / "runs" / "wm-point" / "iris-species_seed34"
+    truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+    submit(trial / "submission" / "submission.csv", truth)
+    report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
+    assert report.valid_submission is True and report.submission_rejected is None

@@ -30,7 +30,7 @@ MLEBENCH_FIELDS = [
     "created_at",
     "submission_path",
 ]
-TRIAL_FIELDS = ["trial_id", "regime", "configuration", "seed", "trial_state"]
+TRIAL_FIELDS = ["trial_id", "regime", "configuration", "seed", "trial_state", "submission_rejected"]
 
 
 def test_competition_report_fields_equal_mlebench() -> None:

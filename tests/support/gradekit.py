@@ -5,6 +5,8 @@ Reads nothing; writes competition folders and submissions under the paths it is 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,8 +103,14 @@ def write_custom_competition(root: Path, comp_id: str, scores: Sequence[float]) 
     return folder
 
 
-def submit(path: Path, text: str) -> Path:
-    """Write a submission file."""
+def submit(path: Path, text: str, *, selected: bool = True) -> Path:
+    """Write a submission file; `selected` also writes the journal naming it as the best node's, as the
+    agent does (`<trial>/journal.json` beside `submission/`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    if selected and path.parent.name == "submission":
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        node = {"id": "n1", "step": 0, "stage": "draft", "submission_sha256": digest}
+        journal = {"best_node_id": "n1", "nodes": [node]}
+        (path.parent.parent / "journal.json").write_text(json.dumps(journal))
     return path

@@ -23,24 +23,28 @@ from mle_world.agent.budget import MonotonicClock
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventLog
 from mle_world.agent.gpu import GpuUnusableError, check_gpu, gpus_given
-from mle_world.agent.interpreter import ProcessRunner, enable_subreaper, kill_leftovers
+from mle_world.agent.interpreter import ProcessRunner, child_environment, enable_subreaper, kill_leftovers
 from mle_world.agent.journal import CorruptJournal
 from mle_world.agent.llm import Backoff, EndpointClient
 from mle_world.agent.loop import Agent, CheckpointMismatch, Preempted, Services
-from mle_world.agent.workspace import TrialLayout
+from mle_world.agent.redaction import RedactingFilter, Redactor
+from mle_world.agent.sandbox import Jail, SandboxUnavailable, build_jail
+from mle_world.agent.workspace import TrialLayout, prepare
 from mle_world.records import AgentResult, GpuInfo, TrialSpec
 from mle_world.storage import read_model, write_model
 
 log = logging.getLogger("mle_world.agent")
 
 
-def _configure_logging(path: Path) -> None:
+def _configure_logging(path: Path, redactor: Redactor) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     file_handler = logging.FileHandler(path, encoding="utf-8")
     file_handler.setFormatter(fmt)
+    file_handler.addFilter(RedactingFilter(redactor))
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(fmt)
+    stream.addFilter(RedactingFilter(redactor))
     root = logging.getLogger("mle_world")
     root.setLevel(logging.INFO)
     root.addHandler(file_handler)
@@ -58,6 +62,36 @@ def _install_signal_handlers() -> None:
         signal.signal(sig, handler)
 
 
+def key_redactor(spec: TrialSpec) -> Redactor:
+    """The endpoint keys this agent holds, to be redacted from whatever it stores or sends."""
+    return Redactor.from_environment((e.key_env for e in spec.agent.endpoints.values()), os.environ)
+
+
+def build_runner(
+    spec: TrialSpec, layout: TrialLayout, redactor: Redactor, kill_grace_s: float
+) -> ProcessRunner:
+    """The script runner: inside the inner sandbox (probed once here) unless the spec turns it off."""
+    prepare(layout)
+    jail: Jail | None = None
+    if spec.sandbox.enabled:
+        jail = build_jail(layout.workspace, layout.data_dir, spec.sandbox)
+        writable = (layout.workspace, layout.working, layout.tmp, layout.run_submission_dir)
+        jail.grant(writable)
+        jail.probe(sys.executable, child_environment(layout.workspace, os.environ, tmpdir="/tmp"))
+        log.debug("inner sandbox: uid %s, network %s", jail.drop_to or "(own)", spec.sandbox.network)
+    else:
+        log.warning("no inner sandbox: generated code runs as the agent, with the agent's view and rights")
+    return ProcessRunner(
+        layout.workspace,
+        kill_grace_s=kill_grace_s,
+        seed=spec.seed,
+        jail=jail,
+        output_limit=spec.sandbox.output_kb << 10,
+        redactor=redactor,
+        writable=(layout.workspace, layout.working, layout.tmp, layout.run_submission_dir),
+    )
+
+
 def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s: float = 5.0) -> Agent:
     """Wire the real implementations: endpoint clients, process runner, monotonic clock, event log."""
     layout = TrialLayout(Path(spec.paths.trial_dir), Path(spec.paths.data_dir))
@@ -65,6 +99,7 @@ def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s
         stale = kill_leftovers(layout.workspace)
         if stale:
             log.warning("killed %d process(es) left in the workspace by an earlier session", len(stale))
+    runner = build_runner(spec, layout, key_redactor(spec), kill_grace_s)
     events = EventLog(layout.events)
     clock = MonotonicClock()
     downtime = Downtime(clock, events)
@@ -84,7 +119,7 @@ def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s
         coder=clients["coder"],
         feedback=clients.get("feedback", clients["coder"]),
         world=clients.get("world") if world_needed else None,
-        runner=ProcessRunner(layout.workspace, kill_grace_s=kill_grace_s, seed=spec.seed),
+        runner=runner,
         clock=clock,
         events=events,
         downtime=downtime,
@@ -109,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "coder" not in spec.agent.endpoints:
         print(f"error: {args.spec}: no 'coder' endpoint", file=sys.stderr)
         return 2
-    _configure_logging(Path(spec.paths.trial_dir) / "logs" / "agent.log")
+    _configure_logging(Path(spec.paths.trial_dir) / "logs" / "agent.log", key_redactor(spec))
     layout = TrialLayout(Path(spec.paths.trial_dir), Path(spec.paths.data_dir))
     gpu: GpuInfo | None = None
     if gpus_given(os.environ):
@@ -135,6 +170,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointMismatch, CorruptJournal) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except SandboxUnavailable as error:
+        log.error("sandbox unavailable: %s", error)
+        write_model(
+            Path(spec.paths.trial_dir) / "result.json",
+            AgentResult(trial_id=spec.trial_id, status="failed", stop_reason=f"sandbox_unavailable: {error}"),
+        )
+        return 1
     except Preempted as stop:
         log.warning("preempted by %s: checkpointed, exiting %d", stop, stop.exit_code)
         logging.shutdown()

@@ -1,6 +1,7 @@
-"""Runs a generated script as `python runfile.py [args]` in its own process group.
+"""Runs a generated script as `python runfile.py [args]`, inside the inner sandbox when there is one.
 
-Reads the code to run; writes it to the workspace, streams its output to a log file, kills leftovers.
+Reads the code to run; writes it to the workspace, keeps a bounded head and tail of its output in a log
+file, reports the workspace's disk usage, kills leftovers.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import contextlib
 import ctypes
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +19,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
+
+from mle_world.agent.redaction import Redactor
+from mle_world.agent.sandbox import Jail
 
 HEAD_CHARS = 2500
 TAIL_CHARS = 2500
@@ -44,6 +49,9 @@ class ExecResult:
     exc_type: str | None
     exc_info: str | None
     log_path: Path
+    output_bytes: int = 0
+    """Everything the script wrote; the log keeps at most the runner's cap of it."""
+    workspace_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -60,7 +68,9 @@ class CodeRunner(Protocol):
         ...
 
 
-def child_environment(workspace: Path, parent: Mapping[str, str]) -> dict[str, str]:
+def child_environment(
+    workspace: Path, parent: Mapping[str, str], *, tmpdir: str | None = None
+) -> dict[str, str]:
     """A clean environment built from scratch: never the parent's (which holds endpoint keys)."""
     env = {
         "PATH": parent.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
@@ -69,7 +79,7 @@ def child_environment(workspace: Path, parent: Mapping[str, str]) -> dict[str, s
         "LC_ALL": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "TMPDIR": str(workspace / "tmp"),
+        "TMPDIR": tmpdir or str(workspace / "tmp"),
         "MPLBACKEND": "Agg",
     }
     for name in _PASSTHROUGH:
@@ -98,6 +108,64 @@ def read_truncated(path: Path) -> str:
     except OSError:
         return ""
     return f"{head}\n ... [{size - HEAD_CHARS - TAIL_CHARS} bytes truncated] ... \n{tail}"
+
+
+class BoundedCapture:
+    """Drains a pipe completely, keeping its first and last `limit // 2` bytes and counting the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def drain(self, stream: IO[bytes]) -> None:
+        while chunk := stream.read(1 << 16):
+            self.feed(chunk)
+
+    def render(self) -> bytes:
+        tail = bytes(self.tail[-self.half :]) if self.tail else b""
+        dropped = self.total - len(self.head) - len(tail)
+        if dropped <= 0:
+            return bytes(self.head) + tail
+        note = (
+            f"\n[... {dropped} bytes of output dropped: the log keeps the first and last {self.half} ...]\n"
+        )
+        return bytes(self.head) + note.encode() + tail
+
+
+def disk_usage(root: Path) -> int:
+    """Bytes allocated under `root` (sparse files count what they use), never following links."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+    return total
+
+
+def write_script(workspace: Path, name: str, code: str) -> None:
+    """Replace `workspace/name` with a new file; whatever a script left there (a link) is removed first."""
+    path = workspace / name
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(code)
 
 
 def exception_of(output: str) -> tuple[str | None, str | None]:
@@ -172,9 +240,11 @@ def _kill_group(pgid: int, sig: int) -> None:
 class ProcessRunner:
     """A `CodeRunner` that writes `runfile.py` into the workspace and runs it as a child process.
 
-    The child starts a new session (its own process group); on timeout the group gets SIGTERM,
-    then SIGKILL after `kill_grace_s`. Whatever the outcome, the group is SIGKILLed afterwards
-    and orphans adopted through the subreaper are killed too, so nothing outlives a run.
+    With a `Jail` the script runs in the inner sandbox (its own namespaces, uid and limits) and all its
+    processes die with it. Without one (`--no-sandbox`) it runs as the agent in a new session; on
+    timeout the group gets SIGTERM, then SIGKILL after `kill_grace_s`; the group is SIGKILLed
+    afterwards and orphans adopted through the subreaper are killed too, so nothing outlives a run.
+    Output is read through a pipe: the log keeps a bounded head and tail, with secrets redacted.
     """
 
     def __init__(
@@ -186,6 +256,10 @@ class ProcessRunner:
         environ: Mapping[str, str] | None = None,
         file_name: str = "runfile.py",
         seed: int | None = None,
+        jail: Jail | None = None,
+        output_limit: int = 1 << 20,
+        redactor: Redactor | None = None,
+        writable: Sequence[Path] = (),
     ) -> None:
         self.workspace = workspace
         self.seed = seed
@@ -193,46 +267,67 @@ class ProcessRunner:
         self.kill_grace_s = kill_grace_s
         self.environ = dict(os.environ if environ is None else environ)
         self.file_name = file_name
+        self.jail = jail
+        self.output_limit = output_limit
+        self.redactor = redactor or Redactor()
+        self.writable = tuple(writable) or (workspace,)
         self._current: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
-    def run(self, code: str, *, args: Sequence[str], timeout_s: float, log_path: Path) -> ExecResult:
-        script = self.workspace / self.file_name
-        script.write_text(code, encoding="utf-8")
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = child_environment(self.workspace, self.environ)
+    def command(self, args: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of one run (inside the jail, its environment is set by bwrap)."""
+        argv = [self.python, self.file_name, *args]
+        env = child_environment(self.workspace, self.environ, tmpdir=None if self.jail is None else "/tmp")
         if self.seed is not None:
             env["MLE_SEED"] = str(self.seed)  # the prompt asks scripts to seed their RNGs from it
+        if self.jail is None:
+            return argv, env
+        return self.jail.command(argv, env), {}
+
+    def run(self, code: str, *, args: Sequence[str], timeout_s: float, log_path: Path) -> ExecResult:
+        write_script(self.workspace, self.file_name, code)
+        if self.jail is not None:
+            self.jail.grant(self.writable)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv, env = self.command(args)
         before = _children_of(os.getpid())
+        capture = BoundedCapture(self.output_limit)
         start = time.monotonic()
         timed_out = False
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [self.python, self.file_name, *args],
-                cwd=self.workspace,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
-            with self._lock:
-                self._current = proc
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+        assert proc.stdout is not None
+        reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
+        reader.start()
+        with self._lock:
+            self._current = proc
+        try:
+            proc.wait(timeout=max(timeout_s, 0.01))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(timeout=max(timeout_s, 0.01))
+                proc.wait(timeout=self.kill_grace_s)
             except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=self.kill_grace_s)
-                except subprocess.TimeoutExpired:
-                    _kill_group(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            finally:
-                exec_time = time.monotonic() - start
-                self._cleanup(proc, before)
-        output = read_truncated(log_path)
+                _kill_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        finally:
+            exec_time = time.monotonic() - start
+            self._cleanup(proc, before)
+            # Every writer is dead now (the sandbox's PID namespace, or the killed group and strays).
+            reader.join(timeout=30)
+            proc.stdout.close()
+        text = self.redactor.data(capture.render())
+        log_path.write_bytes(text)
+        output = truncate_output(text.decode("utf-8", errors="replace"))
         exit_code = proc.returncode
         if timed_out:
             exc_type: str | None = "TimeoutError"
@@ -251,6 +346,8 @@ class ProcessRunner:
             exc_type=exc_type,
             exc_info=exc_info,
             log_path=log_path,
+            output_bytes=capture.total,
+            workspace_bytes=disk_usage(self.workspace),
         )
 
     def _cleanup(self, proc: subprocess.Popen[bytes], before: set[int]) -> None:

@@ -87,6 +87,8 @@ class Node(BaseModel):
     """The reviewer's direction for this node (one vote when the task's direction is unknown)."""
     is_buggy: bool = False
     has_submission: bool = False
+    submission_sha256: str | None = None
+    """sha256 of the run's submission.csv as the agent staged it (None without one)."""
     debug_depth: int = 0
     executed: bool = False
     skipped: bool = False

@@ -40,7 +40,14 @@ from mle_world.agent.prompts import (
 from mle_world.agent.review import Reviewer, printed_metric
 from mle_world.agent.seeds import request_seed, step_rng
 from mle_world.agent.window import SHRINK, prompt_chars, size
-from mle_world.agent.workspace import TrialLayout, copy_atomic, prepare, reset_run_submission
+from mle_world.agent.workspace import (
+    TrialLayout,
+    copy_atomic,
+    file_sha256,
+    prepare,
+    reset_run_submission,
+    stage_submission,
+)
 from mle_world.agent.world import Comparison, Prediction, WorldModel
 from mle_world.records import AgentResult, ExecutionEvent, PredictionEvent, Stage, TrialSpec
 from mle_world.storage import write_model, write_text_atomic
@@ -612,6 +619,8 @@ class Agent:
                 timed_out=result.timed_out,
                 exit_code=result.exit_code,
                 gpu=self.s.gpu,
+                output_bytes=result.output_bytes,
+                workspace_bytes=result.workspace_bytes,
             )
         )
         return result
@@ -642,8 +651,8 @@ class Agent:
         )
         node.exit_code, node.timed_out = result.exit_code, result.timed_out
         node.exc_type, node.exc_info = result.exc_type, result.exc_info
-        csv_path = self.layout.run_submission_csv
-        has_csv = csv_path.is_file() and csv_path.stat().st_size > 0
+        node.submission_sha256 = stage_submission(self.layout)
+        has_csv = node.submission_sha256 is not None
         node.has_submission = has_csv
         printed = printed_metric(result.term_out) if result is not debug_result else None
         try:
@@ -705,9 +714,12 @@ class Agent:
         return self.layout.node_logs / f"{node.id}.submission.csv"
 
     def _keep_submission(self, node: Node) -> None:
-        """Unknown direction only: keep each good node's CSV, in case a flip makes it the best."""
-        if self.layout.run_submission_csv.is_file():
-            copy_atomic(self.layout.run_submission_csv, self._kept_submission(node))
+        """Unknown direction only: keep each good node's CSV, in case a flip makes it the best.
+
+        From the agent's staged copy (never the workspace, which the script controls).
+        """
+        if node.submission_sha256 is not None and self.layout.staged_submission.is_file():
+            copy_atomic(self.layout.staged_submission, self._kept_submission(node))
 
     def _repromote(self, exclude: Node) -> None:
         best = self.journal.best_node()
@@ -717,10 +729,16 @@ class Agent:
             self.ckpt.best_node_id = best.id
 
     def promote(self, node: Node) -> None:
-        """Copy the new best's submission and code out atomically, before the checkpoint names it."""
+        """Copy the new best's submission and code out atomically, before the checkpoint names it.
+
+        The copy comes from the agent's staged file (taken from the workspace without following links),
+        never from the workspace itself; its hash is the node's, which the grader checks.
+        """
         if self.ckpt.direction_source != "task":
             self._keep_submission(node)
-        copy_atomic(self.layout.run_submission_csv, self.layout.submission_csv)
+        copy_atomic(self.layout.staged_submission, self.layout.submission_csv)
+        if file_sha256(self.layout.submission_csv) != node.submission_sha256:
+            raise RuntimeError("the copied submission does not match the staged one")
         write_text_atomic(self.layout.best_solution, node.code)
         self.ckpt.best_node_id = node.id
         log.info("new best node %s: metric %s", node.id[:8], node.metric)
@@ -776,4 +794,7 @@ class Agent:
             downtime_s=self.ckpt.downtime_s,
             resumed=max(0, self.ckpt.sessions - 1),
             has_submission=self.layout.submission_csv.is_file(),
+            submission_sha256=best.submission_sha256
+            if best and self.layout.submission_csv.is_file()
+            else None,
         )

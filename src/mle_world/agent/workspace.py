@@ -1,10 +1,13 @@
 """Layout of the trial directory and the scratch workspace where generated scripts run.
 
-Reads the public data dir; writes the workspace (a read-only mirror of the data as `input/`).
+Reads the public data dir and a run's submission (never following a link a script left); writes the
+workspace (a read-only mirror of the data as `input/`) and the staged copy of a run's submission.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import stat
@@ -46,6 +49,11 @@ class TrialLayout:
     @property
     def node_logs(self) -> Path:
         return self.logs / "nodes"
+
+    @property
+    def staged_submission(self) -> Path:
+        """The last run's submission as the agent copied it out of the workspace."""
+        return self.logs / "staged-submission.csv"
 
     @property
     def workspace(self) -> Path:
@@ -102,24 +110,86 @@ def build_data_view(data_dir: Path, view: Path) -> None:
         for name in filenames:
             os.symlink(Path(dirpath, name).resolve(), target_dir / name)
         dirnames.sort()
+    # Readable by the sandboxed script's uid too; writable by nobody.
     for dirpath, _, _ in os.walk(view, topdown=False):
-        os.chmod(dirpath, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+        os.chmod(dirpath, 0o555)
 
 
 def prepare(layout: TrialLayout) -> None:
     """Create the trial's directories and a fresh data view (idempotent, also on resume)."""
-    for path in (layout.logs, layout.node_logs, layout.workspace, layout.working, layout.tmp):
+    for path in (layout.logs, layout.node_logs, layout.workspace):
         path.mkdir(parents=True, exist_ok=True)
+    for path in (layout.working, layout.tmp):
+        # A link left by an earlier session's script is replaced, not followed.
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            remove_entry(path)
+        path.mkdir(exist_ok=True)
     layout.submission_csv.parent.mkdir(parents=True, exist_ok=True)
     build_data_view(layout.data_dir, layout.input)
     reset_run_submission(layout)
 
 
+def remove_entry(path: Path) -> None:
+    """Remove a file, link or directory tree a script may have left, never following a link."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        _make_writable(path)
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
 def reset_run_submission(layout: TrialLayout) -> None:
     """An empty `submission/` before each run, so a stale file never passes the submission check."""
-    if layout.run_submission_dir.exists():
-        shutil.rmtree(layout.run_submission_dir)
+    remove_entry(layout.run_submission_dir)
     layout.run_submission_dir.mkdir(parents=True)
+    with contextlib.suppress(FileNotFoundError):
+        layout.staged_submission.unlink()
+
+
+def stage_submission(layout: TrialLayout) -> str | None:
+    """Copy the run's `submission/submission.csv` out of the workspace; return its sha256.
+
+    The script owns the workspace, so every step is opened relative to a directory descriptor with
+    O_NOFOLLOW: a link (to the graded file, the journal, /proc/self/environ) or a FIFO is refused,
+    never read. An empty or missing file means no submission.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds: list[int] = []
+    try:
+        fds.append(os.open(layout.workspace, flags | os.O_DIRECTORY))
+        fds.append(os.open("submission", flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open("submission.csv", flags | os.O_NONBLOCK, dir_fd=fds[-1]))
+        info = os.fstat(fds[-1])
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            return None
+        digest = hashlib.sha256()
+        layout.staged_submission.parent.mkdir(parents=True, exist_ok=True)
+        tmp = layout.staged_submission.with_name(f".{layout.staged_submission.name}.tmp")
+        with open(fds[-1], "rb", closefd=False) as source, open(tmp, "wb") as target:
+            while chunk := source.read(1 << 20):
+                digest.update(chunk)
+                target.write(chunk)
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(tmp, layout.staged_submission)
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def copy_atomic(source: Path, target: Path) -> None:

@@ -47,8 +47,9 @@ from mle_world.storage import write_model, write_text_atomic
 from mle_world.tasks.registry import load_registry
 
 NO_SANDBOX_WARNING = (
-    "--no-sandbox: the agent and its generated code run unsandboxed with the host filesystem in view; "
-    "private answers under --data-dir are readable. Results are not valid for the paper."
+    "--no-sandbox: generated code runs as you, with your files, the private answers under --data-dir, "
+    "the endpoint keys (agent's /proc) and the trial's bookkeeping in reach, with network and without "
+    "memory or process limits (see docs/threat-model.md). Results are not valid for the paper."
 )
 
 
@@ -205,6 +206,9 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         gpus=cluster.slurm.gpus_per_trial > 0,
     )
 
+    if not cluster.sandbox.enabled:
+        raise UserError(f"{cluster_path}: sandbox.enabled: turn the sandbox off with --no-sandbox only")
+    sandbox = cluster.sandbox.model_copy(update={"enabled": not args.no_sandbox})
     trials = expand(
         config,
         regime,
@@ -214,6 +218,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         known_task=registry.__contains__,
         view=lambda trial_dir, public: view_paths(runtime, trial_dir, public),
         direction=registry.lower_is_better,
+        sandbox=sandbox,
     )
     renderer = Renderer()
     runs = tuple(PlannedRun(trial=t, command=render_command(t, runtime, renderer)) for t in trials)

@@ -6,6 +6,8 @@ Reads `<trial>/submission/submission.csv`, the task's private answers and its le
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
@@ -13,6 +15,7 @@ from typing import Literal, NamedTuple, Protocol
 from pydantic import ValidationError
 
 from mle_world import layout
+from mle_world.agent.journal import load_journal_data
 from mle_world.errors import UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.mlebench import make_mlebench_grader
@@ -20,6 +23,8 @@ from mle_world.grading.report import CompetitionReport, GradingReport
 from mle_world.grading.submission import SUBMISSION_RELPATH
 from mle_world.records import TrialSpec, TrialStatus
 from mle_world.storage import read_model, write_json_atomic
+
+log = logging.getLogger(__name__)
 
 
 class Grader(Protocol):
@@ -50,6 +55,41 @@ class MultiGrader:
 # --------------------------------------------------------------------------- trials
 
 
+def unselected_submission(trial_dir: Path) -> str | None:
+    """Why `submission/submission.csv` is not the selected node's submission; None when it is (or absent).
+
+    The agent copies the best node's file there itself and records its sha256 on the node; anything
+    else in that place (a stale or planted file) is not graded.
+    """
+    path = trial_dir / SUBMISSION_RELPATH
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        journal = load_journal_data(trial_dir / "journal.json")
+    except (OSError, ValueError):
+        return "no journal names the node it came from"
+    best = journal.get("best_node_id")
+    nodes = journal.get("nodes") or []
+    node = next((n for n in nodes if isinstance(n, dict) and n.get("id") == best), None)
+    if best is None or node is None:
+        return "no node was selected as best"
+    if node.get("submission_sha256") != digest:
+        return f"its sha256 {digest[:12]} is not that of node {str(best)[:8]}'s submission"
+    return None
+
+
+_REJECTED = {
+    "score": None,
+    "valid_submission": False,
+    "any_medal": False,
+    "gold_medal": False,
+    "silver_medal": False,
+    "bronze_medal": False,
+    "above_median": False,
+}
+
+
 def grade_trial(
     trial_dir: Path,
     spec: TrialSpec,
@@ -61,6 +101,10 @@ def grade_trial(
 
     `trial_state` None: read it from the trial's status.json when final (a regrade)."""
     core = grader.grade(spec.task, trial_dir / SUBMISSION_RELPATH)
+    rejected = unselected_submission(trial_dir)
+    if rejected is not None:
+        log.warning("%s: submission not graded: %s", spec.trial_id, rejected)
+        core = core.model_copy(update=_REJECTED)
     report = GradingReport(
         **core.model_dump(),
         trial_id=spec.trial_id,
@@ -68,6 +112,7 @@ def grade_trial(
         configuration=spec.configuration,
         seed=spec.seed,
         trial_state=trial_state if trial_state is not None else _final_state(trial_dir),
+        submission_rejected=rejected,
     )
     write_json_atomic(layout.report_beside(trial_dir), report.model_dump(mode="json"))
     return report

@@ -52,6 +52,9 @@ class GradingReport(CompetitionReport):
     seed: int
     trial_state: Literal["succeeded", "failed"] | None = None
     """The trial's final state when graded: a failed trial that left a submission is graded too."""
+    submission_rejected: str | None = None
+    """Why the file was not graded although it exists: it is not the submission of the node the agent
+    selected (its sha256 differs from the journal's, or no node was selected). Score null then."""
 
 
 MLEBENCH_REPORT_FIELDS: tuple[str, ...] = tuple(CompetitionReport.model_fields)

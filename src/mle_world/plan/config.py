@@ -25,6 +25,7 @@ from mle_world.records import (
     EndpointsFile,
     Regime,
     Role,
+    SandboxSettings,
     SearchSettings,
     StageGuidance,
     WorldModelSettings,
@@ -151,6 +152,8 @@ class ClusterConfig(_File):
     slurm: SlurmSettings = SlurmSettings()
     container: ContainerSettings = ContainerSettings()
     launch: LaunchSettings = LaunchSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    """Limits and network of the generated code (docs/threat-model.md); `enabled` is --no-sandbox's."""
 
 
 @dataclass(frozen=True)

@@ -109,14 +109,23 @@ def check_runtime(runtime: RuntimeSpec, trial: PlannedTrial) -> None:
                 f"cluster config container.mounts: {src} would show the task's data dir inside the "
                 "trial (private answers); mount something else"
             )
+    _check_private_hidden(runtime, trial)
+
+
+def _check_private_hidden(runtime: RuntimeSpec, trial: PlannedTrial) -> None:
+    """The private answers must not lie under any path the trial is shown (nor contain one)."""
+    private = trial.private_dir.absolute()
+    shown = {"output dir": trial.trial_dir, "the public data": trial.public_dir}
+    shown.update({f"mount {src}": Path(src) for src, _ in runtime.mounts})
     if runtime.runtime == "process" and runtime.sandbox:
-        for root in SYSTEM_PATHS + runtime.host_paths:
-            for label, path in (("--data-dir", trial.private_dir), ("output dir", trial.trial_dir)):
-                if _inside(path.absolute(), root) and label == "--data-dir":
-                    raise UserError(
-                        f"--data-dir: {trial.private_dir} lies under {root}, which the sandbox shows to the "
-                        "agent; move the data dir so private answers stay hidden"
-                    )
+        shown.update({root: Path(root) for root in SYSTEM_PATHS + runtime.host_paths})
+    for label, path in shown.items():
+        path = path.absolute()
+        if _inside(private, str(path)) or _inside(path, str(private)):
+            raise UserError(
+                f"--data-dir: {private} overlaps {label} ({path}), which the trial can see; "
+                "move the data dir so private answers stay hidden"
+            )
 
 
 def agent_argv(runtime: RuntimeSpec, paths: TrialPaths) -> list[str]:

@@ -14,7 +14,7 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import trial_hash
 from mle_world.plan.config import PaperConfig
-from mle_world.records import BudgetSettings, Regime, TrialPaths, TrialSpec
+from mle_world.records import BudgetSettings, Regime, SandboxSettings, TrialPaths, TrialSpec
 
 """Bump when the science-hash recipe changes (a golden test pins the hashes)."""
 
@@ -80,6 +80,7 @@ def expand(
     known_task: Callable[[str], bool],
     view: Callable[[Path, Path], TrialPaths],
     direction: Callable[[str], bool | None] = lambda task: None,
+    sandbox: SandboxSettings | None = None,
 ) -> list[PlannedTrial]:
     """All trials of one regime in a stable order (configuration, task, seed)."""
     if regime not in config.regimes:
@@ -112,6 +113,7 @@ def expand(
                     agent=settings,
                     paths=view(trial_dir, public),
                     lower_is_better=lower_is_better,
+                    sandbox=sandbox or SandboxSettings(),
                 )
                 trials.append(
                     PlannedTrial(spec=spec, trial_dir=trial_dir, public_dir=public, private_dir=private)

@@ -1,4 +1,4 @@
-enroot start \
+ENROOT_MOUNT_HOME=no enroot start \
   -e CODER_API_KEY \
   -e WORLD_API_KEY \
   -e FEEDBACK_API_KEY \

@@ -8,6 +8,7 @@ env -i \
   ${WORLD_API_KEY+WORLD_API_KEY="$WORLD_API_KEY"} \
   ${FEEDBACK_API_KEY+FEEDBACK_API_KEY="$FEEDBACK_API_KEY"} \
   bwrap --die-with-parent --unshare-pid --unshare-ipc \
+  $([ "$(id -u)" = 0 ] || echo --unshare-user --uid 0 --gid 0 --cap-add ALL) \
   --proc /proc --dev /dev --tmpfs /tmp \
   --dev-bind-try /dev/nvidia0 /dev/nvidia0 \
   --dev-bind-try /dev/nvidia1 /dev/nvidia1 \

@@ -1,0 +1,168 @@
+"""The inner sandbox, output bounds, redaction and the submission hand-over, with real processes.
+
+Reads nothing; runs tiny scripts through bubblewrap in tmp workspaces (skipped without bubblewrap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mle_world.agent.interpreter import BoundedCapture, ProcessRunner
+from mle_world.agent.redaction import Redactor
+from mle_world.agent.sandbox import SandboxUnavailable, build_jail, effective_capabilities, is_mapped
+from mle_world.agent.workspace import TrialLayout, prepare, reset_run_submission, stage_submission
+from mle_world.records import SandboxSettings
+
+pytestmark = pytest.mark.timeout(120)
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+
+def _layout(tmp_path: Path) -> TrialLayout:
+    data = tmp_path / "data" / "public"
+    data.mkdir(parents=True)
+    (data / "train.csv").write_text("id,y\n1,2\n")
+    layout = TrialLayout(tmp_path / "trial", data)
+    prepare(layout)
+    return layout
+
+
+def _runner(layout: TrialLayout, settings: SandboxSettings, **kwargs) -> ProcessRunner:  # type: ignore[no-untyped-def]
+    jail = build_jail(layout.workspace, layout.data_dir, settings)
+    return ProcessRunner(
+        layout.workspace,
+        jail=jail,
+        writable=(layout.workspace, layout.working, layout.tmp, layout.run_submission_dir),
+        kill_grace_s=1.0,
+        output_limit=settings.output_kb << 10,
+        **kwargs,
+    )
+
+
+def test_bounded_capture_keeps_head_and_tail_and_states_the_drop() -> None:
+    capture = BoundedCapture(100)
+    for i in range(1000):
+        capture.feed(f"{i:04d}\n".encode())
+    text = capture.render()
+    assert capture.total == 5000 and len(text) < 200
+    assert text.startswith(b"0000\n") and text.endswith(b"0999\n")
+    assert b"[... 4900 bytes of output dropped" in text
+
+
+def test_redactor_replaces_known_values_longest_first() -> None:
+    redactor = Redactor({"A": "sk-abcdef", "B": "sk-abcdef-longer", "C": "none"})
+    assert redactor.text("x sk-abcdef-longer y sk-abcdef none") == "x [REDACTED:B] y [REDACTED:A] none"
+    assert redactor.data(b"sk-abcdef") == b"[REDACTED:A]"
+
+
+def test_capability_and_map_parsing() -> None:
+    assert effective_capabilities("Name:\tx\nCapEff:\t0000000000000080\n") == 0x80
+    assert is_mapped(65534, "0 0 4294967295\n") and not is_mapped(65534, "0 1000 1\n")
+
+
+def test_root_that_cannot_switch_uid_is_refused(tmp_path: Path) -> None:
+    layout = TrialLayout(tmp_path / "trial", tmp_path / "data")
+    with pytest.raises(SandboxUnavailable, match="without the right to switch"):
+        build_jail(
+            layout.workspace,
+            layout.data_dir,
+            SandboxSettings(),
+            status_text="CapEff:\t0000000000000000\n",
+            uid_map="0 0 4294967295",
+            gid_map="0 0 4294967295",
+            uid=0,
+        )
+
+
+def test_trial_dir_under_a_shown_system_path_is_refused() -> None:
+    with pytest.raises(SandboxUnavailable, match="which the sandbox shows"):
+        build_jail(Path("/opt/runs/t/workspace"), Path("/data/public"), SandboxSettings())
+
+
+@needs_bwrap
+def test_script_output_is_bounded_and_secrets_redacted(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    runner = _runner(layout, SandboxSettings(output_kb=8), redactor=Redactor({"KEY": "sk-visible-canary"}))
+    code = "import sys\nprint('sk-visible-canary')\nsys.stdout.write('z' * 10_000_000)\nprint('last line')\n"
+    result = runner.run(code, args=[], timeout_s=60, log_path=tmp_path / "run.log")
+    log = (tmp_path / "run.log").read_bytes()
+    assert result.ok and result.output_bytes > 10_000_000
+    assert len(log) < 9 * 1024 and b"sk-visible-canary" not in log and b"[REDACTED:KEY]" in log
+    assert b"bytes of output dropped" in log and log.rstrip().endswith(b"last line")
+    assert "sk-visible-canary" not in result.term_out and result.workspace_bytes is not None
+
+
+@needs_bwrap
+def test_script_runs_unprivileged_in_its_own_namespaces(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    runner = _runner(layout, SandboxSettings(max_processes=32, memory_mb=128))
+    code = (
+        "import os\n"
+        "status = open('/proc/self/status').read()\n"
+        "print([l for l in status.splitlines() if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))])\n"
+        "print('pids', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+        "print('trial', os.listdir('..'))\n"
+        "try:\n    bytearray(512 << 20)\nexcept MemoryError:\n    print('memory bounded')\n"
+    )
+    result = runner.run(code, args=[], timeout_s=60, log_path=tmp_path / "run.log")
+    out = result.term_out
+    assert result.ok, out
+    assert "CapEff:\\t0000000000000000" in out and "CapBnd:\\t0000000000000000" in out
+    assert "NoNewPrivs:\\t1" in out and "memory bounded" in out
+    assert "trial ['workspace']" in out  # the agent's files are not in view
+    pids = eval(out.split("pids ", 1)[1].splitlines()[0])  # noqa: S307 - our own printed list
+    assert max(pids) < 10  # its own PID namespace: the agent (and its keys in /proc) are not there
+
+
+@needs_bwrap
+def test_a_linked_submission_is_refused_and_a_real_one_hashed(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    secret = tmp_path / "trial" / "journal.json"
+    secret.write_text("agent bookkeeping")
+    runner = _runner(layout, SandboxSettings())
+    link = f"import os\nos.symlink({str(secret)!r}, 'submission/submission.csv')\n"
+    runner.run(link, args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert os.path.islink(layout.run_submission_csv)
+    assert stage_submission(layout) is None and not layout.staged_submission.exists()
+
+    reset_run_submission(layout)
+    runner.run(
+        "open('submission/submission.csv', 'w').write('id,y\\n1,3\\n')\n",
+        args=[],
+        timeout_s=60,
+        log_path=tmp_path / "b.log",
+    )
+    digest = stage_submission(layout)
+    assert digest == hashlib.sha256(b"id,y\n1,3\n").hexdigest()
+    assert layout.staged_submission.read_bytes() == b"id,y\n1,3\n"
+
+
+@needs_bwrap
+def test_runfile_left_as_a_link_is_replaced_not_followed(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    spec = tmp_path / "trial" / "spec.json"
+    spec.write_text("{}")
+    runner = _runner(layout, SandboxSettings())
+    (layout.workspace / "runfile.py").unlink(missing_ok=True)
+    os.symlink(spec, layout.workspace / "runfile.py")
+    result = runner.run("print('fine')\n", args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert result.ok and spec.read_text() == "{}"
+
+
+def test_jail_is_not_built_without_bubblewrap(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path)}
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from mle_world.agent.sandbox import build_jail, SandboxUnavailable\n"
+        "from mle_world.records import SandboxSettings\n"
+        "try:\n    build_jail(Path('/w/ws'), Path('/d'), SandboxSettings())\n"
+        "except SandboxUnavailable as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "bwrap not found" in out.stdout

@@ -1,0 +1,291 @@
+"""Generated code is hostile: real trials through the CLI whose coder returns attack scripts.
+
+Each attack must be blocked or bounded, the trial must end in a truthful state, and no canary key or
+canary answer may appear anywhere in the output dir or the data dir (outside private/). The suite runs
+with the launcher as root and as an ordinary user (created here when missing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from attacks import hostile_script, link_script
+from fakeserver import FakeOpenAIServer, Reply
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_USER = "mleworld-test"
+MEMORY_MB = 256
+MAX_PROCESSES = 64
+OUTPUT_KB = 256
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="creates a user and switches to it: needs root"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ensure_user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", TEST_USER], check=True
+        )
+        return pwd.getpwnam(TEST_USER)
+
+
+def reachable_view(paths: list[Path]) -> list[str]:
+    """bwrap arguments that make `paths` reachable for another user when an ancestor is not (e.g. /root).
+
+    The first non-traversable ancestor becomes an empty tmpfs with only the needed child bound back.
+    Nothing changes on the host; on a clean CI machine (Debian's Python) this is usually empty.
+    """
+    args: list[str] = []
+    covered: set[str] = set()
+    for path in paths:
+        parts = path.resolve().parts
+        for depth in range(1, len(parts)):
+            ancestor = Path(*parts[:depth])
+            if not os.stat(ancestor).st_mode & 0o001:
+                child = str(Path(*parts[: depth + 1]))
+                if str(ancestor) not in covered:
+                    args += ["--tmpfs", str(ancestor)]
+                    covered.add(str(ancestor))
+                args += ["--bind", child, child]
+                break
+    return args
+
+
+class Coder:
+    """First draft: every attack (and a real submission); second draft: links instead of a file."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        if request.get("max_tokens") == 1 or request.get("tools"):
+            return Reply(content="ok")  # the launcher's endpoint probe, not the agent
+        with self.lock:
+            self.calls += 1
+            first = self.calls == 1
+        code = (
+            hostile_script(port=self.port, max_processes=MAX_PROCESSES, alloc_mb=MEMORY_MB + 256)
+            if first
+            else link_script()
+        )
+        return Reply(content=f"Try everything.\n\n```python\n{code}\n```\n", usage=(100, 100))
+
+
+def review(request: dict[str, Any]) -> Reply:
+    """Believes whatever metric the script printed last (a gullible feedback model)."""
+    text = json.dumps(request)
+    marker = "Validation metric (accuracy, higher is better): "
+    metric = float(text.rsplit(marker, 1)[1][:6]) if marker in text else None
+    answer = {
+        "is_bug": metric is None,
+        "summary": "scripted",
+        "metric": metric,
+        "lower_is_better": False,
+        "has_csv_submission": metric is not None,
+    }
+    return Reply(tool_call=("submit_review", answer), usage=(50, 10))
+
+
+@pytest.fixture(scope="module")
+def workdir() -> Iterator[Path]:
+    """A directory every user can traverse (pytest's own tmp dirs are private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="mle-hostile-"))
+    path.chmod(0o755)
+    yield path
+    if not os.environ.get("MLE_KEEP_HOSTILE"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def data_dir(workdir: Path) -> Path:
+    path = workdir / "data"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "run_paper.py"),
+            "prepare",
+            "--config",
+            str(REPO / "src" / "mle_world" / "configs" / "demo.yaml"),
+        ]
+        + ["--data-dir", str(path), "--tasks", "iris-species"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    private = path / "iris-species" / "prepared" / "private"
+    (private / "canary.txt").write_text(f"CANARY-ANSWER-{secrets.token_hex(12)}\n")
+    return path
+
+
+def configs(workdir: Path) -> tuple[Path, Path]:
+    paper = yaml.safe_load((REPO / "src" / "mle_world" / "configs" / "demo.yaml").read_text())
+    paper["tasks"] = ["iris-species"]
+    paper["configurations"] = {"aide": paper["configurations"]["aide"]}
+    paper["budget"].update(
+        {"max_steps": 2, "time_limit_s": 600, "exec_timeout_s": 240, "debug_timeout_s": 60, "min_step_s": 1}
+    )
+    paper["search"].update({"num_drafts": 2})
+    cluster = yaml.safe_load((REPO / "src" / "mle_world" / "configs" / "cluster.yaml").read_text())
+    cluster["sandbox"].update(
+        {"memory_mb": MEMORY_MB, "max_processes": MAX_PROCESSES, "output_kb": OUTPUT_KB}
+    )
+    paper_path, cluster_path = workdir / "paper.yaml", workdir / "cluster.yaml"
+    paper_path.write_text(yaml.safe_dump(paper))
+    cluster_path.write_text(yaml.safe_dump(cluster))
+    return paper_path, cluster_path
+
+
+def run_trial(as_user: bool, workdir: Path, data_dir: Path, runtime_args: list[str]) -> dict[str, Any]:
+    """One hostile trial through run_paper.py; returns what the assertions need."""
+    run_root = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
+    run_root.chmod(0o755)
+    paper, cluster = configs(run_root)
+    out = run_root / "out"
+    keys = {
+        name: f"sk-canary-{name.lower()}-{secrets.token_hex(16)}"
+        for name in ("CODER_API_KEY", "WORLD_API_KEY", "FEEDBACK_API_KEY")
+    }
+    public_before = {p: sha256(p) for p in data_dir.rglob("*") if p.is_file()}
+    with (
+        FakeOpenAIServer("coder-model") as coder,
+        FakeOpenAIServer("feedback-model", default=review) as feedback,
+        FakeOpenAIServer("world-model", default="{}") as world,
+    ):
+        coder.default = Coder(int(coder.url.rsplit(":", 1)[1].split("/")[0]))
+        argv = [
+            sys.executable,
+            str(REPO / "run_paper.py"),
+            "--config",
+            str(paper),
+            "--cluster-config",
+            str(cluster),
+        ]
+        argv += ["--regime", "ungated", "--output-dir", str(out), "--data-dir", str(data_dir), "--grade"]
+        argv += [
+            "--backend",
+            "local",
+            "--n-workers",
+            "1",
+            "--gpu-device",
+            "none",
+            "--no-progress",
+            *runtime_args,
+        ]
+        argv += ["--coder-url", coder.url, "--feedback-url", feedback.url, "--world-url", world.url]
+        env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(run_root), **keys}
+        if as_user:
+            user = ensure_user()
+            for path in (run_root, paper, cluster):
+                os.chown(path, user.pw_uid, user.pw_gid)
+            view = reachable_view([Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO])
+            argv = [
+                *("bwrap", "--dev-bind", "/", "/", *view, "--"),
+                *("setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"),
+                *argv,
+            ]
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
+        rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return {"out": out, "keys": keys, "proc": proc, "rerun": rerun, "public_before": public_before}
+
+
+def canaries(data_dir: Path, keys: dict[str, str]) -> list[bytes]:
+    private = data_dir / "iris-species" / "prepared" / "private"
+    return [v.encode() for v in keys.values()] + [(private / "canary.txt").read_text().strip().encode()]
+
+
+def grep(roots: list[Path], needles: list[bytes], skip: Path) -> list[str]:
+    hits = []
+    for root in roots:
+        for path in root.rglob("*"):
+            if skip in path.parents or path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            hits += [f"{path}: {needle.decode()[:24]}" for needle in needles if needle in data]
+    return hits
+
+
+def check_trial(run: dict[str, Any], data_dir: Path) -> None:
+    proc, out = run["proc"], run["out"]
+    trial = out / "runs" / "aide" / "iris-species_seed34"
+    logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(trial.glob("logs/*.log")))
+    assert proc.returncode == 0, proc.stderr[-4000:] + logs
+
+    # Truthful end state: the agent completed, the hostile node is the selected one, the link node was
+    # refused (no submission), and the graded file is exactly the selected node's.
+    status = json.loads((trial / "status.json").read_text())
+    result = json.loads((trial / "result.json").read_text())
+    journal = json.loads((trial / "journal.json").read_text())
+    assert status["state"] == "succeeded", status
+    assert result["status"] == "completed" and result["steps"] == 2, result
+    nodes = {n["id"]: n for n in journal["nodes"]}
+    best = nodes[result["best_node_id"]]
+    assert best["metric"] == 0.5 and best["has_submission"] is True
+    link_node = next(n for n in journal["nodes"] if n["id"] != best["id"])
+    assert link_node["has_submission"] is False and link_node["submission_sha256"] is None
+    graded = trial / "submission" / "submission.csv"
+    assert result["submission_sha256"] == best["submission_sha256"] == sha256(graded)
+    report = json.loads((out / "runs" / "aide" / "iris-species_seed34_grading_report.json").read_text())
+    assert report["submission_exists"] is True
+
+    # Every attack blocked or bounded, as the script itself saw it.
+    findings = json.loads((trial / "workspace" / "working" / "findings.json").read_text())["findings"]
+    expected = {"capabilities", "capget", "open_by_handle_at", "proc_1_environ", "proc_environ_cmdline"}
+    expected |= {"search_answers", "public_data_write", "network_loopback", "fork_bomb", "memory"}
+    expected |= {"signal_others"}
+    assert expected <= set(findings)
+    assert sum(name.startswith("bookkeeping") for name in findings) == 12
+    open_holes = {name: f for name, f in findings.items() if not f["blocked"]}
+    assert not open_holes, open_holes
+
+    # Output bounded: 1 GiB written, at most output_kb kept per execution, the drop stated.
+    events = [json.loads(line) for line in (trial / "events.jsonl").read_text().splitlines()]
+    runs = [e for e in events if e["type"] == "execution"]
+    assert max(e["output_bytes"] for e in runs) > 1 << 30
+    assert all(e["workspace_bytes"] is not None for e in runs)
+    logs = list((trial / "logs" / "nodes").glob("*.log"))
+    assert logs and all(p.stat().st_size <= (OUTPUT_KB << 10) + 512 for p in logs)
+    assert any(b"bytes of output dropped" in p.read_bytes() for p in logs)
+
+    # Nothing planted outside the workspace, the data untouched, no secret anywhere.
+    assert not (trial / "pwned-by-code").exists() and not Path("/pwned-by-code").exists()
+    assert not Path("/etc/pwned-by-code").exists()
+    assert {p: sha256(p) for p in data_dir.rglob("*") if p.is_file()} == run["public_before"]
+    private = data_dir / "iris-species" / "prepared" / "private"
+    assert grep([out, data_dir], canaries(data_dir, run["keys"]), skip=private) == []
+
+    # The bookkeeping is intact: the same command resumes and finds the trial finished.
+    assert run["rerun"].returncode == 0, run["rerun"].stderr[-3000:]
+
+
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "user"])
+def test_hostile_code_is_contained_in_the_process_runtime(
+    as_user: bool, workdir: Path, data_dir: Path
+) -> None:
+    check_trial(run_trial(as_user, workdir, data_dir, ["--runtime", "process"]), data_dir)
