@@ -2,6 +2,8 @@
 
 `TrialSpec` (spec.json) is read by the agent; `TrialStatus` (status.json), `AgentResult`
 (result.json) and `LaunchRecord` (launch.json) are written by launch/agent and read by status/audit.
+Longer than 400 lines because it is the one schema of every file that crosses a process boundary
+(spec, status, result, launch, events); split, the contract would be read in several places.
 """
 
 from __future__ import annotations
