@@ -39,6 +39,14 @@ PYXIS_PLUGIN=${MLEW_PYXIS_PLUGIN:-/usr/local/lib/slurm/spank_pyxis.so}
 PLUGSTACK="$CONF_DIR/plugstack.conf"
 PYXIS_MARKER="# pyxis, enabled by mle-world scripts/slurm/local_cluster.sh up --pyxis"
 
+# The daemons started below must not inherit descriptors of the caller: `flock LOCK bash
+# local_cluster.sh up` would otherwise leave the lock held by munged, mariadbd and slurmdbd forever.
+for fd_path in "/proc/$$/fd/"*; do
+  fd=${fd_path##*/}
+  if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
+unset fd_path fd
+
 say() { printf '[local-slurm %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { say "error: $*"; exit "${2:-1}"; }
 
