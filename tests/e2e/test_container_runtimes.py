@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import scripted
+import yaml
 from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer, Reply
 from runtimekit import runtime_options
@@ -314,3 +315,44 @@ def test_enroot_sweep_killed_inside_the_container_resumes(
     # nothing of the killed container is left running
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(out) not in ps
+
+
+@pytest.mark.slurm
+def test_pyxis_slurm_tiny_sweep_one_gpu_per_trial(
+    tmp_path: Path,
+    pyxis_ready: None,
+    fake_gpu_image: Path,
+    data_dir: Path,
+    fast_config: Path,
+    servers: dict[str, FakeOpenAIServer],
+    fake_home: Path,
+) -> None:
+    """submitit job array → `srun --overlap --container-image=...` through the real pyxis plugin,
+    one (fake) GPU per trial: the hook is asked for `all` of the job's GPUs with compute."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        yaml.safe_dump(
+            {
+                "slurm": {
+                    "partition": "gpu",
+                    "gpus_per_trial": 1,
+                    "cpus_per_trial": 1,
+                    "mem_gb": 1,
+                    "array_parallelism": 2,
+                    "grading_margin_min": 1,
+                },
+                "launch": {"wall_grace_s": 60},
+            }
+        )
+    )
+    out = tmp_path / "pyxis"
+    argv = sweep_argv("pyxis", fake_gpu_image, fast_config, data_dir, out, servers)
+    proc = cli(*argv, "--cluster-config", str(cluster), env=launcher_env(fake_home), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    check_graded_costed_in_container(out)
+    for probe in probes(out):
+        assert "--device=all" in probe["nvidia_configure"] and "--compute" in probe["nvidia_configure"]
+    statuses = [json.loads(p.read_text()) for p in out.glob("runs/*/*/status.json")]
+    assert all(s["slurm_job_id"] for s in statuses), statuses
+    results = [json.loads(p.read_text()) for p in out.glob("runs/*/*/result.json")]
+    assert [r["gpu"]["names"] for r in results] == [["Fake Test GPU"]] * 2

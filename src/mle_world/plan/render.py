@@ -155,8 +155,9 @@ def render_command(trial: PlannedTrial, runtime: RuntimeSpec, renderer: Renderer
         return renderer.render("enroot.sh.j2", image=runtime.image, env_values=env_values, **common)
     if runtime.runtime == "pyxis":
         # Within a Slurm job the step's cgroup holds only the job's GPUs and CUDA_VISIBLE_DEVICES is
-        # Slurm's: the hook gets `all` (of the job's), never the launcher's ids. pyxis passes the rest
-        # of the launcher's environment (NVIDIA_DRIVER_CAPABILITIES) as it is.
+        # Slurm's: the hook gets `all` (of the job's), never the launcher's ids. It is set on srun's
+        # own environment: `--export=ALL,NAME=value` keeps a NAME the environment already has
+        # (verified with Slurm 22.05). pyxis passes the rest (NVIDIA_DRIVER_CAPABILITIES) as it is.
         gpu_values = [("NVIDIA_VISIBLE_DEVICES", "all" if runtime.gpus else "void")]
         mounts = [f"{trial.trial_dir}:{CONTAINER_TRIAL}", f"{trial.public_dir}:{CONTAINER_DATA}:ro"]
         mounts += [f"{src}:{dst}:ro" for src, dst in runtime.mounts]
@@ -164,7 +165,8 @@ def render_command(trial: PlannedTrial, runtime: RuntimeSpec, renderer: Renderer
             "pyxis.sh.j2",
             image=runtime.image,
             mounts_arg=",".join(mounts),
-            env_values=[*gpu_values, ("PYTHONUNBUFFERED", "1"), *runtime.env_values],
+            step_env=gpu_values,
+            env_values=[("PYTHONUNBUFFERED", "1"), *runtime.env_values],
             **common,
         )
     home = paths.trial_dir
