@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,6 +240,23 @@ def test_unusable_gpu_fails_the_trial_as_infra_at_once(
     assert "couldn't communicate with the NVIDIA driver" in status["cause"]
     agent_calls = [r for r in servers["coder"].sent if not is_probe(r.request)]
     assert agent_calls == [], "the agent called the coder before checking its GPU"
+
+
+def test_image_changed_after_its_build_is_refused_before_launch(
+    tmp_path: Path, ci_image: Path, data_dir: Path, fast_config: Path, servers: dict[str, FakeOpenAIServer]
+) -> None:
+    """The manifest written by the build names the image's sha256: a changed image never launches."""
+    image = tmp_path / "aide.sqsh"
+    shutil.copyfile(ci_image, image)
+    manifest = json.loads(Path(f"{ci_image}.manifest.json").read_text())
+    assert manifest["sha256"] and manifest["torch"]["variant"] == "pypi"
+    Path(f"{image}.manifest.json").write_text(json.dumps({**manifest, "sha256": "f" * 64}))
+    out = tmp_path / "refused"
+    proc = cli(*sweep_argv("enroot", image, fast_config, data_dir, out, servers))
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "the image changed after it was built" in lines[0], proc.stderr
+    assert not (out / "runs").exists()
 
 
 def _running_nodes(out: Path) -> list[Path]:

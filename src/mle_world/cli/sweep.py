@@ -183,16 +183,17 @@ def execute_plan(
     """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
     from mle_world.costs.summary import write_cost_summary
     from mle_world.launch.endpoints import check_endpoints, endpoint_records
-    from mle_world.launch.image import verify_image
     from mle_world.launch.post_trial import TrialFinisher
+    from mle_world.launch.preflight import check_container_runtime, check_image
     from mle_world.launch.run import check_prepared, run_sweep
 
     options = launch_options(args)
     check_sweep_identity(plan.output_dir, plan.config_hash)
     check_prepared([r.trial for r in plan.runs], plan.data_dir, plan.local_competitions)
     record = plan.record
+    check_container_runtime(plan.runtime.runtime, args.backend)
     if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:
-        info = verify_image(plan.runtime.image)
+        info = check_image(plan.runtime.image)
         record = record.model_copy(update={"image_sha256": info.sha256})
     if args.no_endpoint_check:
         err.print("WARNING: --no-endpoint-check: endpoints not probed", highlight=False)
