@@ -13,7 +13,6 @@ ideal makespan (no overhead), i.e. what a simulator without the calibrated overh
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import shutil
 import sys
@@ -22,13 +21,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from rich.console import Console
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "launch"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 from launchkit import FAKE_AGENT, fast_cluster, make_plan  # noqa: E402
 
 from mle_world.launch import run_sweep  # noqa: E402
+from mle_world.launch.display import SilentDisplay  # noqa: E402
 from mle_world.plan.estimate import makespan, measured_times, trial_key  # noqa: E402
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan  # noqa: E402
 from mle_world.records import LaunchedTrial  # noqa: E402
@@ -56,7 +54,7 @@ def run(work: Path, name: str, seconds: list[float], parallelism: int) -> tuple[
     gpus = tuple(str(i) for i in range(parallelism))
     options = LaunchOptions(backend="slurm", n_workers=parallelism, gpu_devices=gpus, show_progress=False)
     t0 = time.monotonic()
-    code = run_sweep(plan, options, console=Console(file=open(os.devnull, "w")))  # noqa: SIM115
+    code = run_sweep(plan, options, display=SilentDisplay())
     span = time.monotonic() - t0
     if code != 0:
         raise SystemExit(f"{name}: sweep failed (exit {code})")
@@ -89,8 +87,13 @@ def main() -> int:
     p = a.parallelism
     try:
         calib_s = [3.0] * a.calibration
-        _, calib_span = run(work, "calibration", calib_s, p)
+        calib_plan, calib_span = run(work, "calibration", calib_s, p)
         overhead = calibrate(calib_s, p, calib_span)
+        # The same calibration for predictions from measured trial times (status.json start to end):
+        # what remains per trial is the scheduler's gap between one trial's end and the next start.
+        calib_times = measured_times(calib_plan.output_dir)
+        calib_measured = [calib_times[trial_key(r.trial.trial_id)] for r in calib_plan.runs]
+        gap = calibrate(calib_measured, p, calib_span)
         mixed = [(1.0, 5.0, 2.0, 4.0, 3.0)[i % 5] for i in range(a.trials)]
         plan, span = run(work, "checked", mixed, p)
         times = measured_times(plan.output_dir)
@@ -103,7 +106,7 @@ def main() -> int:
                 makespan(
                     measured_trials,
                     p,
-                    overhead_s=max(0.0, overhead - (sum(measured_trials) - sum(mixed)) / len(mixed)),
+                    overhead_s=gap,
                 ),
             ),
         ]
@@ -111,7 +114,8 @@ def main() -> int:
         if a.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"local Slurm, parallelism {p}; calibration: {a.calibration} × 3 s trials took {calib_span:.1f} s "
-          f"→ overhead {overhead:.2f} s per trial")  # fmt: skip
+          f"→ overhead {overhead:.2f} s per trial beyond the planned length, "
+          f"{gap:.2f} s beyond the measured trial time")  # fmt: skip
     print(
         f"checked sweep: {a.trials} trials of 1-5 s (sum {sum(mixed):.0f} s), measured makespan {span:.1f} s"
     )
