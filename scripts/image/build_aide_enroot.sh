@@ -109,7 +109,7 @@ check_prerequisites() {
     for var in MIN_EXPORT_GIB MIN_DATA_GIB; do
         [[ "${!var}" =~ ^[0-9]+$ ]] || problem "$var=${!var} is not a whole number of GiB"
     done
-    [[ -z "$TORCH_CUDA" || "$TORCH_CUDA" =~ ^(cpu|cu[0-9]{3,4}|rocm[0-9.]+)$ ]] ||
+    [[ -z "$TORCH_CUDA" || "$TORCH_CUDA" =~ ^cu[0-9]{3,4}$ ]] ||
         problem "TORCH_CUDA=$TORCH_CUDA is not a PyTorch wheel variant (cu126, cu128, cu130, ...)"
     PIP_CONFIG_CACHE="$("$PYTHON" -m pip config list 2>/dev/null || true)"
     resolve_ca_bundle

@@ -13,4 +13,5 @@ printf 'numpy==1.26.4\nmle-world @ file://%s\ntorch==2.5.1+cu124\n' "$MLE_WORLD_
     >"$MLE_WORLD_BUILD_INFO/pip-freeze.txt"
 printf 'Python 3.11.test\n' >"$MLE_WORLD_BUILD_INFO/python-version.txt"
 printf '0123456789abcdef\n' >"$MLE_WORLD_BUILD_INFO/mlebench-commit.txt"
+printf '2.5.1+cu124 cuda 12.4\n' >"$MLE_WORLD_BUILD_INFO/torch.txt"
 echo "setup done"

@@ -79,7 +79,7 @@ def run_build(env: dict[str, str], **extra: str | None) -> subprocess.CompletedP
 
 
 def test_build_makes_a_real_squashfs_with_setup_run_inside(build_env) -> None:
-    result = run_build(build_env)
+    result = run_build(build_env, TORCH_CUDA="cu124")
     assert result.returncode == 0, result.stderr
     out = Path(build_env["OUT_SQSH"])
     assert result.stdout.strip() == str(out)
@@ -114,6 +114,7 @@ def test_build_makes_a_real_squashfs_with_setup_run_inside(build_env) -> None:
     ]
     assert manifest["python"] == "Python 3.11.test"
     assert manifest["mlebench_commit"] == "0123456789abcdef"
+    assert manifest["torch"] == {"version": "2.5.1+cu124", "cuda": "12.4", "variant": "cu124"}
     git_sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
     if git_sha.returncode == 0:
         assert manifest["harness"]["git_sha"] == git_sha.stdout.strip()
@@ -258,6 +259,14 @@ def test_default_space_requirement_is_110_gib(build_env) -> None:
     else:
         assert result.returncode == 2
         assert "needs 110 GiB (set MIN_EXPORT_GIB to override)" in result.stderr
+
+
+def test_unknown_cuda_variant_is_refused(build_env) -> None:
+    result = run_build(build_env, TORCH_CUDA="cuda12")
+    assert result.returncode == 2
+    assert _prereq_lines(result) == [
+        "build_aide_enroot.sh: TORCH_CUDA=cuda12 is not a PyTorch wheel variant (cu126, cu128, cu130, ...)"
+    ]
 
 
 def test_bad_out_dir_and_base(build_env, tmp_path) -> None:
