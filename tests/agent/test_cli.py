@@ -104,6 +104,40 @@ def test_endpoint_down_for_good_exits_nonzero_with_cause(tmp_path, competition, 
     assert all("Connection refused" in e["error"] for e in calls)
 
 
+def test_agent_refuses_a_journal_another_live_agent_holds(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0)
+    )
+    trial = Path(spec.paths.trial_dir)
+    (trial / "journal.json").write_text("a live agent's journal")
+    # Another live agent: a process holding the journal lock, as the agent does for its whole life.
+    holder = subprocess.Popen(
+        ["flock", "--exclusive", str(trial / ".journal.lock"), "sleep", "60"], start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        refused = None
+        while time.monotonic() < deadline:
+            proc = start_agent(trial / "spec.json")
+            _, err = proc.communicate(timeout=60)
+            if proc.returncode == 75:
+                refused = err.decode()
+                break
+            time.sleep(0.2)  # flock(1) not started yet: the agent ran into a bad journal instead
+        assert refused is not None and "held by another live agent" in refused
+        assert (trial / "journal.json").read_text() == "a live agent's journal"
+        assert not (trial / "logs").exists() and not (trial / "result.json").exists()
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # flock(1) and the sleep that inherited the lock
+        holder.wait()
+    (trial / "journal.json").unlink()
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()  # the lock dies with its holder
+
+
 @pytest.mark.slow
 def test_sigterm_checkpoints_and_exits_143_then_resumes(tmp_path, competition, servers):
     public, _ = competition

@@ -77,7 +77,8 @@ def test_rendered_command_is_one_valid_shell_command_with_hostile_paths_intact(n
 def test_enroot_passes_every_variable_by_name_and_mounts_data_read_only() -> None:
     runtime = RUNTIMES["enroot"]
     tokens = shlex.split(render_command(_trial(runtime), runtime).replace("\\\n", " "))
-    assert tokens[:3] == ["ENROOT_MOUNT_HOME=no", "enroot", "start"]  # never the host home in view
+    # wrappers leave signals to the agent; never the host home in view
+    assert tokens[:7] == ["trap", "", "TERM", "USR2;", "ENROOT_MOUNT_HOME=no", "enroot", "start"]
     env_args = [tokens[i + 1] for i, t in enumerate(tokens) if t == "-e"]
     for key in KEYS[1:]:
         assert key in env_args  # by name: enroot copies the host's value

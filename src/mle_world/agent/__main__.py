@@ -1,13 +1,15 @@
 """Entry point inside the container: `python -m mle_world.agent --spec PATH/spec.json`.
 
 Reads spec.json and the endpoint key variables; writes the trial dir's agent outputs (never status.json).
-Exit codes: 0 completed, 1 failed (see result.json), 2 bad spec/checkpoint, 143 preempted, 130 Ctrl-C.
+Exit codes: 0 completed, 1 failed (see result.json), 2 bad spec/checkpoint, 143 preempted, 130 Ctrl-C,
+75 another live agent holds this trial's journal (nothing touched).
 A trial given GPUs checks them first (agent/gpu.py); an unusable GPU fails it as `infra` at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
 import os
 import random
@@ -34,6 +36,8 @@ from mle_world.records import AgentResult, GpuInfo, TrialSpec
 from mle_world.storage import read_model, write_model
 
 log = logging.getLogger("mle_world.agent")
+JOURNAL_BUSY = 75
+"""Exit code when another live agent holds the journal (EX_TEMPFAIL): this one must not resume it."""
 
 
 def _configure_logging(path: Path, redactor: Redactor) -> None:
@@ -92,6 +96,20 @@ def build_runner(
     )
 
 
+def hold_journal(layout: TrialLayout) -> int | None:
+    """flock the trial's journal lock for this process's life (the fd stays open and is not
+    inherited by generated scripts); None when another live agent holds it."""
+    fd = os.open(layout.journal_lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s: float = 5.0) -> Agent:
     """Wire the real implementations: endpoint clients, process runner, monotonic clock, event log."""
     layout = TrialLayout(Path(spec.paths.trial_dir), Path(spec.paths.data_dir))
@@ -144,8 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "coder" not in spec.agent.endpoints:
         print(f"error: {args.spec}: no 'coder' endpoint", file=sys.stderr)
         return 2
-    _configure_logging(Path(spec.paths.trial_dir) / "logs" / "agent.log", key_redactor(spec))
     layout = TrialLayout(Path(spec.paths.trial_dir), Path(spec.paths.data_dir))
+    if hold_journal(layout) is None:
+        print(
+            f"error: {layout.journal} is held by another live agent; not resuming it (exit {JOURNAL_BUSY})",
+            file=sys.stderr,
+        )
+        return JOURNAL_BUSY
+    _configure_logging(Path(spec.paths.trial_dir) / "logs" / "agent.log", key_redactor(spec))
     gpu: GpuInfo | None = None
     if gpus_given(os.environ):
         try:

@@ -27,6 +27,11 @@ class TrialLayout:
         return self.trial_dir / "journal.json"
 
     @property
+    def journal_lock(self) -> Path:
+        """flock'ed by the live agent for its whole life: a second agent refuses to resume."""
+        return self.trial_dir / ".journal.lock"
+
+    @property
     def events(self) -> Path:
         return self.trial_dir / "events.jsonl"
 

@@ -201,8 +201,14 @@ def execute_plan(
         probes = check_endpoints(dict(config.endpoints), RichDisplay(console), prefix="launch")
         record = record.model_copy(update={"endpoints": endpoint_records(config.endpoints, probes)})
     plan = replace(plan, record=record)
-    write_plan_files(plan, config)
     finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, args.grade, plan.local_competitions)
-    code = run_sweep(plan, options, post_trial=finisher, display=RichDisplay(err))
+    # launch.json is written under the launcher lock: a launcher refused by it writes nothing.
+    code = run_sweep(
+        plan,
+        options,
+        post_trial=finisher,
+        display=RichDisplay(err),
+        before_launch=lambda: write_plan_files(plan, config),
+    )
     write_cost_summary(plan.output_dir)
     return code

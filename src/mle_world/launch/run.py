@@ -10,13 +10,19 @@ from __future__ import annotations
 import fcntl
 import os
 import shlex
+import signal
 import socket
+import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Literal
+
+from pydantic import ValidationError
 
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import record_sweep_identity
@@ -25,20 +31,33 @@ from mle_world.launch.local import run_pool
 from mle_world.launch.slurm import (
     ALIVE_STATES,
     SlurmTrial,
+    SlurmView,
     SubmititSubmitter,
     Submitter,
     check_sbatch_available,
     slurm_parameters,
     submitit_sbatch_text,
 )
-from mle_world.launch.state import FINAL, is_retryable, read_status, update_status, utcnow
+from mle_world.launch.state import FINAL, holds, is_retryable, read_status, update_status, utcnow
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.plan.sweep_plan import LaunchOptions, PlannedRun, SweepPlan
-from mle_world.records import TrialStatus
-from mle_world.storage import write_text_atomic
+from mle_world.records import SubmissionIntent, TrialStatus
+from mle_world.storage import write_model, write_text_atomic
 
 Action = Literal["skip", "run", "watch", "stale"]
+KILL_AT_ENV = "MLEW_TEST_KILL_LAUNCHER_AT"
+"""Test hook: the launcher SIGKILLs itself at this point of a Slurm submission (`before-sbatch`,
+`after-sbatch`: sbatch answered but nothing recorded, `recorded-N`: after N trials got their job id)."""
+
+
+def _owned_by(submission: str, job_id: str) -> Callable[[TrialStatus], bool]:
+    return lambda s: s.token == submission and s.slurm_job_id in (None, job_id)
+
+
+def _kill_point(name: str) -> None:
+    if os.environ.get(KILL_AT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:
@@ -90,7 +109,7 @@ def launcher_lock(output_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def make_job(run: PlannedRun, plan: SweepPlan, backend: str) -> TrialJob:
+def make_job(run: PlannedRun, plan: SweepPlan, backend: str, token: str | None = None) -> TrialJob:
     return TrialJob(
         trial=run.trial,
         command=run.command,
@@ -98,7 +117,27 @@ def make_job(run: PlannedRun, plan: SweepPlan, backend: str) -> TrialJob:
         budget_s=run.trial.spec.agent.budget.time_limit_s,
         grace_s=plan.cluster.launch.wall_grace_s,
         max_attempts=plan.cluster.launch.max_attempts,
+        token=token,
     )
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (timeout, systemd, the end of an salloc) stops the launcher the way Ctrl-C does;
+    a second SIGTERM during that cleanup is ignored so the cleanup finishes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def decide(status: TrialStatus, options: LaunchOptions, max_attempts: int, slurm_state: str | None) -> Action:
@@ -132,17 +171,22 @@ class SweepRunner:
     submitter_factory: Callable[[Path], Submitter] = SubmititSubmitter
     poll_s: float = 2.0
     lost_after_s: float = 120.0
-    """A submitted job that neither squeue nor sacct knows after this long is declared lost."""
+    """A job that squeue and sacct both answer they do not know, for this long, is declared lost."""
+    before_launch: Callable[[], object] | None = None
+    """Runs under the launcher lock before anything else is written (the CLI writes launch.json)."""
 
     def run(self) -> int:
         plan, options = self.plan, self.options
         if options.backend not in ("local", "slurm"):
             raise UserError(f"--backend: unknown backend '{options.backend}' (choose local or slurm)")
-        # The CLI checked the dir's identity (check_sweep_identity) before it wrote launch.json.
-        for run in plan.runs:
-            ensure_spec(run.trial)  # refuses a different science hash before anything starts
-        record_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
-        with launcher_lock(plan.output_dir):
+        # The CLI checked the dir's identity (check_sweep_identity) before planning; the lock comes
+        # first here: a launcher refused by it has written nothing (launch.json included).
+        with launcher_lock(plan.output_dir), sigterm_as_interrupt():
+            for run in plan.runs:
+                ensure_spec(run.trial)  # refuses a different science hash before anything starts
+            if self.before_launch is not None:
+                self.before_launch()
+            record_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
             if options.backend == "local":
                 return self._run_local()
             return self._run_slurm()
@@ -163,23 +207,28 @@ class SweepRunner:
             run.trial.trial_dir,
             run.trial.trial_id,
             "failed",
-            only_if=lambda s: s.state not in FINAL,
+            only_if=lambda s: s.state not in FINAL and s.token == status.token,
             failure_class="infra",
             cause=why,
             ended_at=utcnow(),
         )
 
-    def _submit_marks(self, runs: Sequence[PlannedRun], backend: str) -> dict[str, int]:
-        """Mark runs submitted (attempt + 1); returns the previous attempt numbers (for Ctrl-C undo)."""
+    def _submit_marks(self, runs: Sequence[PlannedRun], backend: str, token: str) -> dict[str, int]:
+        """Mark runs submitted under a new fencing token (attempt + 1, unless the earlier submission
+        never reached Slurm); returns the previous attempt numbers (for Ctrl-C undo)."""
         prior: dict[str, int] = {}
         for run in runs:
             status = read_status(run.trial.trial_dir, run.trial.trial_id)
-            prior[run.trial.trial_id] = status.attempt
+            never_ran = status.state == "submitted" and not status.slurm_job_id
+            attempt = status.attempt if never_ran and status.attempt else status.attempt + 1
+            prior[run.trial.trial_id] = attempt - 1
             update_status(
                 run.trial.trial_dir,
                 run.trial.trial_id,
                 "submitted",
-                attempt=status.attempt + 1,
+                attempt=attempt,
+                token=token,
+                slurm_restarts=0,
                 backend=backend,
                 submitted_at=utcnow(),
                 started_at=None,
@@ -233,8 +282,9 @@ class SweepRunner:
         self._say(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
         if not todo:
             return self._summary(plan.runs)
-        prior = self._submit_marks(todo, "local")
-        jobs = [make_job(run, plan, "local") for run in todo]
+        token = f"local-{uuid.uuid4().hex[:10]}"
+        prior = self._submit_marks(todo, "local", token)
+        jobs = [make_job(run, plan, "local", token) for run in todo]
         result = run_pool(
             jobs,
             n_workers=self.options.n_workers,
@@ -265,22 +315,23 @@ class SweepRunner:
         if self.submitter_factory is SubmititSubmitter:
             check_sbatch_available()
         submitter = self.submitter_factory(plan.output_dir / "slurm")
+        self._reconcile(submitter)
         job_ids = [
             s.slurm_job_id
             for run in plan.runs
             if (s := read_status(run.trial.trial_dir, run.trial.trial_id)).slurm_job_id
             and s.state not in FINAL
         ]
-        slurm_states = submitter.states(job_ids) if job_ids else {}
+        view = submitter.states(job_ids) if job_ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
         todo: list[PlannedRun] = []
-        for run, status, action in self._classify_all(slurm_states).values():
+        for run, status, action in self._classify_all(view.states).values():
             if action == "stale" and status.backend != "slurm":
                 self._release_orphan(run, status)
                 todo.append(run)
             elif action == "stale":
                 job = status.slurm_job_id
                 self._mark_stale(
-                    run, status, f"slurm job {job} {slurm_states.get(job or '', 'gone')} without a result"
+                    run, status, f"slurm job {job} {view.states.get(job or '', 'gone')} without a result"
                 )
             elif action == "run":
                 todo.append(run)
@@ -301,13 +352,91 @@ class SweepRunner:
             return 130
         return self._summary(plan.runs)
 
+    @property
+    def _intents_dir(self) -> Path:
+        return self.plan.output_dir / "slurm" / "intents"
+
+    def _intents(self) -> list[tuple[Path, SubmissionIntent]]:
+        out = []
+        for path in sorted(self._intents_dir.glob("*.json")):
+            try:
+                out.append((path, SubmissionIntent.model_validate_json(path.read_text(encoding="utf-8"))))
+            except (OSError, ValidationError, ValueError):
+                raise UserError(f"{path}: unreadable submission record; move it away to continue") from None
+        return out
+
+    def _reconcile(self, submitter: Submitter) -> None:
+        """Before submitting anything, find the arrays of earlier submissions by their job names:
+        a live task whose trial still carries its submission's token is adopted (its job id is
+        recorded), any other live task has nothing to do and is cancelled."""
+        intents = self._intents()
+        if not intents:
+            return
+        tasks = submitter.live([intent.job_name for _, intent in intents])
+        if tasks is None:
+            raise UserError(
+                "--backend slurm: squeue failed, so it is unknown which earlier arrays are still live; "
+                "nothing was submitted; re-run when Slurm answers"
+            )
+        by_name = {intent.job_name: (path, intent) for path, intent in intents}
+        runs = {run.trial.trial_id: run for run in self.plan.runs}
+        adopted: dict[str, int] = {}
+        orphans: list[str] = []
+        for task in tasks:
+            path, intent = by_name[task.name]
+            if task.index >= len(intent.trial_ids):
+                continue
+            run = runs.get(intent.trial_ids[task.index])
+            if run is None:
+                continue  # a trial this launch did not select: not ours to judge
+            array = task.job_id.split("_")[0]
+            if intent.array_id is None:
+                intent = intent.model_copy(update={"array_id": array})
+                write_model(path, intent)
+                by_name[task.name] = (path, intent)
+            status = read_status(run.trial.trial_dir, run.trial.trial_id)
+            if status.token == intent.submission and status.state not in FINAL:
+                update_status(
+                    run.trial.trial_dir,
+                    run.trial.trial_id,
+                    only_if=_owned_by(intent.submission, task.job_id),
+                    slurm_job_id=task.job_id,
+                    slurm_array_id=array if "_" in task.job_id else None,
+                )
+                adopted[array] = adopted.get(array, 0) + 1
+            else:
+                orphans.append(task.job_id)
+        if orphans:
+            submitter.cancel(orphans)
+        if adopted or orphans:
+            kept = ", ".join(f"{n} of array {a}" for a, n in sorted(adopted.items())) or "none"
+            gone = (
+                f"cancelled {len(orphans)} orphan task(s) ({', '.join(orphans)})" if orphans else "no orphans"
+            )
+            self._say(f"[launch] slurm: reconciled with squeue: adopted live tasks {kept}; {gone}")
+
     def _submit_slurm(self, submitter: Submitter, todo: list[PlannedRun]) -> None:
         plan = self.plan
-        prior = self._submit_marks(todo, "slurm")
+        # The intent (job name → trials, in array order) is on disk before sbatch runs, and each
+        # trial carries the submission id as its fencing token: whatever happens to this process
+        # from here on, a re-run finds the array by name and no trial can run twice.
+        submission = uuid.uuid4().hex[:10]
+        name = f"mlew-{plan.regime}-{submission}"
+        intent = SubmissionIntent(
+            submission=submission,
+            job_name=name,
+            trial_ids=tuple(run.trial.trial_id for run in todo),
+            created_at=utcnow(),
+        )
+        intent_path = self._intents_dir / f"{submission}.json"
+        intent_path.parent.mkdir(parents=True, exist_ok=True)
+        write_model(intent_path, intent)
+        prior = self._submit_marks(todo, "slurm", submission)
         # One array per submission; the budget (hence --time) is the same for every trial of a plan.
         budget = max(run.trial.spec.agent.budget.time_limit_s for run in todo)
-        params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(todo))
-        calls = [SlurmTrial(make_job(run, plan, "slurm"), self.post_trial) for run in todo]
+        params = slurm_parameters(plan.cluster, budget, name, len(todo))
+        calls = [SlurmTrial(make_job(run, plan, "slurm", submission), self.post_trial) for run in todo]
+        _kill_point("before-sbatch")
         try:
             ids = submitter.submit(calls, params)
         except Exception as exc:  # sbatch refused: nothing was queued, so undo the marks
@@ -316,7 +445,7 @@ class SweepRunner:
                     run.trial.trial_dir,
                     run.trial.trial_id,
                     "pending" if prior[run.trial.trial_id] == 0 else "failed",
-                    only_if=lambda s: s.state == "submitted",
+                    only_if=holds(submission),
                     attempt=prior[run.trial.trial_id],
                     failure_class="infra",
                     cause=f"submission failed: {exc}",
@@ -324,21 +453,34 @@ class SweepRunner:
             raise UserError(
                 f"--backend slurm: submission failed: {str(exc).strip().splitlines()[-1]}"
             ) from None
-        for run, job_id in zip(todo, ids, strict=True):
+        _kill_point("after-sbatch")
+        first = ids[0].split("_")[0]
+        write_model(intent_path, intent.model_copy(update={"array_id": first}))
+        for n, (run, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
             array = job_id.split("_")[0] if "_" in job_id else None
             # Only the ids: the job may already have started and written 'running'.
-            update_status(run.trial.trial_dir, run.trial.trial_id, slurm_job_id=job_id, slurm_array_id=array)
-        first = ids[0].split("_")[0]
+            update_status(
+                run.trial.trial_dir,
+                run.trial.trial_id,
+                only_if=holds(submission),
+                slurm_job_id=job_id,
+                slurm_array_id=array,
+            )
+            _kill_point(f"recorded-{n}")
         self._say(
             f"[launch] slurm: submitted {len(ids)} trials as job {first} "
             f"(parallelism {params['array_parallelism']}, time {params['time']} min)"
         )
 
     def _watch(self, submitter: Submitter) -> None:
-        """Watchdog: wait until every selected trial is final; a job Slurm reports finished while its
-        status is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra."""
+        """Watchdog: wait until every selected trial is final. A job Slurm reports finished (twice in
+        a row) while its status is not final died without a result (CANCELLED, NODE_FAIL, OOM,
+        TIMEOUT) → failed/infra; a job that squeue and sacct both answer they do not know, for
+        `lost_after_s`, is lost. When both tools fail nothing is declared: it waits and says so."""
         plan = self.plan
         suspicious: dict[str, int] = {}
+        unknown_since: dict[str, float] = {}
+        blind = False
         while True:
             active: list[tuple[PlannedRun, TrialStatus]] = []
             for run in plan.runs:
@@ -348,22 +490,40 @@ class SweepRunner:
             if not active:
                 return
             ids = [s.slurm_job_id for _, s in active if s.slurm_job_id]
-            states = submitter.states(ids) if ids else {}
+            view = submitter.states(ids) if ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
+            if not view.answered:
+                if not blind:
+                    self._say("[launch] slurm: squeue and sacct both fail; waiting (no job is declared lost)")
+                blind = True
+                unknown_since.clear()
+                suspicious.clear()
+                time.sleep(self.poll_s)
+                continue
+            if blind:
+                self._say("[launch] slurm: squeue/sacct answer again; watching")
+                blind = False
             for run, status in active:
                 job = status.slurm_job_id
-                state = states.get(job or "")
+                key = run.trial.trial_id
+                if not job:
+                    continue
+                state = view.states.get(job)
                 if state is None:
-                    since = status.submitted_at or status.updated_at
-                    age = (utcnow() - since).total_seconds() if since else 0.0
-                    if age > self.lost_after_s:
+                    suspicious.pop(key, None)
+                    if not view.known_gone(job):
+                        unknown_since.pop(key, None)
+                        continue
+                    first = unknown_since.setdefault(key, time.monotonic())
+                    if time.monotonic() - first > self.lost_after_s:
                         self._mark_stale(run, status, f"slurm job {job} unknown to squeue and sacct")
                     continue
+                unknown_since.pop(key, None)
                 if state in ALIVE_STATES:
-                    suspicious.pop(run.trial.trial_id, None)
+                    suspicious.pop(key, None)
                     continue
                 # Seen finished twice in a row: the job's own last status write has had time to land.
-                count = suspicious.get(run.trial.trial_id, 0) + 1
-                suspicious[run.trial.trial_id] = count
+                count = suspicious.get(key, 0) + 1
+                suspicious[key] = count
                 if count >= 2:
                     self._mark_stale(run, status, f"slurm job {job} {state} without a result")
             time.sleep(self.poll_s)
@@ -375,10 +535,14 @@ def run_sweep(
     *,
     post_trial: PostTrial | None = None,
     display: Display | None = None,
+    before_launch: Callable[[], object] | None = None,
 ) -> int:
     """Launch (or resume) a sweep. Exit code: 0 all selected trials succeeded (now or before),
-    1 some failed, 130 on Ctrl-C. Call `check_prepared` first (the CLI does, before a real run)."""
-    return SweepRunner(plan, options, post_trial, display or PlainDisplay()).run()
+    1 some failed, 130 on Ctrl-C or SIGTERM. Call `check_prepared` first (the CLI does, before a
+    real run); `before_launch` runs under the launcher lock before anything is written."""
+    runner = SweepRunner(plan, options, post_trial, display or PlainDisplay())
+    runner.before_launch = before_launch
+    return runner.run()
 
 
 def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:

@@ -22,8 +22,8 @@ from types import FrameType
 from typing import Any, Protocol
 
 from mle_world.errors import UserError
-from mle_world.launch.state import FINAL, read_status, update_status
-from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
+from mle_world.launch.state import FINAL, holds, read_status, update_status
+from mle_world.launch.trial import Outcome, PostTrial, Start, TrialJob, TrialRunner
 from mle_world.plan.config import ClusterConfig
 
 ALIVE_STATES = frozenset(
@@ -91,6 +91,8 @@ class SlurmTrial:
 
     def __call__(self) -> str:
         job_id, array_id = _slurm_ids(os.environ)
+        restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+        start = Start(job_id=job_id, array_id=array_id, restarts=restarts)
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
         runner = TrialRunner(self.job, gpu=gpu, post_trial=self.post_trial, resume_state="submitted")
         self._runner = runner
@@ -98,12 +100,12 @@ class SlurmTrial:
 
         def target() -> None:
             try:
-                box.append(runner.run((job_id, array_id)))
+                box.append(runner.run(start))
             except BaseException as exc:  # surfaced in the main thread below
                 box.append(exc)
 
         def on_sigterm(signum: int, frame: FrameType | None) -> None:
-            runner.request_stop("SIGTERM")
+            runner.request_stop("SIGTERM", preempted=True)
 
         # submitit ignores SIGTERM; we forward it so the agent checkpoints before Slurm's SIGKILL.
         signal.signal(signal.SIGTERM, on_sigterm)
@@ -124,7 +126,7 @@ class SlurmTrial:
                 self.job.trial_dir,
                 self.job.trial_id,
                 "failed",
-                only_if=lambda s: s.state not in FINAL,
+                only_if=lambda s: s.state not in FINAL and s.token == self.job.token,
                 failure_class="infra",
                 cause="terminated by SIGTERM and not requeued",
             )
@@ -132,23 +134,26 @@ class SlurmTrial:
         return result
 
     def checkpoint(self) -> Any:
-        """Called by submitit on USR2: stop the agent (it checkpoints), count the requeue, resubmit."""
+        """Called by submitit on USR2: stop the agent (it checkpoints) and ask for a requeue, unless
+        one more run would exceed max_attempts. The requeue itself is counted when the requeued job
+        starts (from SLURM_RESTART_COUNT), so requeues Slurm does on its own count the same way."""
         from submitit.helpers import DelayedSubmission
 
         if self._runner is not None and self._thread is not None and self._thread.is_alive():
-            self._runner.request_stop("USR2")
+            self._runner.request_stop("USR2", preempted=True)
             self._thread.join(self.job.kill_grace_s + 30)
         job = self.job
         status = read_status(job.trial_dir, job.trial_id)
-        if status.state in FINAL:
+        if status.state in FINAL or status.token != job.token:
             return None
-        if status.attempt + status.requeues >= job.max_attempts:
+        if status.attempt + status.requeues + 1 > job.max_attempts:
             update_status(
                 job.trial_dir,
                 job.trial_id,
                 "failed",
+                only_if=holds(job.token),
                 failure_class="infra",
-                cause=f"preempted/timed out; {status.attempt} attempts + {status.requeues} requeues "
+                cause=f"preempted/timed out; attempt {status.attempt} + {status.requeues} requeues "
                 f"reached max_attempts {job.max_attempts}",
             )
             return None
@@ -156,8 +161,8 @@ class SlurmTrial:
             job.trial_dir,
             job.trial_id,
             "submitted",
-            requeues=status.requeues + 1,
-            cause="requeued after preemption/timeout",
+            only_if=holds(job.token),
+            cause="checkpointed; requeue requested after preemption/timeout",
         )
         return DelayedSubmission(SlurmTrial(job, self.post_trial, self.requeue_wait_s))
 
@@ -170,6 +175,38 @@ def _slurm_ids(env: Any) -> tuple[str | None, str | None]:
     return env.get("SLURM_JOB_ID"), None
 
 
+@dataclass(frozen=True)
+class SlurmView:
+    """What squeue and sacct said about some jobs; `answered` is False when both failed (then the
+    absence of a job is no evidence of anything)."""
+
+    states: dict[str, str]
+    squeue_ok: bool
+    sacct_ok: bool
+
+    @property
+    def answered(self) -> bool:
+        return self.squeue_ok or self.sacct_ok
+
+    def known_gone(self, job_id: str) -> bool:
+        """Positive evidence that Slurm has no such job: both tools answered and neither lists it."""
+        return self.squeue_ok and self.sacct_ok and job_id not in self.states
+
+
+@dataclass(frozen=True)
+class LiveTask:
+    """One task of a live (pending/running) job, as squeue lists it with `-r`."""
+
+    job_id: str
+    """`123_4` for task 4 of array 123, `123` for a single job."""
+    name: str
+    state: str
+
+    @property
+    def index(self) -> int:
+        return int(self.job_id.split("_")[1]) if "_" in self.job_id else 0
+
+
 class Submitter(Protocol):
     """The side-effect seam of the Slurm backend (a fake in unit tests, submitit in production)."""
 
@@ -177,8 +214,16 @@ class Submitter(Protocol):
         """Submit all calls as one array; returns one job id per call ("123_4", or "123" alone)."""
         ...
 
-    def states(self, job_ids: Sequence[str]) -> dict[str, str]:
+    def states(self, job_ids: Sequence[str]) -> SlurmView:
         """Current Slurm state of each known job id (missing = unknown to Slurm)."""
+        ...
+
+    def live(self, job_names: Sequence[str]) -> list[LiveTask] | None:
+        """Pending/running tasks of jobs with these names; None when squeue failed."""
+        ...
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """scancel these jobs/tasks."""
         ...
 
 
@@ -196,8 +241,15 @@ class SubmititSubmitter:
             jobs = [executor.submit(call) for call in calls]
         return [str(job.job_id) for job in jobs]
 
-    def states(self, job_ids: Sequence[str]) -> dict[str, str]:
+    def states(self, job_ids: Sequence[str]) -> SlurmView:
         return query_states(job_ids)
+
+    def live(self, job_names: Sequence[str]) -> list[LiveTask] | None:
+        return query_live(job_names)
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            _run(["scancel", *job_ids])
 
 
 def _run(argv: list[str]) -> str | None:
@@ -223,11 +275,11 @@ def _expand(job_id: str) -> list[str]:
     return out
 
 
-def query_states(job_ids: Sequence[str]) -> dict[str, str]:
+def query_states(job_ids: Sequence[str]) -> SlurmView:
     """squeue (live jobs, one line per array task) overrides sacct (accounting, finished jobs)."""
     roots = sorted({j.split("_")[0] for j in job_ids})
     if not roots:
-        return {}
+        return SlurmView({}, squeue_ok=True, sacct_ok=True)
     states: dict[str, str] = {}
     sacct = _run(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)])
     for line in (sacct or "").splitlines():
@@ -238,7 +290,22 @@ def query_states(job_ids: Sequence[str]) -> dict[str, str]:
     for line in (squeue or "").splitlines():
         job, _, state = line.partition("|")
         states[job.strip()] = state.strip()
-    return states
+    return SlurmView(states, squeue_ok=squeue is not None, sacct_ok=sacct is not None)
+
+
+def query_live(job_names: Sequence[str]) -> list[LiveTask] | None:
+    """squeue by job name (a submission's name is unique: it carries the submission id)."""
+    if not job_names:
+        return []
+    out = _run(["squeue", "-h", "-r", "-o", "%i|%j|%T", "-n", ",".join(job_names)])
+    if out is None:
+        return None
+    tasks = []
+    for line in out.splitlines():
+        job, name, state = (line.split("|") + ["", ""])[:3]
+        if job.strip():
+            tasks.append(LiveTask(job.strip(), name.strip(), state.strip()))
+    return tasks
 
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:

@@ -31,7 +31,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "submitted": frozenset({"running", "pending", "failed"}),
     # running → submitted: checkpointed for a requeue; running → pending: local Ctrl-C
     "running": frozenset({"succeeded", "failed", "submitted", "pending"}),
-    "failed": frozenset({"submitted"}),
+    # failed → succeeded: a job the watchdog gave up on finished after all (recorded truthfully)
+    "failed": frozenset({"submitted", "succeeded"}),
     "succeeded": frozenset(),
 }
 """Legal transitions; staying in the same state (a field update) is always legal."""
@@ -76,6 +77,31 @@ def _locked(trial_dir: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def transact(
+    trial_dir: Path,
+    trial_id: str,
+    change: Callable[[TrialStatus], dict[str, Any] | None],
+    *,
+    now: Callable[[], datetime] = utcnow,
+) -> TrialStatus | None:
+    """Read-modify-write under the lock: `change` sees the current status and returns the fields to
+    set (`state` included), or None to write nothing. Returns the new status, or None."""
+    with _locked(trial_dir):
+        current = read_status(trial_dir, trial_id)
+        fields = change(current)
+        if fields is None:
+            return None
+        to = fields.get("state")
+        if to is not None and to != current.state and to not in ALLOWED[current.state]:
+            raise StateError(f"{trial_id}: illegal transition {current.state} → {to}")
+        data = current.model_dump()
+        data.update(fields)
+        data["updated_at"] = now()
+        new = TrialStatus.model_validate(data)
+        write_model(status_path(trial_dir), new)
+        return new
+
+
 def update_status(
     trial_dir: Path,
     trial_id: str,
@@ -87,20 +113,18 @@ def update_status(
 ) -> TrialStatus | None:
     """Read-modify-write status.json under the lock; returns the new status, or None when
     `only_if` rejected the current one (nothing written)."""
-    with _locked(trial_dir):
-        current = read_status(trial_dir, trial_id)
+
+    def change(current: TrialStatus) -> dict[str, Any] | None:
         if only_if is not None and not only_if(current):
             return None
-        if to is not None and to != current.state and to not in ALLOWED[current.state]:
-            raise StateError(f"{trial_id}: illegal transition {current.state} → {to}")
-        data = current.model_dump()
-        data.update(fields)
-        if to is not None:
-            data["state"] = to
-        data["updated_at"] = now()
-        new = TrialStatus.model_validate(data)
-        write_model(status_path(trial_dir), new)
-        return new
+        return {**fields, "state": to} if to is not None else dict(fields)
+
+    return transact(trial_dir, trial_id, change, now=now)
+
+
+def holds(token: str | None) -> Callable[[TrialStatus], bool]:
+    """`only_if` for writes by a trial job: the status still names this job's submission."""
+    return lambda status: status.token == token
 
 
 def is_retryable(status: TrialStatus, retry_failed: str | None, max_attempts: int) -> bool:

@@ -22,12 +22,13 @@ from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.gpus import gpu_environment
-from mle_world.launch.state import FINAL, State, read_status, update_status, utcnow
+from mle_world.launch.state import FINAL, State, holds, transact, update_status, utcnow
 from mle_world.plan.sweep import PlannedTrial
-from mle_world.records import AgentResult, DowntimeEvent, TrialSpec
+from mle_world.records import AgentResult, DowntimeEvent, TrialSpec, TrialStatus
 from mle_world.storage import write_model
 
-Outcome = Literal["succeeded", "failed", "interrupted", "skipped"]
+Outcome = Literal["succeeded", "failed", "interrupted", "skipped", "stale"]
+"""skipped: the trial was already final; stale: this job's fencing token is not the trial's."""
 PostTrial = Callable[[PlannedTrial, Literal["succeeded", "failed"]], None]
 """Runs on the host after the agent exits, with the trial's final state: grading and costs. It runs
 for succeeded trials and for failed ones that left a submission (MLE-bench grades whatever the agent
@@ -53,6 +54,8 @@ class TrialJob:
     budget_s: float
     grace_s: float
     max_attempts: int = 3
+    token: str | None = None
+    """Fencing token of the submission that carries this job; must match status.json to start."""
     kill_grace_s: float = 30.0
     """SIGTERM → SIGKILL delay when stopping the command's process group."""
     poll_s: float = 0.2
@@ -177,6 +180,16 @@ def kill_group(pgid: int, sig: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class Start:
+    """Who is starting the trial: the Slurm job (and how often Slurm restarted it), or a local worker."""
+
+    job_id: str | None = None
+    array_id: str | None = None
+    restarts: int = 0
+    """SLURM_RESTART_COUNT: each increment is a requeue (preemption, scontrol requeue, node failure)."""
+
+
 class TrialRunner:
     """Runs one TrialJob once; `request_stop` (from a signal handler or Ctrl-C) makes `run` stop the
     command's process group and leave the trial resumable in `resume_state`."""
@@ -201,10 +214,14 @@ class TrialRunner:
         self.clock = clock
         self._stop = threading.Event()
         self._stop_reason = ""
+        self._preempted = False
 
-    def request_stop(self, reason: str) -> None:
+    def request_stop(self, reason: str, *, preempted: bool = False) -> None:
+        """Stop the command (SIGTERM to its group) and leave the trial resumable; `preempted` marks
+        a stop that Slurm asked for (counted in status.preemptions)."""
         if not self._stop.is_set():
             self._stop_reason = reason
+            self._preempted = preempted
             self._stop.set()
 
     @property
@@ -212,16 +229,75 @@ class TrialRunner:
         return self._stop.is_set()
 
     def _update(self, to: State | None = None, **fields: Any) -> None:
-        update_status(self.job.trial_dir, self.job.trial_id, to, **fields)
+        # Fenced: once another submission owns the trial, this job writes nothing more.
+        update_status(self.job.trial_dir, self.job.trial_id, to, only_if=holds(self.job.token), **fields)
 
-    def run(self, slurm_ids: tuple[str | None, str | None] = (None, None)) -> Outcome:
+    def claim(self, start: Start) -> TrialStatus | Outcome:
+        """Under the status lock, check the fencing token and mark the trial running (the claimed
+        status), or say why this start must not run: skipped (final), stale (another submission or
+        a live run owns the trial), failed (Slurm requeued it past max_attempts)."""
         job = self.job
-        status = read_status(job.trial_dir, job.trial_id)
-        if status.state in FINAL:
-            return "skipped"  # e.g. a stale requeue of a trial that already finished
-        ensure_spec(job.trial)
+        verdict: list[Outcome] = []
+
+        def change(cur: TrialStatus) -> dict[str, Any] | None:
+            if cur.state in FINAL:
+                verdict.append("skipped")  # e.g. a requeue of a trial that already finished
+                return None
+            restarted = start.job_id is not None and start.restarts > cur.slurm_restarts
+            if (
+                cur.token != job.token
+                or (start.job_id and cur.slurm_job_id not in (None, start.job_id))
+                or (cur.state == "running" and not restarted)
+            ):
+                verdict.append("stale")
+                return None
+            requeues = cur.requeues + max(0, start.restarts - cur.slurm_restarts)
+            ids: dict[str, Any] = {}
+            if start.job_id:
+                ids = {"slurm_job_id": start.job_id, "slurm_array_id": start.array_id}
+            if cur.attempt + requeues > job.max_attempts:
+                verdict.append("failed")
+                return {
+                    "state": "failed",
+                    "failure_class": "infra",
+                    "cause": f"requeued by Slurm {requeues} time(s): attempt {cur.attempt} + "
+                    f"{requeues} requeues exceed max_attempts {job.max_attempts}",
+                    "requeues": requeues,
+                    "slurm_restarts": start.restarts,
+                    "ended_at": utcnow(),
+                    **ids,
+                }
+            return {
+                "state": "running",
+                "requeues": requeues,
+                "slurm_restarts": start.restarts,
+                "host": self.host,
+                "gpu": self.gpu,
+                "started_at": utcnow(),
+                "ended_at": None,
+                "pid": None,
+                "exit_code": None,
+                "failure_class": None,
+                "cause": None,
+                **ids,
+            }
+
+        claimed = transact(job.trial_dir, job.trial_id, change)
+        return claimed if claimed is not None else verdict[0]
+
+    def run(self, start: Start | None = None) -> Outcome:
+        job = self.job
         if self._stop.is_set():
             return "interrupted"
+        claimed = self.claim(start or Start())
+        if not isinstance(claimed, TrialStatus):
+            return claimed  # a stale start leaves the trial directory untouched
+        status = claimed
+        try:
+            ensure_spec(job.trial)
+        except SpecMismatchError as exc:
+            self._update("failed", failure_class="infra", cause=str(exc), ended_at=utcnow())
+            return "failed"
         logs = job.trial_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         # A result.json left by an earlier attempt must not be mistaken for this run's.
@@ -232,7 +308,6 @@ class TrialRunner:
         env.update(gpu_environment(self.gpu, env))
         log_path = logs / "launcher.log"
         budget_left = job.wall_limit_s - status.wall_used_s
-        job_id, array_id = slurm_ids
         with open(log_path, "ab") as log:
             log.write(
                 f"[launcher] {utcnow().isoformat()} start attempt {status.attempt} on {self.host} "
@@ -249,19 +324,7 @@ class TrialRunner:
                 env=env,
                 start_new_session=True,  # own process group: the whole tree is killed together
             )
-            extra: dict[str, Any] = {"slurm_job_id": job_id, "slurm_array_id": array_id} if job_id else {}
-            self._update(
-                "running",
-                host=self.host,
-                gpu=self.gpu,
-                started_at=utcnow(),
-                ended_at=None,
-                pid=proc.pid,
-                exit_code=None,
-                failure_class=None,
-                cause=None,
-                **extra,
-            )
+            self._update(pid=proc.pid)
             timed_out = self._supervise(proc, started + budget_left, log)
             # Leftovers of the group (background children) never outlive the trial.
             kill_group(proc.pid, signal.SIGKILL)
@@ -276,6 +339,7 @@ class TrialRunner:
         if self._stop.is_set() and not timed_out:
             self._update(
                 self.resume_state,
+                preemptions=status.preemptions + int(self._preempted),
                 wall_used_s=wall_used,
                 exit_code=exit_code,
                 pid=None,

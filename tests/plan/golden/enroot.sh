@@ -1,4 +1,5 @@
-ENROOT_MOUNT_HOME=no enroot start \
+trap '' TERM USR2; enroot start \
+  -e CUDA_VISIBLE_DEVICES \
   -e CODER_API_KEY \
   -e WORLD_API_KEY \
   -e FEEDBACK_API_KEY \

@@ -1,4 +1,4 @@
-env -i \
+trap '' TERM USR2; env -i \
   PATH=/opt/py/bin:/usr/bin:/bin \
   HOME=/home/trial \
   LANG=C.UTF-8 \

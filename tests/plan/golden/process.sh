@@ -1,4 +1,4 @@
-cd '/scratch/my runs/it'"'"'s "quoted" $HOME;ls/runs/wm-rank4/spooky-author-identification_seed34' && env -i \
+trap '' TERM USR2; cd '/scratch/my runs/it'"'"'s "quoted" $HOME;ls/runs/wm-rank4/spooky-author-identification_seed34' && env -i \
   PATH=/usr/local/bin:/usr/bin:/bin \
   'HOME=/scratch/my runs/it'"'"'s "quoted" $HOME;ls/runs/wm-rank4/spooky-author-identification_seed34' \
   LANG=C.UTF-8 \
