@@ -21,7 +21,7 @@ from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import check_sweep_identity
 from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_status
 from mle_world.launch.display import SilentDisplay
-from mle_world.launch.run import make_job
+from mle_world.launch.run import launcher_lock, make_job
 from mle_world.launch.state import StateError, read_status, update_status
 from mle_world.launch.trial import TrialRunner
 from mle_world.plan.sweep_plan import LaunchOptions
@@ -209,7 +209,9 @@ def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:
     assert starts() == [1, 3, 3]
 
 
-def test_ctrl_c_stops_children_and_leaves_pending(dirs: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_children_and_leaves_pending(dirs: tuple[Path, Path], sig: int) -> None:
+    """SIGTERM (timeout, systemd, the end of an salloc) is handled exactly like Ctrl-C."""
     out, data = dirs
     argv = [sys.executable, str(SUPPORT / "drive.py"), str(out), str(data), "4", "ok", "60", "local"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
@@ -223,10 +225,12 @@ def test_ctrl_c_stops_children_and_leaves_pending(dirs: tuple[Path, Path]) -> No
         for r in plan.runs
         if (r.trial.trial_dir / "timeline.jsonl").exists()
     ]
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
     assert states(plan) == ["pending"] * 4
     assert all(read_status(r.trial.trial_dir, r.trial.trial_id).attempt == 0 for r in plan.runs)
+    started = [r for r in plan.runs if (r.trial.trial_dir / "timeline.jsonl").exists()]
+    assert len(started) == 2 and all((r.trial.trial_dir / "ckpt.json").exists() for r in started)
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
@@ -281,3 +285,14 @@ def test_status_view(dirs: tuple[Path, Path]) -> None:
     assert show_status(out, console) == 1
     text = console.export_text()
     assert "aide" in text and "exit 1 without result.json" in text and "all trials finished" in text
+
+
+def test_refused_second_launcher_writes_nothing(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1)
+    marker = out / "written-before-launch"
+    with launcher_lock(out):
+        with pytest.raises(UserError, match="another launcher is running"):
+            run_sweep(plan, options(), display=SilentDisplay(), before_launch=lambda: marker.write_text("x"))
+    assert not marker.exists()
+    assert [p.name for p in out.iterdir()] == [".launcher.lock"]  # no spec, status or identity

@@ -161,7 +161,9 @@ def test_requeued_trial_resumes_with_time_carried_over(slurm_cluster: None, dirs
     # What submitit's job._interrupt() does: preemption = SIGTERM, then the USR2 checkpoint signal.
     subprocess.run(["scancel", job, "--signal", "SIGTERM"], check=True)
     subprocess.run(["scancel", job, "--signal", "USR2"], check=True)
-    wait_until(lambda: read_status(trial.trial_dir, trial.trial_id).requeues == 1, 60, "requeue recorded")
+    wait_until(
+        lambda: read_status(trial.trial_dir, trial.trial_id).preemptions == 1, 60, "checkpoint recorded"
+    )
     mid = read_status(trial.trial_dir, trial.trial_id)
     assert mid.state in ("submitted", "running") and mid.wall_used_s >= 5
     launcher.join(timeout=400)  # Slurm makes a requeued job eligible only after ~120 s

@@ -1,7 +1,8 @@
 """Runs `run_sweep` on a launchkit plan in its own process (Ctrl-C and Slurm tests drive it from outside).
 
 Usage: python drive.py OUT DATA N MODE SECONDS BACKEND [--retry infra|all] [--workers K] [--gpus 0,1]
-       [--parallelism P] [--budget S]. Writes what run_sweep writes; exits with its exit code.
+       [--parallelism P] [--budget S] [--max-attempts M] [--no-wait].
+Writes what run_sweep writes; exits with its exit code.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> int:
     ap.add_argument("--gpus", default="0,1")
     ap.add_argument("--parallelism", type=int, default=2)
     ap.add_argument("--budget", type=float, default=300.0)
+    ap.add_argument("--max-attempts", type=int, default=3)
     ap.add_argument("--no-wait", action="store_true")
     a = ap.parse_args()
     plan = make_plan(
@@ -36,7 +38,7 @@ def main() -> int:
         mode=a.mode,
         seconds=float(a.seconds),
         budget_s=a.budget,
-        cluster=fast_cluster(parallelism=a.parallelism),
+        cluster=fast_cluster(parallelism=a.parallelism, max_attempts=a.max_attempts),
     )
     options = LaunchOptions(
         backend=a.backend,

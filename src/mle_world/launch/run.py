@@ -368,7 +368,8 @@ class SweepRunner:
     def _reconcile(self, submitter: Submitter) -> None:
         """Before submitting anything, find the arrays of earlier submissions by their job names:
         a live task whose trial still carries its submission's token is adopted (its job id is
-        recorded), any other live task has nothing to do and is cancelled."""
+        recorded); a task of a superseded submission, or a pending one whose trial is already
+        final, has nothing to do and is cancelled before it holds an allocation."""
         intents = self._intents()
         if not intents:
             return
@@ -395,6 +396,8 @@ class SweepRunner:
                 write_model(path, intent)
                 by_name[task.name] = (path, intent)
             status = read_status(run.trial.trial_dir, run.trial.trial_id)
+            if status.token == intent.submission and status.state in FINAL and task.state != "PENDING":
+                continue  # the trial's own job, finishing
             if status.token == intent.submission and status.state not in FINAL:
                 update_status(
                     run.trial.trial_dir,

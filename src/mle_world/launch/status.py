@@ -152,7 +152,7 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
     if running:
         title = "running — launcher gone, not progressing" if sweep.orphaned() else "running"
         rt = Table(title=title)
-        for col in ("trial", "host", "gpu", "elapsed", "slurm job", "attempt"):
+        for col in ("trial", "host", "gpu", "elapsed", "slurm job", "attempt", "requeues", "preemptions"):
             rt.add_column(col)
         for t in running:
             elapsed = (now - t.started_at).total_seconds() + t.wall_used_s if t.started_at else 0.0
@@ -163,15 +163,19 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
                 _duration(elapsed),
                 t.slurm_job_id or "",
                 str(t.attempt),
+                str(t.requeues),
+                str(t.preemptions),
             )
         out.append(rt)
     failed = [t for t in sweep.trials if t.state == "failed"]
     if failed:
         ft = Table(title="failed")
-        for col in ("trial", "class", "attempt", "cause"):
+        for col in ("trial", "class", "attempt", "requeues", "cause"):
             ft.add_column(col)
         for t in failed:
-            ft.add_row(t.trial_id, t.failure_class or "", str(t.attempt), Text(t.cause or ""))
+            ft.add_row(
+                t.trial_id, t.failure_class or "", str(t.attempt), str(t.requeues), Text(t.cause or "")
+            )
         out.append(ft)
     rode_out = [t for t in sweep.trials if t.downtime_s > 0]
     if rode_out:
@@ -182,6 +186,15 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
                 f"endpoint downtime: {len(rode_out)} finished trial(s) rode out outages, {_duration(total)} "
                 f"in total (not counted in their budgets); longest {_duration(longest.downtime_s)} "
                 f"in {longest.trial_id}"
+            )
+        )
+    interrupted = [t for t in sweep.trials if t.requeues or t.preemptions]
+    if interrupted:
+        out.append(
+            Text(
+                f"interruptions: {sum(t.requeues for t in interrupted)} requeue(s) by Slurm, "
+                f"{sum(t.preemptions for t in interrupted)} preemption(s) checkpointed, "
+                f"over {len(interrupted)} trial(s)"
             )
         )
     orphaned = sweep.orphaned()

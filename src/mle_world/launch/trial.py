@@ -283,7 +283,7 @@ class TrialRunner:
             }
 
         claimed = transact(job.trial_dir, job.trial_id, change)
-        return claimed if claimed is not None else verdict[0]
+        return verdict[0] if verdict or claimed is None else claimed
 
     def run(self, start: Start | None = None) -> Outcome:
         job = self.job

@@ -1,0 +1,105 @@
+"""The real agent under `--runtime process` (bubblewrap) on the local Slurm: `scontrol requeue` during a
+step reaches the agent, which checkpoints the time it used before it exits.
+
+Writes a data dir, a cluster config and an output dir under pytest's tmp paths; submits to the local Slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import scripted
+import yaml
+from e2ekit import REPO
+from fakeserver import FakeOpenAIServer
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_json(path: Path) -> dict:  # type: ignore[type-arg]
+    try:
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
+
+
+def test_requeue_during_a_step_leaves_agent_time_at_least_launcher_time(
+    tmp_path: Path, data_dir: Path, fast_config: Path
+) -> None:
+    if shutil.which("sinfo") is None:
+        pytest.skip("sinfo not found: start it with `bash scripts/slurm/local_cluster.sh up`")
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        yaml.safe_dump(
+            {
+                "slurm": {
+                    "partition": "gpu",
+                    "gpus_per_trial": 1,
+                    "cpus_per_trial": 1,
+                    "mem_gb": 1,
+                    "array_parallelism": 1,
+                    "grading_margin_min": 2,
+                },
+                "launch": {"wall_grace_s": 30},
+            }
+        )
+    )
+    out = tmp_path / "out"
+    job = None
+    with (
+        FakeOpenAIServer("coder-model", default=scripted.coder(sleep_s=25)) as coder,
+        FakeOpenAIServer("feedback-model", default=scripted.review) as feedback,
+    ):
+        argv = [
+            sys.executable, str(REPO / "run_paper.py"), "--config", str(fast_config), "--regime", "ungated",
+            "--cluster-config", str(cluster), "--runtime", "process", "--backend", "slurm",
+            "--data-dir", str(data_dir), "--output-dir", str(out), "-c", "iris-species", "-m", "aide",
+            "--no-progress", "--coder-url", coder.url, "--feedback-url", feedback.url,
+        ]  # fmt: skip
+        launcher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: list(out.glob("runs/*/*/status.json")), 120, "trial submitted")
+            trial = next(out.glob("runs/*/*/status.json")).parent
+            status = trial / "status.json"
+            journal = trial / "journal.json"
+            wait_until(lambda: read_json(journal).get("nodes"), 180, "first step checkpointed")
+            first_ckpt = read_json(journal)["time_used_s"]
+            started = datetime.fromisoformat(read_json(status)["started_at"])
+            # Well inside the next step's 25 s script: more than 10 s after the last checkpoint.
+            wait_until(
+                lambda: (datetime.now(UTC) - started).total_seconds() > first_ckpt + 12, 60, "mid step"
+            )
+            assert len(read_json(journal)["nodes"]) == 1
+            job = read_json(status)["slurm_job_id"]
+            subprocess.run(["scontrol", "requeue", job], check=True)
+            wait_until(lambda: read_json(status).get("preemptions") == 1, 90, "preemption recorded")
+        finally:
+            if job:
+                subprocess.run(["scancel", job], check=False)
+            launcher.send_signal(signal.SIGTERM)
+            _, err = launcher.communicate(timeout=60)
+    launcher_s = read_json(status)["wall_used_s"]
+    agent_s = read_json(journal)["time_used_s"]
+    assert launcher.returncode == 130, err[-2000:]
+    # The agent checkpointed on the signal (not only at its last step), counting the whole attempt
+    # but its own start-up (interpreter, imports, sandbox), a few seconds.
+    assert agent_s > first_ckpt + 10
+    assert launcher_s - 5 <= agent_s <= launcher_s + 1, (agent_s, launcher_s)
+    assert "preempted by" in (trial / "logs" / "agent.log").read_text()

@@ -1,0 +1,181 @@
+"""Fencing and interruption accounting of the per-trial supervisor, and the watchdog's evidence rule,
+without Slurm: a stale start touches nothing, Slurm restarts count as requeues against max_attempts,
+squeue/sacct failures never make a job lost, a late success is recorded.
+
+Writes trial directories under pytest's tmp paths; runs tests/launch/fake_agent.py as the agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from launchkit import fast_cluster, make_plan, timelines
+from rich.console import Console
+
+from mle_world.launch.run import SweepRunner, make_job
+from mle_world.launch.slurm import LiveTask, SlurmTrial, SlurmView
+from mle_world.launch.state import read_status, update_status
+from mle_world.launch.trial import Start, TrialRunner
+from mle_world.plan import LaunchOptions
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*")}
+
+
+def test_stale_token_exits_at_once_without_touching_the_trial(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1)
+    run = plan.runs[0]
+    trial_dir = run.trial.trial_dir
+    update_status(trial_dir, run.trial.trial_id, "submitted", attempt=2, backend="slurm", token="new")
+    before = snapshot(trial_dir)
+    old = make_job(run, plan, "slurm", token="old")  # the job of a superseded submission
+    runner = TrialRunner(old, gpu="0", post_trial=None, resume_state="submitted")
+    assert runner.run(Start(job_id="7_0", array_id="7")) == "stale"
+    assert snapshot(trial_dir) == before and timelines(plan) == [[]]
+    # A second start of the current submission while the first runs is stale too.
+    current = make_job(run, plan, "slurm", token="new")
+    update_status(trial_dir, run.trial.trial_id, "running", slurm_job_id="8_0")
+    again = TrialRunner(current, gpu="0", post_trial=None, resume_state="submitted")
+    assert again.run(Start(job_id="8_0", array_id="8")) == "stale"
+    assert timelines(plan) == [[]]
+    # The right token runs, and only once.
+    update_status(trial_dir, run.trial.trial_id, "submitted", slurm_job_id=None)
+    assert TrialRunner(current, gpu="0", post_trial=None, resume_state="submitted").run() == "succeeded"
+    assert [e["event"] for e in timelines(plan)[0]] == ["start", "end"]
+
+
+def test_slurm_restarts_count_as_requeues_against_max_attempts(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1, cluster=fast_cluster(max_attempts=2))
+    run = plan.runs[0]
+    trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
+    job = make_job(run, plan, "slurm", token="s1")
+    update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="s1")
+    first = TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted").claim(Start("5", None, 0))
+    assert not isinstance(first, str) and first.requeues == 0
+    # Slurm requeued the job (its process died without a word): the restart is counted.
+    second = TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted").claim(Start("5", None, 1))
+    assert not isinstance(second, str) and (second.state, second.requeues) == ("running", 1)
+    # The same restart starting twice is a duplicate, not a requeue.
+    assert TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted").claim(
+        Start("5", None, 1)
+    ) == ("stale")
+    # A second requeue would be the third run: max_attempts 2 ends the trial, infra's fault.
+    runner = TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted")
+    assert runner.run(Start("5", None, 2)) == "failed"
+    status = read_status(trial_dir, trial_id)
+    assert (status.state, status.failure_class, status.requeues) == ("failed", "infra", 2)
+    assert "exceed max_attempts 2" in (status.cause or "") and timelines(plan) == [[]]
+
+
+def test_checkpoint_requests_a_requeue_only_within_max_attempts(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1, cluster=fast_cluster(max_attempts=2))
+    run = plan.runs[0]
+    trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
+    trial = SlurmTrial(make_job(run, plan, "slurm", token="s1"), None)
+    update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="s1")
+    assert trial.checkpoint() is not None  # run 2 of 2 allowed
+    assert read_status(trial_dir, trial_id).requeues == 0  # counted when the requeued job starts
+    update_status(trial_dir, trial_id, requeues=1)
+    assert trial.checkpoint() is None
+    status = read_status(trial_dir, trial_id)
+    assert (status.state, status.failure_class) == ("failed", "infra")
+
+
+@dataclasses.dataclass
+class ScriptedSlurm:
+    """A Submitter whose squeue/sacct answers are scripted (Slurm's tools failing on demand)."""
+
+    views: list[SlurmView]
+    live_tasks: list[LiveTask] = dataclasses.field(default_factory=list)
+    cancelled: list[str] = dataclasses.field(default_factory=list)
+
+    def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
+        raise AssertionError("nothing should be submitted")
+
+    def states(self, job_ids: Sequence[str]) -> SlurmView:
+        return self.views.pop(0) if len(self.views) > 1 else self.views[0]
+
+    def live(self, job_names: Sequence[str]) -> list[LiveTask] | None:
+        return self.live_tasks
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        self.cancelled.extend(job_ids)
+
+
+def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1)
+    run = plan.runs[0]
+    trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
+    update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="s", slurm_job_id="9_0")
+    blind = SlurmView({}, squeue_ok=False, sacct_ok=False)
+    half = SlurmView({}, squeue_ok=True, sacct_ok=False)
+    gone = SlurmView({}, squeue_ok=True, sacct_ok=True)
+    slurm = ScriptedSlurm([*[blind] * 30, *[half] * 30, gone])
+    console = Console(record=True, width=200, file=open(os.devnull, "w"))  # noqa: SIM115
+    runner = SweepRunner(
+        plan,
+        LaunchOptions(backend="slurm", show_progress=False),
+        None,
+        console,
+        submitter_factory=lambda _folder: slurm,
+        poll_s=0.001,
+        lost_after_s=0.0,
+    )
+    runner._watch(slurm)
+    text = console.export_text()
+    assert text.count("squeue and sacct both fail; waiting") == 1 and "answer again" in text
+    status = read_status(trial_dir, trial_id)
+    assert status.cause == "slurm job 9_0 unknown to squeue and sacct"
+    assert len(slurm.views) == 1  # declared only after both tools answered, never before
+    # The job finishes after all: its success is recorded, not refused.
+    done = update_status(trial_dir, trial_id, "succeeded", failure_class=None, cause=None)
+    assert done is not None and done.state == "succeeded"
+
+
+def test_reconcile_adopts_live_tasks_and_cancels_orphans(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 2, seconds=0.1)
+    a, b = (r.trial for r in plan.runs)
+    from mle_world.launch.state import utcnow
+    from mle_world.records import SubmissionIntent
+    from mle_world.storage import write_model
+
+    intents = out / "slurm" / "intents"
+    intents.mkdir(parents=True)
+    for sid in ("old", "cur"):
+        write_model(
+            intents / f"{sid}.json",
+            SubmissionIntent(
+                submission=sid,
+                job_name=f"mlew-ungated-{sid}",
+                trial_ids=(a.trial_id, b.trial_id),
+                created_at=utcnow(),
+            ),
+        )
+    for t in (a, b):
+        update_status(t.trial_dir, t.trial_id, "submitted", attempt=1, backend="slurm", token="cur")
+    tasks = [
+        LiveTask(f"{j}_{i}", f"mlew-ungated-{s}", "PENDING")
+        for s, j in (("old", 40), ("cur", 41))
+        for i in (0, 1)
+    ]
+    slurm = ScriptedSlurm([SlurmView({}, squeue_ok=True, sacct_ok=True)], live_tasks=tasks)
+    console = Console(record=True, width=300, file=open(os.devnull, "w"))  # noqa: SIM115
+    runner = SweepRunner(plan, LaunchOptions(backend="slurm", show_progress=False), None, console)
+    runner._reconcile(slurm)
+    assert slurm.cancelled == ["40_0", "40_1"]
+    assert [read_status(t.trial_dir, t.trial_id).slurm_job_id for t in (a, b)] == ["41_0", "41_1"]
+    lines = console.export_text().strip().splitlines()
+    assert lines == [
+        "[launch] slurm: reconciled with squeue: adopted live tasks 2 of array 41; "
+        "cancelled 2 orphan task(s) (40_0, 40_1)"
+    ]

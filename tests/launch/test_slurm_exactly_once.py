@@ -1,0 +1,139 @@
+"""Exactly once on the real local Slurm: a launcher SIGKILLed at each step of a submission and re-run
+runs every trial once with no orphan array; `scontrol requeue` is counted and bounded by max_attempts.
+
+Writes trial dirs and submitit folders under pytest's tmp paths; submits jobs to the local Slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from launchkit import fast_cluster, make_plan, timelines
+from rich.console import Console
+
+from mle_world.launch import run_sweep, show_status
+from mle_world.launch.run import KILL_AT_ENV
+from mle_world.launch.state import read_status
+from mle_world.plan import LaunchOptions
+
+pytestmark = pytest.mark.slurm
+DRIVE = Path(__file__).with_name("drive.py")
+SLURM = LaunchOptions(backend="slurm", show_progress=False)
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def job_names(out: Path) -> list[str]:
+    return [json.loads(p.read_text())["job_name"] for p in (out / "slurm" / "intents").glob("*.json")]
+
+
+def slurm_tasks(names: list[str]) -> list[tuple[str, str]]:
+    """Every task Slurm accounted for under these job names (JobID, State)."""
+    proc = subprocess.run(
+        ["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-S", "now-3hours", "--name", ",".join(names)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [tuple(line.split("|")[:2]) for line in proc.stdout.splitlines() if line.strip()]  # type: ignore[misc]
+
+
+def release_requeued(job: str) -> None:
+    """Slurm holds a requeued job ~120 s before it is eligible again; let it start now."""
+    wait_until(
+        lambda: (
+            subprocess.run(
+                ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True
+            ).stdout.strip()
+            == "PENDING"
+        ),
+        120,
+        f"job {job} pending again",
+    )
+    subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], check=False)
+
+
+@pytest.mark.parametrize("point", ["before-sbatch", "after-sbatch", "recorded-1"])
+def test_launcher_killed_during_submission_then_rerun_runs_every_trial_once(
+    slurm_cluster: None, dirs: tuple[Path, Path], point: str
+) -> None:
+    out, data = dirs
+    argv = [sys.executable, str(DRIVE), str(out), str(data), "2", "ok", "3", "slurm", "--parallelism", "2"]
+    killed = subprocess.run(
+        argv, env={**os.environ, KILL_AT_ENV: point}, capture_output=True, text=True, timeout=120
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    rerun = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    if point != "before-sbatch":
+        assert (
+            "reconciled with squeue: adopted live tasks" in rerun.stderr
+            or "nothing to submit" in rerun.stderr
+        )
+
+    plan = make_plan(out, data, 2, seconds=3)
+    starts = [[e for e in events if e["event"] == "start"] for events in timelines(plan)]
+    assert [len(s) for s in starts] == [1, 1]  # every trial's agent started exactly once
+    final = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.runs]
+    assert [(s.state, s.attempt) for s in final] == [("succeeded", 1)] * 2
+    names = job_names(out)
+    queued = subprocess.run(
+        ["squeue", "-h", "-n", ",".join(names)], capture_output=True, text=True, check=True
+    )
+    assert queued.stdout.strip() == ""  # no orphan array left
+    # Every allocation Slurm gave these submissions ran a trial: one task per trial, all completed.
+    wait_until(lambda: sorted(s for _, s in slurm_tasks(names)) == ["COMPLETED"] * 2, 60, "accounting")
+    assert sorted(j for j, _ in slurm_tasks(names)) == sorted(s.slurm_job_id or "" for s in final)
+
+
+def test_scontrol_requeue_twice_is_counted_and_bounded_by_max_attempts(
+    slurm_cluster: None, dirs: tuple[Path, Path]
+) -> None:
+    out, data = dirs
+    plan = make_plan(
+        out, data, 1, mode="checkpoint", seconds=300, cluster=fast_cluster(parallelism=1, max_attempts=2)
+    )
+    trial = plan.runs[0].trial
+    codes: list[int] = []
+    quiet = Console(file=open(os.devnull, "w"))  # noqa: SIM115
+    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, console=quiet)))
+    launcher.start()
+
+    def status():  # type: ignore[no-untyped-def]
+        return read_status(trial.trial_dir, trial.trial_id)
+
+    wait_until(lambda: status().state == "running", 90, "trial running")
+    job = status().slurm_job_id
+    assert job
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    release_requeued(job)
+    wait_until(lambda: status().state == "running" and status().requeues == 1, 240, "restart after requeue 1")
+    first = status()
+    assert (first.attempt, first.preemptions, first.slurm_job_id) == (1, 1, job)
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    release_requeued(job)
+    launcher.join(timeout=300)
+    assert codes == [1]
+    done = status()
+    assert (done.state, done.failure_class, done.requeues) == ("failed", "infra", 2)
+    assert "exceed max_attempts 2" in (done.cause or "")
+    # The agent ran twice (start, checkpoint, start, checkpoint), never a third time.
+    assert [e["event"] for e in timelines(plan)[0]] == ["start", "checkpoint", "start", "checkpoint"]
+    console = Console(record=True, width=250, file=open(os.devnull, "w"))  # noqa: SIM115
+    show_status(out, console)
+    assert "interruptions: 2 requeue(s) by Slurm, 2 preemption(s) checkpointed" in console.export_text()
