@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launchkit import fast_cluster, make_plan, timelines
+from launchkit import fast_cluster, make_plan, release_requeued, timelines
 from rich.console import Console
 
 from mle_world.launch import run_sweep, show_status
@@ -51,21 +51,6 @@ def slurm_tasks(names: list[str]) -> list[tuple[str, str]]:
         check=True,
     )
     return [tuple(line.split("|")[:2]) for line in proc.stdout.splitlines() if line.strip()]  # type: ignore[misc]
-
-
-def release_requeued(job: str) -> None:
-    """Slurm holds a requeued job ~120 s before it is eligible again; let it start now."""
-    wait_until(
-        lambda: (
-            subprocess.run(
-                ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True
-            ).stdout.strip()
-            == "PENDING"
-        ),
-        120,
-        f"job {job} pending again",
-    )
-    subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], check=False)
 
 
 @pytest.mark.parametrize("point", ["before-sbatch", "after-sbatch", "recorded-1"])

@@ -1,4 +1,5 @@
-"""Builders for launch tests: a SweepPlan of N synthetic trials whose command is tests/support/fake_agent.py.
+"""Builders for launch tests: a SweepPlan of N synthetic trials whose command is tests/support/fake_agent.py,
+and a helper that lets a requeued Slurm job start at once.
 
 Reads configs/demo.yaml; writes nothing (the tests' tmp dirs are written by the launcher).
 """
@@ -7,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,3 +125,32 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
         cur += delta
         best = max(best, cur)
     return best
+
+
+def _steps_alive(job: str) -> bool:
+    """Any slurmstepd of this job still on the (local) node: its last run is still being torn down."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes().startswith(f"slurmstepd: [{job}.".encode()):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def release_requeued(job: str, timeout: float = 120.0) -> None:
+    """Slurm holds a requeued job ~120 s (the credential revocation window) before it is eligible
+    again; let it start now (`scontrol update StartTime=now`) once it is pending, its last run is torn
+    down and the clock has left the second of the revocation (slurmd refuses a credential issued in
+    the same second: "Job credential revoked"). Requeue tests then take seconds, not minutes."""
+    deadline = time.time() + timeout
+    pending_since = None
+    while time.time() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout
+        if state.strip() == "PENDING" and not _steps_alive(job):
+            pending_since = pending_since or time.time()
+            if time.time() > pending_since + 2:
+                subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], check=False)
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job} not pending again after {timeout} s")
