@@ -254,25 +254,10 @@ class TrialStatus(Record):
     pid: int | None = None
     """Process group of the running command (local backend; diagnostic only)."""
     token: str | None = None
-    """Fencing token of the current submission (a Slurm submission id or a local launch id): only a
-    job carrying this token may start the trial or write its status."""
-    slurm_restarts: int = 0
-    """SLURM_RESTART_COUNT the current Slurm job last started with (requeues are counted from it)."""
+    """Fencing token (Slurm submission id or local launch id): only a job carrying it may run the trial."""
+    slurm_restarts: int = 0  # SLURM_RESTART_COUNT at the current job's last start (requeues count from it)
     preemptions: int = 0
-    """Times a running agent was stopped by Slurm's SIGTERM/USR2 and checkpointed."""
-
-
-class SubmissionIntent(Record):
-    """slurm/intents/<submission>.json: which trials go into which array, written before sbatch so
-    that a launcher killed mid-submission can find the array again (by its job name) on restart."""
-
-    submission: str
-    job_name: str
-    trial_ids: tuple[str, ...]
-    """Array task i runs trial_ids[i]."""
-    created_at: datetime
-    array_id: str | None = None
-    """Set once sbatch answered (None: killed before that, or sbatch refused)."""
+    """Times Slurm's SIGTERM/USR2 stopped the agent, which checkpointed."""
 
 
 class GpuInfo(Record):

@@ -8,19 +8,18 @@ Writes trial directories under pytest's tmp paths; runs tests/launch/fake_agent.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from launchkit import fast_cluster, make_plan, timelines
-from rich.console import Console
 
+from mle_world.launch.display import SilentDisplay
 from mle_world.launch.run import SweepRunner, make_job
 from mle_world.launch.slurm import LiveTask, SlurmTrial, SlurmView
-from mle_world.launch.state import read_status, update_status
-from mle_world.launch.trial import Start, TrialRunner
-from mle_world.plan import LaunchOptions
+from mle_world.launch.state import Start, read_status, update_status
+from mle_world.launch.trial import TrialRunner
+from mle_world.plan.sweep_plan import LaunchOptions
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -89,6 +88,16 @@ def test_checkpoint_requests_a_requeue_only_within_max_attempts(dirs: tuple[Path
     assert (status.state, status.failure_class) == ("failed", "infra")
 
 
+class Said(SilentDisplay):
+    """A display that keeps the launcher's lines of news."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
+
+
 @dataclasses.dataclass
 class ScriptedSlurm:
     """A Submitter whose squeue/sacct answers are scripted (Slurm's tools failing on demand)."""
@@ -120,18 +129,18 @@ def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Pa
     half = SlurmView({}, squeue_ok=True, sacct_ok=False)
     gone = SlurmView({}, squeue_ok=True, sacct_ok=True)
     slurm = ScriptedSlurm([*[blind] * 30, *[half] * 30, gone])
-    console = Console(record=True, width=200, file=open(os.devnull, "w"))  # noqa: SIM115
+    said = Said()
     runner = SweepRunner(
         plan,
         LaunchOptions(backend="slurm", show_progress=False),
         None,
-        console,
+        said,
         submitter_factory=lambda _folder: slurm,
         poll_s=0.001,
         lost_after_s=0.0,
     )
     runner._watch(slurm)
-    text = console.export_text()
+    text = "\n".join(said.lines)
     assert text.count("squeue and sacct both fail; waiting") == 1 and "answer again" in text
     status = read_status(trial_dir, trial_id)
     assert status.cause == "slurm job 9_0 unknown to squeue and sacct"
@@ -145,8 +154,8 @@ def test_reconcile_adopts_live_tasks_and_cancels_orphans(dirs: tuple[Path, Path]
     out, data = dirs
     plan = make_plan(out, data, 2, seconds=0.1)
     a, b = (r.trial for r in plan.runs)
+    from mle_world.launch.intents import SubmissionIntent
     from mle_world.launch.state import utcnow
-    from mle_world.records import SubmissionIntent
     from mle_world.storage import write_model
 
     intents = out / "slurm" / "intents"
@@ -169,13 +178,12 @@ def test_reconcile_adopts_live_tasks_and_cancels_orphans(dirs: tuple[Path, Path]
         for i in (0, 1)
     ]
     slurm = ScriptedSlurm([SlurmView({}, squeue_ok=True, sacct_ok=True)], live_tasks=tasks)
-    console = Console(record=True, width=300, file=open(os.devnull, "w"))  # noqa: SIM115
-    runner = SweepRunner(plan, LaunchOptions(backend="slurm", show_progress=False), None, console)
+    said = Said()
+    runner = SweepRunner(plan, LaunchOptions(backend="slurm", show_progress=False), None, said)
     runner._reconcile(slurm)
     assert slurm.cancelled == ["40_0", "40_1"]
     assert [read_status(t.trial_dir, t.trial_id).slurm_job_id for t in (a, b)] == ["41_0", "41_1"]
-    lines = console.export_text().strip().splitlines()
-    assert lines == [
+    assert said.lines == [
         "[launch] slurm: reconciled with squeue: adopted live tasks 2 of array 41; "
         "cancelled 2 orphan task(s) (40_0, 40_1)"
     ]

@@ -20,12 +20,13 @@ from launchkit import fast_cluster, make_plan, release_requeued, timelines
 from rich.console import Console
 
 from mle_world.launch import run_sweep, show_status
-from mle_world.launch.run import KILL_AT_ENV
+from mle_world.launch.display import SilentDisplay
+from mle_world.launch.intents import KILL_AT_ENV
 from mle_world.launch.state import read_status
-from mle_world.plan import LaunchOptions
+from mle_world.plan.sweep_plan import LaunchOptions
 
 pytestmark = pytest.mark.slurm
-DRIVE = Path(__file__).with_name("drive.py")
+DRIVE = Path(__file__).parents[1] / "support" / "drive.py"
 SLURM = LaunchOptions(backend="slurm", show_progress=False)
 
 
@@ -95,8 +96,7 @@ def test_scontrol_requeue_twice_is_counted_and_bounded_by_max_attempts(
     )
     trial = plan.runs[0].trial
     codes: list[int] = []
-    quiet = Console(file=open(os.devnull, "w"))  # noqa: SIM115
-    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, console=quiet)))
+    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, display=SilentDisplay())))
     launcher.start()
 
     def status():  # type: ignore[no-untyped-def]

@@ -51,7 +51,9 @@ def test_seed_dry_run_lists_357_trials_and_records_them(tmp_path: Path, regime: 
     record = json.loads((out / "launch.json").read_text())
     assert len(record["trials"]) == 357
     assert len({t["trial_id"] for t in record["trials"]}) == 357
-    assert all(t["command"].startswith("ENROOT_MOUNT_HOME=no enroot start") for t in record["trials"])
+    assert all(
+        t["command"].startswith("trap '' TERM USR2; ENROOT_MOUNT_HOME=no enroot start") for t in record["trials"]
+    )
     assert record["dry_run"] is True and record["regime"] == regime
     assert len(record["config_hash"]) == 64
     assert record["git_sha"] is None or len(record["git_sha"]) == 40

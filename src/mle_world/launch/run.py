@@ -13,7 +13,6 @@ import shlex
 import signal
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,11 +21,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Literal
 
-from pydantic import ValidationError
-
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay
+from mle_world.launch.intents import reconcile, submit_recorded
 from mle_world.launch.local import run_pool
 from mle_world.launch.slurm import (
     ALIVE_STATES,
@@ -38,26 +36,15 @@ from mle_world.launch.slurm import (
     slurm_parameters,
     submitit_sbatch_text,
 )
-from mle_world.launch.state import FINAL, holds, is_retryable, read_status, update_status, utcnow
+from mle_world.launch.state import FINAL, is_retryable, read_status, update_status, utcnow
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
+from mle_world.launch.watchdog import watch
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.plan.sweep_plan import LaunchOptions, PlannedRun, SweepPlan
-from mle_world.records import SubmissionIntent, TrialStatus
-from mle_world.storage import write_model, write_text_atomic
+from mle_world.records import TrialStatus
+from mle_world.storage import write_text_atomic
 
 Action = Literal["skip", "run", "watch", "stale"]
-KILL_AT_ENV = "MLEW_TEST_KILL_LAUNCHER_AT"
-"""Test hook: the launcher SIGKILLs itself at this point of a Slurm submission (`before-sbatch`,
-`after-sbatch`: sbatch answered but nothing recorded, `recorded-N`: after N trials got their job id)."""
-
-
-def _owned_by(submission: str, job_id: str) -> Callable[[TrialStatus], bool]:
-    return lambda s: s.token == submission and s.slurm_job_id in (None, job_id)
-
-
-def _kill_point(name: str) -> None:
-    if os.environ.get(KILL_AT_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:
@@ -352,184 +339,31 @@ class SweepRunner:
             return 130
         return self._summary(plan.runs)
 
-    @property
-    def _intents_dir(self) -> Path:
-        return self.plan.output_dir / "slurm" / "intents"
-
-    def _intents(self) -> list[tuple[Path, SubmissionIntent]]:
-        out = []
-        for path in sorted(self._intents_dir.glob("*.json")):
-            try:
-                out.append((path, SubmissionIntent.model_validate_json(path.read_text(encoding="utf-8"))))
-            except (OSError, ValidationError, ValueError):
-                raise UserError(f"{path}: unreadable submission record; move it away to continue") from None
-        return out
-
     def _reconcile(self, submitter: Submitter) -> None:
-        """Before submitting anything, find the arrays of earlier submissions by their job names:
-        a live task whose trial still carries its submission's token is adopted (its job id is
-        recorded); a task of a superseded submission, or a pending one whose trial is already
-        final, has nothing to do and is cancelled before it holds an allocation."""
-        intents = self._intents()
-        if not intents:
-            return
-        tasks = submitter.live([intent.job_name for _, intent in intents])
-        if tasks is None:
-            raise UserError(
-                "--backend slurm: squeue failed, so it is unknown which earlier arrays are still live; "
-                "nothing was submitted; re-run when Slurm answers"
-            )
-        by_name = {intent.job_name: (path, intent) for path, intent in intents}
-        runs = {run.trial.trial_id: run for run in self.plan.runs}
-        adopted: dict[str, int] = {}
-        orphans: list[str] = []
-        for task in tasks:
-            path, intent = by_name[task.name]
-            if task.index >= len(intent.trial_ids):
-                continue
-            run = runs.get(intent.trial_ids[task.index])
-            if run is None:
-                continue  # a trial this launch did not select: not ours to judge
-            array = task.job_id.split("_")[0]
-            if intent.array_id is None:
-                intent = intent.model_copy(update={"array_id": array})
-                write_model(path, intent)
-                by_name[task.name] = (path, intent)
-            status = read_status(run.trial.trial_dir, run.trial.trial_id)
-            if status.token == intent.submission and status.state in FINAL and task.state != "PENDING":
-                continue  # the trial's own job, finishing
-            if status.token == intent.submission and status.state not in FINAL:
-                update_status(
-                    run.trial.trial_dir,
-                    run.trial.trial_id,
-                    only_if=_owned_by(intent.submission, task.job_id),
-                    slurm_job_id=task.job_id,
-                    slurm_array_id=array if "_" in task.job_id else None,
-                )
-                adopted[array] = adopted.get(array, 0) + 1
-            else:
-                orphans.append(task.job_id)
-        if orphans:
-            submitter.cancel(orphans)
-        if adopted or orphans:
-            kept = ", ".join(f"{n} of array {a}" for a, n in sorted(adopted.items())) or "none"
-            gone = (
-                f"cancelled {len(orphans)} orphan task(s) ({', '.join(orphans)})" if orphans else "no orphans"
-            )
-            self._say(f"[launch] slurm: reconciled with squeue: adopted live tasks {kept}; {gone}")
+        line = reconcile(self.plan.output_dir, self.plan.runs, submitter)
+        if line:
+            self._say(line)
 
     def _submit_slurm(self, submitter: Submitter, todo: list[PlannedRun]) -> None:
         plan = self.plan
-        # The intent (job name → trials, in array order) is on disk before sbatch runs, and each
-        # trial carries the submission id as its fencing token: whatever happens to this process
-        # from here on, a re-run finds the array by name and no trial can run twice.
-        submission = uuid.uuid4().hex[:10]
-        name = f"mlew-{plan.regime}-{submission}"
-        intent = SubmissionIntent(
-            submission=submission,
-            job_name=name,
-            trial_ids=tuple(run.trial.trial_id for run in todo),
-            created_at=utcnow(),
+        line = submit_recorded(
+            plan,
+            todo,
+            submitter,
+            mark=lambda token: self._submit_marks(todo, "slurm", token),
+            call=lambda run, token: SlurmTrial(make_job(run, plan, "slurm", token), self.post_trial),
         )
-        intent_path = self._intents_dir / f"{submission}.json"
-        intent_path.parent.mkdir(parents=True, exist_ok=True)
-        write_model(intent_path, intent)
-        prior = self._submit_marks(todo, "slurm", submission)
-        # One array per submission; the budget (hence --time) is the same for every trial of a plan.
-        budget = max(run.trial.spec.agent.budget.time_limit_s for run in todo)
-        params = slurm_parameters(plan.cluster, budget, name, len(todo))
-        calls = [SlurmTrial(make_job(run, plan, "slurm", submission), self.post_trial) for run in todo]
-        _kill_point("before-sbatch")
-        try:
-            ids = submitter.submit(calls, params)
-        except Exception as exc:  # sbatch refused: nothing was queued, so undo the marks
-            for run in todo:
-                update_status(
-                    run.trial.trial_dir,
-                    run.trial.trial_id,
-                    "pending" if prior[run.trial.trial_id] == 0 else "failed",
-                    only_if=holds(submission),
-                    attempt=prior[run.trial.trial_id],
-                    failure_class="infra",
-                    cause=f"submission failed: {exc}",
-                )
-            raise UserError(
-                f"--backend slurm: submission failed: {str(exc).strip().splitlines()[-1]}"
-            ) from None
-        _kill_point("after-sbatch")
-        first = ids[0].split("_")[0]
-        write_model(intent_path, intent.model_copy(update={"array_id": first}))
-        for n, (run, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
-            array = job_id.split("_")[0] if "_" in job_id else None
-            # Only the ids: the job may already have started and written 'running'.
-            update_status(
-                run.trial.trial_dir,
-                run.trial.trial_id,
-                only_if=holds(submission),
-                slurm_job_id=job_id,
-                slurm_array_id=array,
-            )
-            _kill_point(f"recorded-{n}")
-        self._say(
-            f"[launch] slurm: submitted {len(ids)} trials as job {first} "
-            f"(parallelism {params['array_parallelism']}, time {params['time']} min)"
-        )
+        self._say(line)
 
     def _watch(self, submitter: Submitter) -> None:
-        """Watchdog: wait until every selected trial is final. A job Slurm reports finished (twice in
-        a row) while its status is not final died without a result (CANCELLED, NODE_FAIL, OOM,
-        TIMEOUT) → failed/infra; a job that squeue and sacct both answer they do not know, for
-        `lost_after_s`, is lost. When both tools fail nothing is declared: it waits and says so."""
-        plan = self.plan
-        suspicious: dict[str, int] = {}
-        unknown_since: dict[str, float] = {}
-        blind = False
-        while True:
-            active: list[tuple[PlannedRun, TrialStatus]] = []
-            for run in plan.runs:
-                status = read_status(run.trial.trial_dir, run.trial.trial_id)
-                if status.state in ("submitted", "running") and status.backend == "slurm":
-                    active.append((run, status))
-            if not active:
-                return
-            ids = [s.slurm_job_id for _, s in active if s.slurm_job_id]
-            view = submitter.states(ids) if ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
-            if not view.answered:
-                if not blind:
-                    self._say("[launch] slurm: squeue and sacct both fail; waiting (no job is declared lost)")
-                blind = True
-                unknown_since.clear()
-                suspicious.clear()
-                time.sleep(self.poll_s)
-                continue
-            if blind:
-                self._say("[launch] slurm: squeue/sacct answer again; watching")
-                blind = False
-            for run, status in active:
-                job = status.slurm_job_id
-                key = run.trial.trial_id
-                if not job:
-                    continue
-                state = view.states.get(job)
-                if state is None:
-                    suspicious.pop(key, None)
-                    if not view.known_gone(job):
-                        unknown_since.pop(key, None)
-                        continue
-                    first = unknown_since.setdefault(key, time.monotonic())
-                    if time.monotonic() - first > self.lost_after_s:
-                        self._mark_stale(run, status, f"slurm job {job} unknown to squeue and sacct")
-                    continue
-                unknown_since.pop(key, None)
-                if state in ALIVE_STATES:
-                    suspicious.pop(key, None)
-                    continue
-                # Seen finished twice in a row: the job's own last status write has had time to land.
-                count = suspicious.get(key, 0) + 1
-                suspicious[key] = count
-                if count >= 2:
-                    self._mark_stale(run, status, f"slurm job {job} {state} without a result")
-            time.sleep(self.poll_s)
+        watch(
+            self.plan.runs,
+            submitter,
+            say=self._say,
+            mark_lost=self._mark_stale,
+            poll_s=self.poll_s,
+            lost_after_s=self.lost_after_s,
+        )
 
 
 def run_sweep(

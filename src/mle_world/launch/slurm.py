@@ -22,8 +22,8 @@ from types import FrameType
 from typing import Any, Protocol
 
 from mle_world.errors import UserError
-from mle_world.launch.state import FINAL, holds, read_status, update_status
-from mle_world.launch.trial import Outcome, PostTrial, Start, TrialJob, TrialRunner
+from mle_world.launch.state import FINAL, Start, holds, read_status, update_status
+from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
 from mle_world.plan.config import ClusterConfig
 
 ALIVE_STATES = frozenset(

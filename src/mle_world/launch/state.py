@@ -10,6 +10,7 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -135,3 +136,81 @@ def is_retryable(status: TrialStatus, retry_failed: str | None, max_attempts: in
     if retry_failed == "infra" and status.failure_class != "infra":
         return False
     return status.attempt + status.requeues < max_attempts
+
+
+ClaimVerdict = Literal["skipped", "stale", "failed"]
+"""Why a start must not run: skipped (trial final), stale (token or job id not the trial's, or a live
+run owns it), failed (Slurm requeued it past max_attempts; recorded failed/infra)."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """Who is starting the trial: the Slurm job (and how often Slurm restarted it), or a local worker."""
+
+    job_id: str | None = None
+    array_id: str | None = None
+    restarts: int = 0
+    """SLURM_RESTART_COUNT: each increment is a requeue (preemption, scontrol requeue, node failure)."""
+
+
+def claim(
+    trial_dir: Path,
+    trial_id: str,
+    token: str | None,
+    start: Start,
+    max_attempts: int,
+    *,
+    host: str,
+    gpu: str | None,
+) -> TrialStatus | ClaimVerdict:
+    """The transition into `running`, in one read-modify-write under the lock, before the agent
+    starts: returns the claimed status, or why this start must not run (then nothing is written,
+    except the failed/infra of a trial requeued past max_attempts). A Slurm restart (a higher
+    SLURM_RESTART_COUNT than the trial's `slurm_restarts`) adds to `requeues`."""
+    verdict: list[ClaimVerdict] = []
+
+    def change(cur: TrialStatus) -> dict[str, Any] | None:
+        if cur.state in FINAL:
+            verdict.append("skipped")  # e.g. a requeue of a trial that already finished
+            return None
+        restarted = start.job_id is not None and start.restarts > cur.slurm_restarts
+        if (
+            cur.token != token
+            or (start.job_id and cur.slurm_job_id not in (None, start.job_id))
+            or (cur.state == "running" and not restarted)
+        ):
+            verdict.append("stale")
+            return None
+        requeues = cur.requeues + max(0, start.restarts - cur.slurm_restarts)
+        ids: dict[str, Any] = {}
+        if start.job_id:
+            ids = {"slurm_job_id": start.job_id, "slurm_array_id": start.array_id}
+        common = {"requeues": requeues, "slurm_restarts": start.restarts, **ids}
+        if cur.attempt + requeues > max_attempts:
+            verdict.append("failed")
+            cause = (
+                f"requeued by Slurm {requeues} time(s): attempt {cur.attempt} + {requeues} requeues "
+                f"exceed max_attempts {max_attempts}"
+            )
+            return {
+                "state": "failed",
+                "failure_class": "infra",
+                "cause": cause,
+                "ended_at": utcnow(),
+                **common,
+            }
+        return {
+            "state": "running",
+            "host": host,
+            "gpu": gpu,
+            "started_at": utcnow(),
+            "ended_at": None,
+            "pid": None,
+            "exit_code": None,
+            "failure_class": None,
+            "cause": None,
+            **common,
+        }
+
+    claimed = transact(trial_dir, trial_id, change)
+    return verdict[0] if verdict or claimed is None else claimed

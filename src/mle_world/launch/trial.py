@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.gpus import gpu_environment
-from mle_world.launch.state import FINAL, State, holds, transact, update_status, utcnow
+from mle_world.launch.state import Start, State, claim, holds, update_status, utcnow
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import AgentResult, DowntimeEvent, TrialSpec, TrialStatus
 from mle_world.storage import write_model
@@ -180,16 +180,6 @@ def kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-@dataclass(frozen=True)
-class Start:
-    """Who is starting the trial: the Slurm job (and how often Slurm restarted it), or a local worker."""
-
-    job_id: str | None = None
-    array_id: str | None = None
-    restarts: int = 0
-    """SLURM_RESTART_COUNT: each increment is a requeue (preemption, scontrol requeue, node failure)."""
-
-
 class TrialRunner:
     """Runs one TrialJob once; `request_stop` (from a signal handler or Ctrl-C) makes `run` stop the
     command's process group and leave the trial resumable in `resume_state`."""
@@ -233,57 +223,11 @@ class TrialRunner:
         update_status(self.job.trial_dir, self.job.trial_id, to, only_if=holds(self.job.token), **fields)
 
     def claim(self, start: Start) -> TrialStatus | Outcome:
-        """Under the status lock, check the fencing token and mark the trial running (the claimed
-        status), or say why this start must not run: skipped (final), stale (another submission or
-        a live run owns the trial), failed (Slurm requeued it past max_attempts)."""
+        """Check this start's fencing token and mark the trial running (`state.claim`)."""
         job = self.job
-        verdict: list[Outcome] = []
-
-        def change(cur: TrialStatus) -> dict[str, Any] | None:
-            if cur.state in FINAL:
-                verdict.append("skipped")  # e.g. a requeue of a trial that already finished
-                return None
-            restarted = start.job_id is not None and start.restarts > cur.slurm_restarts
-            if (
-                cur.token != job.token
-                or (start.job_id and cur.slurm_job_id not in (None, start.job_id))
-                or (cur.state == "running" and not restarted)
-            ):
-                verdict.append("stale")
-                return None
-            requeues = cur.requeues + max(0, start.restarts - cur.slurm_restarts)
-            ids: dict[str, Any] = {}
-            if start.job_id:
-                ids = {"slurm_job_id": start.job_id, "slurm_array_id": start.array_id}
-            if cur.attempt + requeues > job.max_attempts:
-                verdict.append("failed")
-                return {
-                    "state": "failed",
-                    "failure_class": "infra",
-                    "cause": f"requeued by Slurm {requeues} time(s): attempt {cur.attempt} + "
-                    f"{requeues} requeues exceed max_attempts {job.max_attempts}",
-                    "requeues": requeues,
-                    "slurm_restarts": start.restarts,
-                    "ended_at": utcnow(),
-                    **ids,
-                }
-            return {
-                "state": "running",
-                "requeues": requeues,
-                "slurm_restarts": start.restarts,
-                "host": self.host,
-                "gpu": self.gpu,
-                "started_at": utcnow(),
-                "ended_at": None,
-                "pid": None,
-                "exit_code": None,
-                "failure_class": None,
-                "cause": None,
-                **ids,
-            }
-
-        claimed = transact(job.trial_dir, job.trial_id, change)
-        return verdict[0] if verdict or claimed is None else claimed
+        return claim(
+            job.trial_dir, job.trial_id, job.token, start, job.max_attempts, host=self.host, gpu=self.gpu
+        )
 
     def run(self, start: Start | None = None) -> Outcome:
         job = self.job

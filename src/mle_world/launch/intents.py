@@ -1,0 +1,186 @@
+"""Slurm submissions as recorded intents: which trials go into which array (by a job name Slurm keeps),
+written before sbatch and submitted under a fencing token, and their reconciliation with squeue when a
+launcher starts.
+
+Reads and writes `<output_dir>/slurm/intents/<submission>.json`; reads trials' status.json and records
+adopted job ids in it; asks squeue through the `Submitter` and cancels orphan tasks through it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from mle_world.errors import UserError
+from mle_world.launch.slurm import SlurmTrial, Submitter, slurm_parameters
+from mle_world.launch.state import FINAL, holds, read_status, update_status, utcnow
+from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
+from mle_world.records import Record, TrialStatus
+from mle_world.storage import write_model
+
+KILL_AT_ENV = "MLEW_TEST_KILL_LAUNCHER_AT"
+"""Test hook: the launcher SIGKILLs itself at this point of a Slurm submission (`before-sbatch`,
+`after-sbatch`: sbatch answered but nothing recorded, `recorded-N`: after N trials got their job id)."""
+
+
+def _kill_point(name: str) -> None:
+    if os.environ.get(KILL_AT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class SubmissionIntent(Record):
+    """slurm/intents/<submission>.json: a submission's job name and its trials in array-task order."""
+
+    submission: str
+    """Also the trials' fencing token (status.json `token`) and the pickled jobs' token."""
+    job_name: str
+    trial_ids: tuple[str, ...]
+    """Array task i runs trial_ids[i]."""
+    created_at: datetime
+    array_id: str | None = None
+    """Set once sbatch answered (None: killed before that, or sbatch refused)."""
+
+
+def intents_dir(output_dir: Path) -> Path:
+    return output_dir / "slurm" / "intents"
+
+
+def record_intent(output_dir: Path, regime: str, trial_ids: Sequence[str]) -> tuple[Path, SubmissionIntent]:
+    """A new submission id and job name for these trials, on disk before anything is submitted."""
+    submission = uuid.uuid4().hex[:10]
+    intent = SubmissionIntent(
+        submission=submission,
+        job_name=f"mlew-{regime}-{submission}",
+        trial_ids=tuple(trial_ids),
+        created_at=utcnow(),
+    )
+    path = intents_dir(output_dir) / f"{submission}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_model(path, intent)
+    return path, intent
+
+
+def submit_recorded(
+    plan: SweepPlan,
+    todo: Sequence[PlannedRun],
+    submitter: Submitter,
+    *,
+    mark: Callable[[str], dict[str, int]],
+    call: Callable[[PlannedRun, str], SlurmTrial],
+) -> str:
+    """Submit `todo` as one array. The intent (job name → trials, in array order) is on disk before
+    sbatch runs, and `mark(token)` makes each trial carry the submission id as its fencing token
+    (returning the previous attempt numbers): whatever happens to this process from here on, a re-run
+    finds the array by name and no trial runs twice. Returns the line that reports the submission."""
+    intent_path, intent = record_intent(plan.output_dir, plan.regime, [run.trial.trial_id for run in todo])
+    submission = intent.submission
+    prior = mark(submission)
+    # One array per submission; the budget (hence --time) is the same for every trial of a plan.
+    budget = max(run.trial.spec.agent.budget.time_limit_s for run in todo)
+    params = slurm_parameters(plan.cluster, budget, intent.job_name, len(todo))
+    calls = [call(run, submission) for run in todo]
+    _kill_point("before-sbatch")
+    try:
+        ids = submitter.submit(calls, params)
+    except Exception as exc:  # sbatch refused: nothing was queued, so undo the marks
+        for run in todo:
+            update_status(
+                run.trial.trial_dir,
+                run.trial.trial_id,
+                "pending" if prior[run.trial.trial_id] == 0 else "failed",
+                only_if=holds(submission),
+                attempt=prior[run.trial.trial_id],
+                failure_class="infra",
+                cause=f"submission failed: {exc}",
+            )
+        raise UserError(f"--backend slurm: submission failed: {str(exc).strip().splitlines()[-1]}") from None
+    _kill_point("after-sbatch")
+    first = ids[0].split("_")[0]
+    write_model(intent_path, intent.model_copy(update={"array_id": first}))
+    for n, (run, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
+        # Only the ids: the job may already have started and written 'running'.
+        update_status(
+            run.trial.trial_dir,
+            run.trial.trial_id,
+            only_if=holds(submission),
+            slurm_job_id=job_id,
+            slurm_array_id=job_id.split("_")[0] if "_" in job_id else None,
+        )
+        _kill_point(f"recorded-{n}")
+    return (
+        f"[launch] slurm: submitted {len(ids)} trials as job {first} "
+        f"(parallelism {params['array_parallelism']}, time {params['time']} min)"
+    )
+
+
+def load_intents(output_dir: Path) -> list[tuple[Path, SubmissionIntent]]:
+    out = []
+    for path in sorted(intents_dir(output_dir).glob("*.json")):
+        try:
+            out.append((path, SubmissionIntent.model_validate_json(path.read_text(encoding="utf-8"))))
+        except (OSError, ValidationError, ValueError):
+            raise UserError(f"{path}: unreadable submission record; move it away to continue") from None
+    return out
+
+
+def _owned_by(submission: str, job_id: str) -> Callable[[TrialStatus], bool]:
+    return lambda s: s.token == submission and s.slurm_job_id in (None, job_id)
+
+
+def reconcile(output_dir: Path, runs: Sequence[PlannedRun], submitter: Submitter) -> str | None:
+    """Before submitting anything, find the arrays of earlier submissions by their job names: a live
+    task whose trial still carries its submission's token is adopted (its job id is recorded); a task
+    of a superseded submission, or a pending one whose trial is already final, has nothing to do and
+    is cancelled before it holds an allocation. Returns the one line that says so (None: nothing live)."""
+    intents = load_intents(output_dir)
+    if not intents:
+        return None
+    tasks = submitter.live([intent.job_name for _, intent in intents])
+    if tasks is None:
+        raise UserError(
+            "--backend slurm: squeue failed, so it is unknown which earlier arrays are still live; "
+            "nothing was submitted; re-run when Slurm answers"
+        )
+    by_name = {intent.job_name: (path, intent) for path, intent in intents}
+    by_id = {run.trial.trial_id: run for run in runs}
+    adopted: dict[str, int] = {}
+    orphans: list[str] = []
+    for task in tasks:
+        path, intent = by_name[task.name]
+        if task.index >= len(intent.trial_ids):
+            continue
+        run = by_id.get(intent.trial_ids[task.index])
+        if run is None:
+            continue  # a trial this launch did not select: not ours to judge
+        array = task.job_id.split("_")[0]
+        if intent.array_id is None:
+            intent = intent.model_copy(update={"array_id": array})
+            write_model(path, intent)
+            by_name[task.name] = (path, intent)
+        status = read_status(run.trial.trial_dir, run.trial.trial_id)
+        if status.token == intent.submission and status.state in FINAL and task.state != "PENDING":
+            continue  # the trial's own job, finishing
+        if status.token == intent.submission and status.state not in FINAL:
+            update_status(
+                run.trial.trial_dir,
+                run.trial.trial_id,
+                only_if=_owned_by(intent.submission, task.job_id),
+                slurm_job_id=task.job_id,
+                slurm_array_id=array if "_" in task.job_id else None,
+            )
+            adopted[array] = adopted.get(array, 0) + 1
+        else:
+            orphans.append(task.job_id)
+    if orphans:
+        submitter.cancel(orphans)
+    if not (adopted or orphans):
+        return None
+    kept = ", ".join(f"{n} of array {a}" for a, n in sorted(adopted.items())) or "none"
+    gone = f"cancelled {len(orphans)} orphan task(s) ({', '.join(orphans)})" if orphans else "no orphans"
+    return f"[launch] slurm: reconciled with squeue: adopted live tasks {kept}; {gone}"

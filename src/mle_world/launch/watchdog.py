@@ -1,0 +1,80 @@
+"""The Slurm watchdog: follows a sweep's trials until every one is final, and marks a trial failed/infra
+only on positive evidence from Slurm that its job ended without a result.
+
+Reads the trials' status.json and Slurm's view of their jobs (squeue/sacct through the `Submitter`);
+writes through the `mark_lost` callback it is given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from mle_world.launch.slurm import ALIVE_STATES, SlurmView, Submitter
+from mle_world.launch.state import read_status
+from mle_world.plan.sweep_plan import PlannedRun
+from mle_world.records import TrialStatus
+
+
+def watch(
+    runs: Sequence[PlannedRun],
+    submitter: Submitter,
+    *,
+    say: Callable[[str], None],
+    mark_lost: Callable[[PlannedRun, TrialStatus, str], None],
+    poll_s: float = 2.0,
+    lost_after_s: float = 120.0,
+) -> None:
+    """Wait until every trial is final. A job Slurm reports finished (twice in a row) while its status
+    is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → `mark_lost`; so is a job
+    that squeue and sacct both *answer* they do not know, for `lost_after_s` in a row. When both tools
+    fail nothing is declared: it waits and says so."""
+    suspicious: dict[str, int] = {}
+    unknown_since: dict[str, float] = {}
+    blind = False
+    while True:
+        active: list[tuple[PlannedRun, TrialStatus]] = []
+        for run in runs:
+            status = read_status(run.trial.trial_dir, run.trial.trial_id)
+            if status.state in ("submitted", "running") and status.backend == "slurm":
+                active.append((run, status))
+        if not active:
+            return
+        ids = [s.slurm_job_id for _, s in active if s.slurm_job_id]
+        view = submitter.states(ids) if ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
+        if not view.answered:
+            if not blind:
+                say("[launch] slurm: squeue and sacct both fail; waiting (no job is declared lost)")
+            blind = True
+            unknown_since.clear()
+            suspicious.clear()
+            time.sleep(poll_s)
+            continue
+        if blind:
+            say("[launch] slurm: squeue/sacct answer again; watching")
+            blind = False
+        for run, status in active:
+            job = status.slurm_job_id
+            key = run.trial.trial_id
+            if not job:
+                continue
+            state = view.states.get(job)
+            if state is None:
+                suspicious.pop(key, None)
+                if not view.known_gone(job):
+                    unknown_since.pop(key, None)
+                    continue
+                first = unknown_since.setdefault(key, time.monotonic())
+                if time.monotonic() - first > lost_after_s:
+                    mark_lost(run, status, f"slurm job {job} unknown to squeue and sacct")
+                continue
+            unknown_since.pop(key, None)
+            if state in ALIVE_STATES:
+                suspicious.pop(key, None)
+                continue
+            # Seen finished twice in a row: the job's own last status write has had time to land.
+            count = suspicious.get(key, 0) + 1
+            suspicious[key] = count
+            if count >= 2:
+                mark_lost(run, status, f"slurm job {job} {state} without a result")
+        time.sleep(poll_s)
