@@ -217,9 +217,13 @@ def test_ctrl_c_or_sigterm_stops_children_and_leaves_pending(dirs: tuple[Path, P
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     plan = make_plan(out, data, 4, seconds=60)
     deadline = time.time() + 30
-    while time.time() < deadline and states(plan).count("running") < 2:
+
+    def started() -> list[Path]:
+        return [r.trial.trial_dir for r in plan.runs if (r.trial.trial_dir / "timeline.jsonl").exists()]
+
+    while time.time() < deadline and (states(plan).count("running") < 2 or len(started()) < 2):
         time.sleep(0.2)
-    assert states(plan).count("running") == 2
+    assert states(plan).count("running") == 2 and len(started()) == 2
     pids = [
         json.loads((r.trial.trial_dir / "timeline.jsonl").read_text().splitlines()[0])["pid"]
         for r in plan.runs
@@ -229,8 +233,7 @@ def test_ctrl_c_or_sigterm_stops_children_and_leaves_pending(dirs: tuple[Path, P
     assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
     assert states(plan) == ["pending"] * 4
     assert all(read_status(r.trial.trial_dir, r.trial.trial_id).attempt == 0 for r in plan.runs)
-    started = [r for r in plan.runs if (r.trial.trial_dir / "timeline.jsonl").exists()]
-    assert len(started) == 2 and all((r.trial.trial_dir / "ckpt.json").exists() for r in started)
+    assert len(started()) == 2 and all((d / "ckpt.json").exists() for d in started())
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -22,8 +22,6 @@ def main() -> int:
     ckpt = json.loads(ckpt_path.read_text()) if ckpt_path.exists() else {"time_used": 0.0, "resumed": -1}
     ckpt["resumed"] += 1
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
-    with open(here / "timeline.jsonl", "a") as fh:
-        fh.write(json.dumps({"event": "start", "t": start, "gpu": gpu, "pid": os.getpid()}) + "\n")
 
     def stop(signum: int, frame: object) -> None:
         used = ckpt["time_used"] + time.time() - start
@@ -39,6 +37,9 @@ def main() -> int:
     else:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGUSR2, stop)
+    # Written once the handlers are in place: a started agent always checkpoints on SIGTERM.
+    with open(here / "timeline.jsonl", "a") as fh:
+        fh.write(json.dumps({"event": "start", "t": start, "gpu": gpu, "pid": os.getpid()}) + "\n")
     remaining = seconds - ckpt["time_used"] if mode == "checkpoint" else seconds
     deadline = time.time() + max(0.0, remaining)
     while time.time() < deadline:
