@@ -52,7 +52,8 @@ def test_seed_dry_run_lists_357_trials_and_records_them(tmp_path: Path, regime: 
     assert len(record["trials"]) == 357
     assert len({t["trial_id"] for t in record["trials"]}) == 357
     assert all(
-        t["command"].startswith("trap '' TERM USR2; ENROOT_MOUNT_HOME=no enroot start") for t in record["trials"]
+        t["command"].startswith("trap '' TERM USR2; ENROOT_MOUNT_HOME=no enroot start")
+        for t in record["trials"]
     )
     assert record["dry_run"] is True and record["regime"] == regime
     assert len(record["config_hash"]) == 64

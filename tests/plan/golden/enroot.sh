@@ -1,5 +1,4 @@
-trap '' TERM USR2; enroot start \
-  -e CUDA_VISIBLE_DEVICES \
+trap '' TERM USR2; ENROOT_MOUNT_HOME=no enroot start \
   -e CODER_API_KEY \
   -e WORLD_API_KEY \
   -e FEEDBACK_API_KEY \
