@@ -62,7 +62,7 @@ def test_requeue_during_a_step_leaves_agent_time_at_least_launcher_time(
             {
                 "slurm": {
                     "partition": "gpu",
-                    "gpus_per_trial": 1,
+                    "gpus_per_trial": 0,  # fake GPUs would fail the agent's GPU check
                     "cpus_per_trial": 1,
                     "mem_gb": 1,
                     "array_parallelism": 1,
