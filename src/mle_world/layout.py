@@ -60,10 +60,6 @@ def report_beside(trial: Path) -> Path:
     return trial.parent / f"{trial.name}{REPORT_SUFFIX}"
 
 
-def grading_report_path(output_dir: Path, configuration: str, task: str, seed: int) -> Path:
-    return report_beside(trial_dir(output_dir, configuration, task, seed))
-
-
 def costs_dir(output_dir: Path) -> Path:
     return output_dir / COSTS
 
