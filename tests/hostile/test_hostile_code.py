@@ -13,6 +13,7 @@ import os
 import pwd
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -44,13 +45,18 @@ def sha256(path: Path) -> str:
 
 
 def ensure_user() -> pwd.struct_passwd:
+    """The ordinary user of the suite; its login shell is /bin/sh (Enroot runs commands through it)."""
     try:
-        return pwd.getpwnam(TEST_USER)
+        user = pwd.getpwnam(TEST_USER)
     except KeyError:
         subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", TEST_USER], check=True
+            ["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", TEST_USER], check=True
         )
-        return pwd.getpwnam(TEST_USER)
+        user = pwd.getpwnam(TEST_USER)
+    if user.pw_shell != "/bin/sh":
+        subprocess.run(["usermod", "--shell", "/bin/sh", TEST_USER], check=True)
+        user = pwd.getpwnam(TEST_USER)
+    return user
 
 
 def reachable_view(paths: list[Path]) -> list[str]:
@@ -153,6 +159,7 @@ def configs(workdir: Path) -> tuple[Path, Path]:
     )
     paper["search"].update({"num_drafts": 2})
     cluster = yaml.safe_load((REPO / "src" / "mle_world" / "configs" / "cluster.yaml").read_text())
+    cluster["slurm"]["gpus_per_trial"] = 0  # no GPU here; with one the agent would check it first
     cluster["sandbox"].update(
         {"memory_mb": MEMORY_MB, "max_processes": MAX_PROCESSES, "output_kb": OUTPUT_KB}
     )
@@ -162,7 +169,14 @@ def configs(workdir: Path) -> tuple[Path, Path]:
     return paper_path, cluster_path
 
 
-def run_trial(as_user: bool, workdir: Path, data_dir: Path, runtime_args: list[str]) -> dict[str, Any]:
+def run_trial(
+    as_user: bool,
+    workdir: Path,
+    data_dir: Path,
+    runtime_args: list[str],
+    extra_paths: tuple[Path, ...] = (),
+    fuse: bool = False,
+) -> dict[str, Any]:
     """One hostile trial through run_paper.py; returns what the assertions need."""
     run_root = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
     run_root.chmod(0o755)
@@ -200,11 +214,23 @@ def run_trial(as_user: bool, workdir: Path, data_dir: Path, runtime_args: list[s
         ]
         argv += ["--coder-url", coder.url, "--feedback-url", feedback.url, "--world-url", world.url]
         env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(run_root), **keys}
+        # Enroot's state of this launch, private to whoever runs it.
+        for name in ("RUNTIME", "CACHE", "DATA", "TEMP"):
+            env[f"ENROOT_{name}_PATH"] = str(run_root / "enroot" / name.lower())
         if as_user:
             user = ensure_user()
             for path in (run_root, paper, cluster):
                 os.chown(path, user.pw_uid, user.pw_gid)
-            view = reachable_view([Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO])
+            view = reachable_view(
+                [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO, *extra_paths]
+            )
+            if fuse and not user_can_open("/dev/fuse"):
+                # Enroot mounts IMAGE.sqsh with squashfuse: give the user a private 0666 node of the
+                # same device in the launcher's mount namespace (the host's /dev/fuse is unchanged).
+                node = run_root / "fuse"
+                os.mknod(node, 0o666 | stat.S_IFCHR, os.stat("/dev/fuse").st_rdev)
+                node.chmod(0o666)
+                view += ["--dev-bind", str(node), "/dev/fuse"]
             argv = [
                 *("bwrap", "--dev-bind", "/", "/", *view, "--"),
                 *("setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"),
@@ -231,7 +257,7 @@ def grep(roots: list[Path], needles: list[bytes], skip: Path) -> list[str]:
     return hits
 
 
-def check_trial(run: dict[str, Any], data_dir: Path) -> None:
+def check_trial(run: dict[str, Any], data_dir: Path, known_gaps: frozenset[str] = frozenset()) -> None:
     proc, out = run["proc"], run["out"]
     trial = out / "runs" / "aide" / "iris-species_seed34"
     logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(trial.glob("logs/*.log")))
@@ -262,7 +288,7 @@ def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     assert expected <= set(findings)
     assert sum(name.startswith("bookkeeping") for name in findings) == 12
     open_holes = {name: f for name, f in findings.items() if not f["blocked"]}
-    assert not open_holes, open_holes
+    assert set(open_holes) == set(known_gaps), open_holes
 
     # Output bounded: 1 GiB written, at most output_kb kept per execution, the drop stated.
     events = [json.loads(line) for line in (trial / "events.jsonl").read_text().splitlines()]
@@ -289,3 +315,48 @@ def test_hostile_code_is_contained_in_the_process_runtime(
     as_user: bool, workdir: Path, data_dir: Path
 ) -> None:
     check_trial(run_trial(as_user, workdir, data_dir, ["--runtime", "process"]), data_dir)
+
+
+def user_can_execute(path: Path) -> bool:
+    user = ensure_user()
+    probe = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+    # Through sh: setpriv itself still holds root's capabilities while it resolves its own exec.
+    check = [*probe, "sh", "-c", 'exec "$0" -c "import encodings"', str(path)]
+    return subprocess.run(check, check=False, capture_output=True).returncode == 0
+
+
+def user_can_open(path: str) -> bool:
+    user = ensure_user()
+    probe = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+    return subprocess.run([*probe, "test", "-r", path, "-a", "-w", path], check=False).returncode == 0
+
+
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "user"])
+def test_hostile_code_is_contained_in_enroot(
+    as_user: bool, workdir: Path, data_dir: Path, ci_image: Path
+) -> None:
+    """The same attacks from inside the real Enroot container (the agent's inner sandbox is nested)."""
+    args = ["--runtime", "enroot", "--enroot-image", str(ci_image)]
+    # Enroot started by root maps only uid 0 into the container, so the script's host uid is 0, which
+    # the kernel exempts from RLIMIT_NPROC: process count is not bounded there (docs/threat-model.md).
+    gaps = frozenset() if as_user else frozenset({"fork_bomb"})
+    run = run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True)
+    check_trial(run, data_dir, gaps)
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "user"])
+def test_hostile_code_is_contained_under_pyxis(
+    as_user: bool, workdir: Path, data_dir: Path, ci_image: Path, pyxis_ready: None
+) -> None:
+    """The same attacks through `srun --container-image` on the local Slurm."""
+    if as_user and not user_can_execute(Path(sys.executable)):
+        # The job starts under slurmd, outside the launcher's mount namespace that reachable_view
+        # builds, so the interpreter itself must be reachable by the user (true for Debian's).
+        pytest.skip(f"the test user cannot execute {sys.executable} outside this process's mounts")
+    args = ["--runtime", "pyxis", "--enroot-image", str(ci_image), "--backend", "slurm"]
+    # pyxis runs Enroot as the job's user: as root, the same gap as Enroot started by root.
+    gaps = frozenset() if as_user else frozenset({"fork_bomb"})
+    check_trial(
+        run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True), data_dir, gaps
+    )
