@@ -102,12 +102,16 @@ def test_scontrol_requeue_twice_is_counted_and_bounded_by_max_attempts(
     def status():  # type: ignore[no-untyped-def]
         return read_status(trial.trial_dir, trial.trial_id)
 
-    wait_until(lambda: status().state == "running", 90, "trial running")
+    def starts() -> int:
+        return [e["event"] for e in timelines(plan)[0]].count("start")
+
+    # Each requeue hits a running agent (its handlers in place), not a job still starting it.
+    wait_until(lambda: status().state == "running" and starts() == 1, 90, "agent running")
     job = status().slurm_job_id
     assert job
     subprocess.run(["scontrol", "requeue", job], check=True)
     release_requeued(job)
-    wait_until(lambda: status().state == "running" and status().requeues == 1, 240, "restart after requeue 1")
+    wait_until(lambda: status().requeues == 1 and starts() == 2, 240, "agent restarted after requeue 1")
     first = status()
     assert (first.attempt, first.preemptions, first.slurm_job_id) == (1, 1, job)
     subprocess.run(["scontrol", "requeue", job], check=True)
