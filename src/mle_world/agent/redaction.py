@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable, Mapping
 
 MIN_SECRET_CHARS = 6
-"""Shorter values (placeholders such as "none") would redact ordinary words."""
+"""Shorter values (dummy keys such as "none" or "EMPTY") would redact ordinary words."""
 
 
 class Redactor:
