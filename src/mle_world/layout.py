@@ -12,6 +12,8 @@ from pathlib import Path
 RUNS = "runs"
 COSTS = "costs"
 LAUNCH = "launch.json"
+LAUNCHER_LOCK = ".launcher.lock"
+"""Held by the one launcher of an output dir for its whole run (launch.run.launcher_lock)."""
 SPEC = "spec.json"
 STATUS = "status.json"
 COST_SUMMARY = "summary.csv"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from mle_world import __version__
+from mle_world import __version__, layout
 from mle_world.cli.checks import ensure_dir
 from mle_world.cli.options import (
     default_config_path,
@@ -274,7 +274,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
 def write_plan_files(plan: SweepPlan, config: PaperConfig) -> Path:
     """launch.json + agent-config.yaml; a dry run never overwrites a real run's launch.json."""
     out = ensure_dir(plan.output_dir, "--output-dir")
-    launch_path = out / "launch.json"
+    launch_path = out / layout.LAUNCH
     if plan.record.dry_run and launch_path.exists():
         try:
             previous = LaunchRecord.model_validate_json(launch_path.read_text())

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Literal
 
+from mle_world import layout
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay
@@ -81,7 +82,7 @@ def launcher_lock(output_dir: Path) -> Iterator[None]:
     """One launcher per output dir: while held, no other process supervises these trials, which is
     what makes 'running on the local backend' provably stale on a restart."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    path = output_dir / ".launcher.lock"
+    path = output_dir / layout.LAUNCHER_LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:

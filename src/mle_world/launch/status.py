@@ -22,6 +22,7 @@ from rich.text import Text
 
 from mle_world import layout
 from mle_world.errors import UserError
+from mle_world.identity import IDENTITY_FILE
 from mle_world.launch.state import STATES, utcnow
 from mle_world.records import TrialStatus
 
@@ -72,14 +73,19 @@ def configuration_of(trial_id: str) -> str:
     return parts[1] if len(parts) >= 4 else "?"
 
 
-OUTPUT_DIR_MARKERS = ("launch.json", ".sweep-identity")
+OUTPUT_DIR_MARKERS = (layout.LAUNCH, IDENTITY_FILE)
 """Files only a launch writes: the CLI's record, or the launcher's identity of the sweep."""
+
+
+def is_output_dir(path: Path) -> bool:
+    """A directory some launch (dry or real) has written to."""
+    return any((path / name).is_file() for name in OUTPUT_DIR_MARKERS)
 
 
 def _launcher_alive(output_dir: Path) -> bool:
     """Whether a launcher holds `.launcher.lock` (taken for the whole run by `launcher_lock`)."""
     try:
-        fd = os.open(output_dir / ".launcher.lock", os.O_RDONLY)
+        fd = os.open(output_dir / layout.LAUNCHER_LOCK, os.O_RDONLY)
     except OSError:
         return False
     try:
@@ -94,7 +100,7 @@ def _launcher_alive(output_dir: Path) -> bool:
 def collect(output_dir: Path) -> SweepStatus:
     if not output_dir.is_dir():
         raise UserError(f"{output_dir}: no such output dir")
-    if not any((output_dir / name).is_file() for name in OUTPUT_DIR_MARKERS):
+    if not is_output_dir(output_dir):
         raise UserError(f"{output_dir}: not an output dir of run_paper.py (no launch.json)")
     trials: list[TrialStatus] = []
     bad: list[tuple[Path, str]] = []

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.records import LaunchRecord, TrialStatus
 
@@ -89,7 +90,7 @@ def measured_times(output_dir: Path) -> dict[str, float]:
     Reads `launch.json` for the trial list and each trial's `status.json`; unfinished trials are
     left out. Raises UserError when launch.json is missing or unreadable.
     """
-    launch = output_dir / "launch.json"
+    launch = output_dir / layout.LAUNCH
     try:
         record = LaunchRecord.model_validate_json(launch.read_text(encoding="utf-8"))
     except (OSError, ValidationError) as exc:
