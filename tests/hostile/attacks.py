@@ -125,24 +125,6 @@ for label, address in (("network_loopback", ("127.0.0.1", {port})), ("network_ou
     except OSError as error:
         record(label, True, error)
 
-# 9. Fork bomb: children until fork fails.
-children = []
-try:
-    for _ in range(5000):
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(60)
-            os._exit(0)
-        children.append(pid)
-except OSError as error:
-    stop = error
-else:
-    stop = None
-for pid in children:
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-record("fork_bomb", stop is not None and len(children) < {max_processes}, f"forked {len(children)}: {stop}")
-
 # 10. Memory beyond the limit.
 try:
     hog = bytearray({alloc_mb} << 20)
@@ -195,14 +177,37 @@ if not os.path.lexists("working/environ-link"):
 print("Validation metric (accuracy, higher is better): 0.9900")
 """
 
+FORK_BOMB = r"""
+import os, time
 
-def hostile_script(*, port: int, max_processes: int, alloc_mb: int) -> str:
-    return (
-        ATTACKS.replace("{port}", str(port))
-        .replace("{max_processes}", str(max_processes))
-        .replace("{alloc_mb}", str(alloc_mb))
-    )
+# 9. Fork bomb, in a run of its own: where the kernel's RLIMIT_NPROC holds, fork fails; where it does
+# not (host uid 0 under Enroot or pyxis started by root), the agent's task ceiling kills the whole run.
+children = []
+try:
+    for _ in range(5000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        children.append(pid)
+        if len(children) % 8 == 0:
+            print(f"forked {len(children)}", flush=True)
+except OSError as error:
+    print(f"fork failed after {len(children)}: {error}", flush=True)
+for pid in children:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+print(f"the fork bomb ended by itself at {len(children)}")
+"""
+
+
+def hostile_script(*, port: int, alloc_mb: int) -> str:
+    return ATTACKS.replace("{port}", str(port)).replace("{alloc_mb}", str(alloc_mb))
 
 
 def link_script() -> str:
     return LINKS
+
+
+def fork_bomb_script() -> str:
+    return FORK_BOMB

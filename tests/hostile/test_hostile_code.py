@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from attacks import hostile_script, link_script
+from attacks import fork_bomb_script, hostile_script, link_script
 from fakeserver import FakeOpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def reachable_view(paths: list[Path]) -> list[str]:
 
 
 class Coder:
-    """First draft: every attack (and a real submission); second draft: links instead of a file."""
+    """Drafts: every attack (and a real submission); links instead of a file; a fork bomb."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -94,12 +94,11 @@ class Coder:
             return Reply(content="ok")  # the launcher's endpoint probe, not the agent
         with self.lock:
             self.calls += 1
-            first = self.calls == 1
-        code = (
-            hostile_script(port=self.port, max_processes=MAX_PROCESSES, alloc_mb=MEMORY_MB + 256)
-            if first
-            else link_script()
-        )
+            call = self.calls
+        if call == 1:
+            code = hostile_script(port=self.port, alloc_mb=MEMORY_MB + 256)
+        else:
+            code = link_script() if call == 2 else fork_bomb_script()
         return Reply(content=f"Try everything.\n\n```python\n{code}\n```\n", usage=(100, 100))
 
 
@@ -155,9 +154,9 @@ def configs(workdir: Path) -> tuple[Path, Path]:
     paper["tasks"] = ["iris-species"]
     paper["configurations"] = {"aide": paper["configurations"]["aide"]}
     paper["budget"].update(
-        {"max_steps": 2, "time_limit_s": 600, "exec_timeout_s": 240, "debug_timeout_s": 60, "min_step_s": 1}
+        {"max_steps": 3, "time_limit_s": 600, "exec_timeout_s": 240, "debug_timeout_s": 60, "min_step_s": 1}
     )
-    paper["search"].update({"num_drafts": 2})
+    paper["search"].update({"num_drafts": 3})
     cluster = yaml.safe_load((REPO / "src" / "mle_world" / "configs" / "cluster.yaml").read_text())
     cluster["slurm"]["gpus_per_trial"] = 0  # no GPU here; with one the agent would check it first
     cluster["sandbox"].update(
@@ -257,7 +256,18 @@ def grep(roots: list[Path], needles: list[bytes], skip: Path) -> list[str]:
     return hits
 
 
-def check_trial(run: dict[str, Any], data_dir: Path, known_gaps: frozenset[str] = frozenset()) -> None:
+def check_fork_bomb(node: dict[str, Any], log: str) -> None:
+    """Bounded either by the kernel (fork fails below the limit) or by the agent's task ceiling."""
+    counts = [int(line.split()[1]) for line in log.splitlines() if line.startswith("forked ")]
+    assert "ended by itself at 5000" not in log and max(counts, default=0) < 5000, log[-2000:]
+    if node["exc_type"] == "ProcessLimitError":
+        assert f"limit of {MAX_PROCESSES}" in node["term_out"], node["term_out"][-2000:]
+    else:
+        failed = [line for line in log.splitlines() if line.startswith("fork failed after ")]
+        assert failed and int(failed[0].split()[3].rstrip(":")) < MAX_PROCESSES, log[-2000:]
+
+
+def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     proc, out = run["proc"], run["out"]
     trial = out / "runs" / "aide" / "iris-species_seed34"
     logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(trial.glob("logs/*.log")))
@@ -269,12 +279,16 @@ def check_trial(run: dict[str, Any], data_dir: Path, known_gaps: frozenset[str] 
     result = json.loads((trial / "result.json").read_text())
     journal = json.loads((trial / "journal.json").read_text())
     assert status["state"] == "succeeded", status
-    assert result["status"] == "completed" and result["steps"] == 2, result
+    assert result["status"] == "completed" and result["steps"] == 3, result
     nodes = {n["id"]: n for n in journal["nodes"]}
     best = nodes[result["best_node_id"]]
     assert best["metric"] == 0.5 and best["has_submission"] is True
-    link_node = next(n for n in journal["nodes"] if n["id"] != best["id"])
+    link_node = next(n for n in journal["nodes"] if "os.symlink" in n["code"])
     assert link_node["has_submission"] is False and link_node["submission_sha256"] is None
+    bomb = next(n for n in journal["nodes"] if "Fork bomb" in n["code"])
+    bomb_logs = sorted((trial / "logs" / "nodes").glob(f"*-{bomb['id'][:8]}.*.log"))
+    assert bomb_logs, sorted(p.name for p in (trial / "logs" / "nodes").iterdir())
+    check_fork_bomb(bomb, "\n".join(p.read_text(errors="replace") for p in bomb_logs))
     graded = trial / "submission" / "submission.csv"
     assert result["submission_sha256"] == best["submission_sha256"] == sha256(graded)
     report = json.loads((out / "runs" / "aide" / "iris-species_seed34_grading_report.json").read_text())
@@ -283,12 +297,12 @@ def check_trial(run: dict[str, Any], data_dir: Path, known_gaps: frozenset[str] 
     # Every attack blocked or bounded, as the script itself saw it.
     findings = json.loads((trial / "workspace" / "working" / "findings.json").read_text())["findings"]
     expected = {"capabilities", "capget", "open_by_handle_at", "proc_1_environ", "proc_environ_cmdline"}
-    expected |= {"search_answers", "public_data_write", "network_loopback", "fork_bomb", "memory"}
+    expected |= {"search_answers", "public_data_write", "network_loopback", "memory"}
     expected |= {"signal_others"}
     assert expected <= set(findings)
     assert sum(name.startswith("bookkeeping") for name in findings) == 12
     open_holes = {name: f for name, f in findings.items() if not f["blocked"]}
-    assert set(open_holes) == set(known_gaps), open_holes
+    assert open_holes == {}, open_holes
 
     # Output bounded: 1 GiB written, at most output_kb kept per execution, the drop stated.
     events = [json.loads(line) for line in (trial / "events.jsonl").read_text().splitlines()]
@@ -338,10 +352,9 @@ def test_hostile_code_is_contained_in_enroot(
     """The same attacks from inside the real Enroot container (the agent's inner sandbox is nested)."""
     args = ["--runtime", "enroot", "--enroot-image", str(ci_image)]
     # Enroot started by root maps only uid 0 into the container, so the script's host uid is 0, which
-    # the kernel exempts from RLIMIT_NPROC: process count is not bounded there (docs/threat-model.md).
-    gaps = frozenset() if as_user else frozenset({"fork_bomb"})
+    # the kernel exempts from RLIMIT_NPROC: there the agent's own task ceiling stops the fork bomb.
     run = run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True)
-    check_trial(run, data_dir, gaps)
+    check_trial(run, data_dir)
 
 
 @pytest.mark.slurm
@@ -355,8 +368,5 @@ def test_hostile_code_is_contained_under_pyxis(
         # builds, so the interpreter itself must be reachable by the user (true for Debian's).
         pytest.skip(f"the test user cannot execute {sys.executable} outside this process's mounts")
     args = ["--runtime", "pyxis", "--enroot-image", str(ci_image), "--backend", "slurm"]
-    # pyxis runs Enroot as the job's user: as root, the same gap as Enroot started by root.
-    gaps = frozenset() if as_user else frozenset({"fork_bomb"})
-    check_trial(
-        run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True), data_dir, gaps
-    )
+    # pyxis runs Enroot as the job's user: as root, the agent's task ceiling bounds the fork bomb.
+    check_trial(run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True), data_dir)

@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+from mle_world.agent.process_tree import SANDBOX_REAPER, SCRIPT_ROOT, TaskCeiling
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import Jail
 
 HEAD_CHARS = 2500
 TAIL_CHARS = 2500
 _PR_SET_CHILD_SUBREAPER = 36
+CEILING_POLL_S = 0.02
+"""How often a sandboxed run's task count is checked (see process_tree.TaskCeiling)."""
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::|$)")
 _PASSTHROUGH = (
     "CUDA_VISIBLE_DEVICES",
@@ -232,6 +235,20 @@ def kill_leftovers(workspace: Path) -> list[int]:
     return killed
 
 
+def _wait(proc: subprocess.Popen[bytes], deadline: float, ceiling: TaskCeiling | None) -> str:
+    """How the run ended: "exited", "timeout", or "tasks" (over the ceiling; the process still runs)."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        try:
+            proc.wait(timeout=remaining if ceiling is None else min(remaining, CEILING_POLL_S))
+            return "exited"
+        except subprocess.TimeoutExpired:
+            if ceiling is not None and ceiling.exceeded():
+                return "tasks"
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -260,6 +277,7 @@ class ProcessRunner:
         output_limit: int = 1 << 20,
         redactor: Redactor | None = None,
         writable: Sequence[Path] = (),
+        max_tasks: int | None = None,
     ) -> None:
         self.workspace = workspace
         self.seed = seed
@@ -271,6 +289,9 @@ class ProcessRunner:
         self.output_limit = output_limit
         self.redactor = redactor or Redactor()
         self.writable = tuple(writable) or (workspace,)
+        # The sandbox's max_processes, enforced by the agent too: the kernel's RLIMIT_NPROC is void
+        # for host uid 0 (Enroot or pyxis started by root).
+        self.max_tasks = max_tasks if max_tasks is not None or jail is None else jail.settings.max_processes
         self._current: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -293,7 +314,7 @@ class ProcessRunner:
         before = _children_of(os.getpid())
         capture = BoundedCapture(self.output_limit)
         start = time.monotonic()
-        timed_out = False
+        timed_out = over_ceiling = False
         proc = subprocess.Popen(
             argv,
             cwd=self.workspace,
@@ -309,16 +330,23 @@ class ProcessRunner:
         reader.start()
         with self._lock:
             self._current = proc
+        adjust = SCRIPT_ROOT if self.jail is None else SANDBOX_REAPER
+        ceiling = None if self.max_tasks is None else TaskCeiling(proc.pid, self.max_tasks, adjust)
         try:
-            proc.wait(timeout=max(timeout_s, 0.01))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=self.kill_grace_s)
-            except subprocess.TimeoutExpired:
+            ending = _wait(proc, start + max(timeout_s, 0.01), ceiling)
+            if ending == "tasks":
+                over_ceiling = True
+                # Killing bubblewrap's outer process takes its PID namespace down with it.
                 _kill_group(proc.pid, signal.SIGKILL)
                 proc.wait()
+            elif ending == "timeout":
+                timed_out = True
+                _kill_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=self.kill_grace_s)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
         finally:
             exec_time = time.monotonic() - start
             self._cleanup(proc, before)
@@ -333,6 +361,13 @@ class ProcessRunner:
             exc_type: str | None = "TimeoutError"
             exc_info: str | None = f"Execution exceeded the time limit of {timeout_s:.0f} seconds"
             footer = f"TimeoutError: Execution exceeded the time limit of {timeout_s:.0f} seconds"
+        elif over_ceiling and ceiling is not None:
+            exc_type = "ProcessLimitError"
+            exc_info = (
+                f"the script's processes and threads ({ceiling.peak}) exceeded the sandbox's limit of "
+                f"{ceiling.limit}; it was killed"
+            )
+            footer = f"{exc_type}: {exc_info}"
         else:
             exc_type, exc_info = (None, None) if exit_code == 0 else exception_of(output)
             if exit_code != 0 and exc_type is None:

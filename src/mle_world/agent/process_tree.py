@@ -1,0 +1,101 @@
+"""The process tree of one execution: how many tasks (processes and threads) a script holds now.
+
+Reads /proc (each process's stat line; loadavg's system-wide task count as a cheap first check);
+writes nothing. It enforces `sandbox.max_processes` where the kernel does not: RLIMIT_NPROC exempts
+host uid 0, which is what a script is under Enroot or pyxis started by root (docs/threat-model.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+SANDBOX_REAPER = -1
+"""`adjust` for a sandboxed run: bubblewrap's reaper (PID 1 of the namespace) is not the script's."""
+SCRIPT_ROOT = 1
+"""`adjust` for an unsandboxed run: the root of the tree is the script itself."""
+FULL_SCAN_EVERY = 20
+"""Count the tree at least every this many checks, whatever the system-wide count says."""
+
+
+def system_tasks(loadavg: str) -> int:
+    """The number of tasks on the machine, from the text of /proc/loadavg ("0.1 0.2 0.3 2/345 678")."""
+    return int(loadavg.split()[3].split("/")[1])
+
+
+def parse_stat(text: str) -> tuple[int, int]:
+    """(parent pid, threads) from the text of /proc/<pid>/stat; the command may hold ')' or spaces."""
+    rest = text[text.rindex(")") + 2 :].split()
+    # After the command: state, ppid, ... ; num_threads is the 20th field of the line (index 17 here).
+    return int(rest[1]), int(rest[17])
+
+
+def tree_tasks(root: int, proc: str = "/proc") -> int:
+    """Tasks of every descendant of `root` (not `root` itself); processes that vanish are skipped."""
+    children: dict[int, list[int]] = {}
+    threads: dict[int, int] = {}
+    with os.scandir(proc) as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"{proc}/{entry.name}/stat", encoding="utf-8", errors="replace") as handle:
+                    ppid, count = parse_stat(handle.read())
+            except (OSError, ValueError, IndexError):
+                continue
+            pid = int(entry.name)
+            children.setdefault(ppid, []).append(pid)
+            threads[pid] = count
+    total, stack, seen = 0, list(children.get(root, ())), {root}
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += threads[pid]
+        stack.extend(children.get(pid, ()))
+    return total
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="ascii") as handle:
+        return handle.read()
+
+
+@dataclass
+class TaskCeiling:
+    """Watches one execution's tree: `exceeded()` is polled while it runs.
+
+    The system-wide task count is one small read; the tree is counted (a scan of /proc) only when
+    that count grew by more than the limit since the start, and every FULL_SCAN_EVERY checks
+    regardless (other processes on the node may have exited meanwhile). A burst between two checks
+    can overshoot the limit by what it creates in one interval; the peak seen is kept.
+    """
+
+    root: int
+    limit: int
+    adjust: int = SANDBOX_REAPER
+    """Added to the count of `root`'s descendants to give the script's own tasks."""
+    proc: str = "/proc"
+    baseline: int = 0
+    peak: int = 0
+    _checks: int = field(default=0, repr=False)
+
+    def __post_init__(self) -> None:
+        self.baseline = self._system()
+
+    def _system(self) -> int:
+        try:
+            return system_tasks(_read(f"{self.proc}/loadavg"))
+        except (OSError, ValueError, IndexError):
+            return -1
+
+    def exceeded(self) -> bool:
+        self._checks += 1
+        system = self._system()
+        cheap = system >= 0 and self.baseline >= 0 and system - self.baseline <= self.limit
+        if cheap and self._checks % FULL_SCAN_EVERY:
+            return False
+        count = max(tree_tasks(self.root, self.proc) + self.adjust, 0)
+        self.peak = max(self.peak, count)
+        return count > self.limit
