@@ -2,10 +2,12 @@
 
 Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, events) under a temp
 dir (or --keep DIR) and prints a table of whole-process runs (median wall and CPU of --repeats):
-`run_paper.py audit` (every table, summary.csv, report.md and plots) against baselines measured in the
-same run: bare `python -c pass`, and MLE-bench's own aggregator
-(`experiments/aggregate_grading_reports.py`) over the same reports when `MLEBENCH_VENV` is set (its
-checkout from `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as scripts/install_mlebench.sh puts it).
+`run_paper.py audit` (every table, summary.csv, report.md, plots and index.html) against baselines
+measured in the same run: bare `python -c pass`, and MLE-bench's own aggregator
+(`experiments/aggregate_grading_reports.py`) over the same reports. With `MLEBENCH_VENV` set, that is
+the installed one (its checkout from `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
+scripts/install_mlebench.sh puts it) run by the venv's python; otherwise the verbatim copy in
+`benchmarks/vendor/` run by this python (it needs numpy and scipy only). The table says which.
 
 Usage: python benchmarks/audit.py [--reports 10000] [--repeats 5] [--no-events] [--keep DIR]
 """
@@ -13,6 +15,7 @@ Usage: python benchmarks/audit.py [--reports 10000] [--repeats 5] [--no-events] 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -25,12 +28,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+VENDORED_AGGREGATOR = REPO / "benchmarks" / "vendor" / "mlebench_aggregate_grading_reports.py"
 sys.path.insert(0, str(REPO / "tests" / "support"))  # the tests' helpers
 
 from synthetic import TASKS, make_sweep  # noqa: E402
 
 
-def mlebench_reports(dirs: list[Path], root: Path) -> tuple[list[str], Path] | None:
+def mlebench_reports(dirs: list[Path], root: Path) -> tuple[list[str], Path]:
     """The same reports in MLE-bench's run-group shape ({"competition_reports": [...]}) and a split file."""
     out, paths = root / "mlebench-reports", []
     out.mkdir(exist_ok=True)
@@ -50,13 +54,33 @@ def whole_process(cmd: list[str], repeats: int) -> tuple[float, float]:
     for i in range(repeats + 1):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, cwd=REPO)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=REPO)
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if i:
             walls.append(wall)
             cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return statistics.median(walls), statistics.median(cpus)
+
+
+def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | None:
+    """(table label, command) of MLE-bench's aggregator over the same reports, or None when it cannot run.
+
+    The installed aggregator under `MLEBENCH_VENV`, else the vendored copy run by this python.
+    """
+    venv = os.environ.get("MLEBENCH_VENV")
+    checkout = Path(os.environ.get("MLEBENCH_DIR") or Path.home() / ".local/share/mle-bench")
+    installed = checkout / "experiments" / "aggregate_grading_reports.py"
+    if venv and installed.is_file():
+        label = "MLE-bench aggregate_grading_reports.py, installed (MLEBENCH_VENV)"
+        python, script = str(Path(venv) / "bin" / "python"), str(installed)
+    else:
+        if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("numpy") is None:
+            return None
+        label = "MLE-bench aggregate_grading_reports.py, vendored copy @2df84b7 (this python)"
+        python, script = sys.executable, str(VENDORED_AGGREGATOR)
+    paths, split = mlebench_reports(dirs, root)
+    return label, [python, script, "--grading-reports", *paths, "--split", str(split), "--pad-missing"]
 
 
 def main() -> None:
@@ -80,29 +104,21 @@ def main() -> None:
               f"medians of {args.repeats} whole-process runs")  # fmt: skip
         cases = {
             "python -c pass": [py, "-c", "pass"],
-            "run_paper.py audit (tables, summary.csv, report.md, plots)": [
+            "run_paper.py audit (tables, summary.csv, report.md, plots, index.html)": [
                 py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "audit")
             ],
         }  # fmt: skip
-        venv = os.environ.get("MLEBENCH_VENV")
-        checkout = Path(os.environ.get("MLEBENCH_DIR") or Path.home() / ".local/share/mle-bench")
-        aggregator = checkout / "experiments" / "aggregate_grading_reports.py"
-        if venv and aggregator.is_file():
-            shaped = mlebench_reports(dirs, root)
-            assert shaped is not None
-            paths, split = shaped
-            cases["MLE-bench aggregate_grading_reports.py (seed means only)"] = [
-                str(Path(venv) / "bin" / "python"), str(aggregator),
-                "--grading-reports", *paths, "--split", str(split), "--pad-missing",
-            ]  # fmt: skip
+        baseline = aggregator_command(dirs, root)
+        if baseline is not None:
+            cases[baseline[0]] = baseline[1]
         results = {name: whole_process(cmd, args.repeats) for name, cmd in cases.items()}
         base_wall, base_cpu = results["python -c pass"]
-        reference = results.get("MLE-bench aggregate_grading_reports.py (seed means only)")
+        reference = results[baseline[0]] if baseline is not None else None
         print()
         print("| process | wall s | CPU s | CPU vs python -c pass | CPU vs MLE-bench aggregator |")
         print("|---|---:|---:|---:|---:|")
         for name, (wall, cpu) in results.items():
-            versus = f"{cpu / reference[1]:.2f}x" if reference else "n/a (MLEBENCH_VENV unset)"
+            versus = f"{cpu / reference[1]:.2f}x" if reference else "n/a (no numpy/scipy for the aggregator)"
             print(f"| {name} | {wall:.2f} | {cpu:.2f} | {cpu / base_cpu:.1f}x | {versus} |")
     finally:
         if args.keep is None:
