@@ -24,6 +24,7 @@ from rich.console import Console
 
 from mle_world.audit import audit, run_audit
 from mle_world.audit.stats import accuracy_at, brier_score, calibration_bins, mean_sem
+from mle_world.cli.display import RichDisplay
 from mle_world.errors import UserError
 from mle_world.records import AgentResult
 from mle_world.storage import write_model
@@ -263,9 +264,10 @@ def test_time_axis_is_the_budget_clock(tmp_path: Path) -> None:
 def test_run_audit_outputs_and_exit_codes(sweep_dirs: tuple[Path, Path], tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), width=200)
     out = tmp_path / "audit"
-    assert run_audit(list(sweep_dirs), strict=False, pad_missing=False, console=console, out_dir=out) == 0
+    display = RichDisplay(console)
+    assert run_audit(list(sweep_dirs), strict=False, pad_missing=False, display=display, out_dir=out) == 0
     strict = run_audit(
-        list(sweep_dirs), strict=True, pad_missing=False, console=console, out_dir=out, plots=False
+        list(sweep_dirs), strict=True, pad_missing=False, display=display, out_dir=out, plots=False
     )
     assert strict == 1
     for name in (
@@ -296,7 +298,8 @@ def test_run_audit_outputs_and_exit_codes(sweep_dirs: tuple[Path, Path], tmp_pat
 
 def test_default_out_dir_is_first_dir(sweep_dirs: tuple[Path, Path]) -> None:
     console = Console(file=io.StringIO())
-    run_audit([sweep_dirs[1]], strict=False, pad_missing=False, console=console, out_dir=None, plots=False)
+    display = RichDisplay(console)
+    run_audit([sweep_dirs[1]], strict=False, pad_missing=False, display=display, out_dir=None, plots=False)
     assert (sweep_dirs[1] / "audit" / "summary.csv").is_file()
 
 
@@ -304,7 +307,7 @@ def test_clean_sweep_passes_strict(tmp_path: Path) -> None:
     out = tmp_path / "clean"
     write_launch(out, "gated", [tid("gated", "aide", "A", 34)])
     write_report(out, "gated", "aide", "A", 34, score=0.1, lower=True)
-    assert run_audit([out], strict=True, console=Console(file=io.StringIO()), plots=False) == 0
+    assert run_audit([out], strict=True, display=RichDisplay(Console(file=io.StringIO())), plots=False) == 0
 
 
 def test_missing_launch_json_is_flagged_not_fatal(tmp_path: Path) -> None:
@@ -312,9 +315,9 @@ def test_missing_launch_json_is_flagged_not_fatal(tmp_path: Path) -> None:
     write_report(out, "gated", "aide", "A", 34, score=0.1)
     result = audit([out])
     assert len(result.sweep.found) == 1 and "launch.json" in result.sweep.problems[0]
-    assert run_audit([out], strict=True, console=Console(file=io.StringIO()), plots=False) == 1
+    assert run_audit([out], strict=True, display=RichDisplay(Console(file=io.StringIO())), plots=False) == 1
 
 
 def test_missing_dir_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such directory"):
-        run_audit([tmp_path / "nope"], console=Console(file=io.StringIO()))
+        run_audit([tmp_path / "nope"], display=RichDisplay(Console(file=io.StringIO())))

@@ -16,6 +16,7 @@ from rich.console import Console
 from synthetic import add_irregularities, make_sweep
 
 from mle_world.audit import run_audit
+from mle_world.cli.display import RichDisplay
 
 GOLDEN = Path(__file__).with_name("golden")
 
@@ -26,7 +27,9 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     dirs = make_sweep(root, 600, events=True, seed=3)
     add_irregularities(dirs, seed=3)
     buf = io.StringIO()
-    code = run_audit(dirs, console=Console(file=buf, width=160), out_dir=root / "audit", trial_pages=False)
+    code = run_audit(
+        dirs, display=RichDisplay(Console(file=buf, width=160)), out_dir=root / "audit", trial_pages=False
+    )
     assert code == 0
     outputs = {name: (root / "audit" / name).read_text() for name in ("summary.csv", "report.md")}
     outputs["console.txt"] = buf.getvalue()

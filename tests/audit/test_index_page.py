@@ -16,6 +16,7 @@ from mle_world.agent.journal import Checkpoint, Node, save_checkpoint
 from mle_world.audit import audit, run_audit
 from mle_world.audit.analysis import baseline_delta_rows, calibration_rows
 from mle_world.audit.pages import trial_page_name
+from mle_world.cli.display import RichDisplay
 
 HOSTILE = "<script>alert(1)</script>"
 MEDALS = {  # gated (configuration, task, seed) → medal
@@ -71,7 +72,7 @@ def test_baseline_deltas_and_calibration_per_stage_and_mode(sweep: tuple[Path, P
 
 def run(sweep: tuple[Path, Path], out: Path) -> str:
     console = Console(file=io.StringIO(), width=200)
-    assert run_audit(list(sweep), console=console, out_dir=out, plots=False) == 0
+    assert run_audit(list(sweep), display=RichDisplay(console), out_dir=out, plots=False) == 0
     return (out / "index.html").read_text()
 
 
@@ -132,5 +133,5 @@ def test_trial_pages_are_redrawn_only_when_their_files_change(
 def test_no_trial_pages(sweep: tuple[Path, Path], tmp_path: Path) -> None:
     out = tmp_path / "audit"
     console = Console(file=io.StringIO())
-    run_audit(list(sweep), console=console, out_dir=out, plots=False, trial_pages=False)
+    run_audit(list(sweep), display=RichDisplay(console), out_dir=out, plots=False, trial_pages=False)
     assert not (out / "trials").exists() and "0 with a page" in (out / "index.html").read_text()

@@ -1,8 +1,8 @@
 """Audit one or more output dirs: completeness, medal rates, paired deltas, costs, world model.
 
 Reads launch.json, grading reports, status.json, events.jsonl, journal.json and costs/*.csv;
-writes `<out_dir>/summary.csv`, `report.md`, PNG plots, `index.html` and `trials/*.html`, and prints rich
-tables.
+writes `<out_dir>/summary.csv`, `report.md`, PNG plots, `index.html` and `trials/*.html`, and shows the
+tables on the `Display` it is given (the CLI's draws them with rich); it never prints itself.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
-
+from mle_world.audit.analysis import AuditResult as AuditResult
 from mle_world.audit.analysis import (
     best_metric_curves,
     budget_rows,
@@ -22,9 +21,9 @@ from mle_world.audit.analysis import (
 )
 from mle_world.audit.collect import Sweep as Sweep
 from mle_world.audit.collect import collect as collect
-from mle_world.audit.report import AuditResult as AuditResult
-from mle_world.audit.report import print_tables, write_outputs
+from mle_world.audit.report import show_tables, write_outputs
 from mle_world.errors import UserError
+from mle_world.launch.display import Display, SilentDisplay
 
 
 def audit(dirs: Sequence[Path], *, pad_missing: bool = False, curves: bool = True) -> AuditResult:
@@ -52,12 +51,12 @@ def run_audit(
     *,
     strict: bool = False,
     pad_missing: bool = False,
-    console: Console | None = None,
+    display: Display | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
     trial_pages: bool = True,
 ) -> int:
-    """Audit `dirs`, print tables, write outputs; exit code 1 under `strict` if anything is off.
+    """Audit `dirs`, write outputs, show the tables on `display`; exit code 1 under `strict` if anything is off.
 
     "Off" means a missing, invalid or duplicate trial report, or an unreadable/missing launch.json.
     Raises UserError when an input dir does not exist.
@@ -73,9 +72,9 @@ def run_audit(
     from mle_world.audit.pages import write_pages
 
     written += write_pages(result, target, [p.name for p in written if p.suffix == ".png"], pages=trial_pages)
-    out = console if console is not None else Console()
-    print_tables(result, out)
-    out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+    out = display if display is not None else SilentDisplay()
+    show_tables(result, out)
+    out.say(f"wrote {', '.join(str(p) for p in written)}")
     sweep = result.sweep
     bad = bool(sweep.missing or sweep.invalid or sweep.duplicates or sweep.problems)
     return 1 if strict and bad else 0

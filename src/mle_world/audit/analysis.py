@@ -485,3 +485,17 @@ def calibration_rows(sweep: Sweep, n_bins: int = 10) -> list[CalibrationRow]:
             )
         )
     return rows
+
+
+@dataclass
+class AuditResult:
+    """Everything the audit computed."""
+
+    sweep: Sweep
+    rates: list[RateRow]
+    deltas: list[DeltaRow]
+    costs: list[CostRow]
+    world: list[WorldRow]
+    curves: list[Curve]
+    pad_missing: bool
+    budgets: list[BudgetRow] = field(default_factory=list)

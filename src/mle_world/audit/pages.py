@@ -9,25 +9,28 @@ import base64
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mle_world.audit.analysis import (
-    RATE_METRICS,
-    BaselineDeltaRow,
-    CalibrationRow,
-    CostRow,
-    Curve,
-    DeltaRow,
-    RateRow,
-    WorldRow,
-    baseline_delta_rows,
-    calibration_rows,
-)
+from markupsafe import Markup
+
+from mle_world.audit.analysis import CalibrationRow, Curve, WorldRow, baseline_delta_rows, calibration_rows
 from mle_world.audit.collect import Sweep, Trial, trial_events, trial_journal
-from mle_world.audit.report import BUDGET_HEADER, LABELS, AuditResult, budget_cells, problem_lines
+from mle_world.audit.report import (
+    AuditResult,
+    budget_table,
+    completeness_table,
+    costs_table,
+    gate_table,
+    has_costs,
+    headline_table,
+    problem_lines,
+    rates_table,
+    stage_table,
+)
+from mle_world.audit.tables import Column, build, html
 from mle_world.audit.trialview import TrialView, load_trial_view
 from mle_world.storage import write_text_atomic
 
@@ -105,13 +108,6 @@ FIGURES = {
 """PNG plots of the audit embedded in index.html (as data URIs, so the page stands alone)."""
 
 
-TRIAL_COLUMNS = (
-    ("state", "state"), ("score", "score"), ("medal", "medal"), ("nodes", "nodes"), ("executed", "executed"),
-    ("skipped", "skipped"), ("buggy", "buggy"), ("best", "best metric"), ("cost", "cost $"),
-    ("note", "problem / cause"),
-)  # fmt: skip
-
-
 @dataclass(frozen=True)
 class TrialRow:
     """One line of the index's trial table (strings, ready to show)."""
@@ -130,19 +126,46 @@ class TrialRow:
     note: str
 
 
+def _trial_field(key: str, label: str) -> Column[TrialRow]:
+    return Column(label, lambda t: str(getattr(t, key)), left=True)
+
+
+TRIAL_COLUMNS: list[Column[TrialRow]] = [
+    Column("trial", lambda t: t.trial_id, left=True, nowrap=True),
+    *(
+        _trial_field(key, label)
+        for key, label in (
+            ("state", "state"),
+            ("score", "score"),
+            ("medal", "medal"),
+            ("nodes", "nodes"),
+            ("executed", "executed"),
+            ("skipped", "skipped"),
+            ("buggy", "buggy"),
+            ("best", "best metric"),
+            ("cost", "cost $"),
+            ("note", "problem / cause"),
+        )
+    ),
+]
+
+
 @dataclass
 class IndexView:
-    """Everything index.html shows."""
+    """Everything index.html shows: its tables come from the same definitions as report.md's."""
 
     result: AuditResult
     baseline: str
-    baseline_deltas: list[BaselineDeltaRow]
-    calibration: list[CalibrationRow]
     figures: dict[str, str]
-    trials: list[TrialRow]
+    tables: dict[str, Markup]
+    """HTML of each table by name (headline, completeness, costs, budget, gate, brier, rates, trials)."""
+    filled: set[str]
+    """Names of the tables that have rows."""
+    calibration: list[CalibrationRow]
+    trials: int
+    linked: int
     problems: list[str]
-    rate_metrics: tuple[str, ...] = RATE_METRICS
-    labels: dict[str, str] = field(default_factory=lambda: dict(LABELS))
+    has_costs: bool
 
     @property
     def sweep(self) -> Sweep:
@@ -153,27 +176,6 @@ class IndexView:
         return [str(d) for d in self.sweep.dirs]
 
     @property
-    def rates(self) -> list[RateRow]:
-        return self.result.rates
-
-    @property
-    def costs(self) -> list[CostRow]:
-        return self.result.costs
-
-    @property
-    def has_costs(self) -> bool:
-        return any(c.with_costs for c in self.result.costs)
-
-    @property
-    def budget_header(self) -> tuple[str, ...]:
-        return BUDGET_HEADER
-
-    @property
-    def budget_rows(self) -> list[list[str]]:
-        """The budget table as the terminal and report.md show it (same cells)."""
-        return [budget_cells(b) for b in self.result.budgets if b.with_result]
-
-    @property
     def world(self) -> list[WorldRow]:
         return self.result.world
 
@@ -182,49 +184,14 @@ class IndexView:
         return self.result.curves
 
     @property
-    def regimes(self) -> list[str]:
-        return sorted({r.regime for r in self.result.rates})
-
-    @property
-    def configurations(self) -> list[str]:
-        names = sorted({r.configuration for r in self.result.rates})
-        return sorted(names, key=lambda name: name != self.baseline)
-
-    @property
     def seed_note(self) -> str:
         if self.result.pad_missing:
             return "every seed; a missing report counts as no medal"
         return "complete seeds only: every task of the configuration has a report"
 
     @property
-    def gated_deltas(self) -> dict[str, DeltaRow]:
-        return {d.configuration: d for d in self.result.deltas}
-
-    @property
-    def trial_columns(self) -> list[tuple[str, str]]:
-        """(field, label) of the trial table's columns that hold anything in this sweep."""
-        return [(key, label) for key, label in TRIAL_COLUMNS if any(getattr(t, key) for t in self.trials)]
-
-    @property
-    def trial_cells(self) -> list[tuple[TrialRow, tuple[str, ...]]]:
-        """Each trial with the values of `trial_columns` (empty columns are left out: a big sweep
-        without journals or costs renders a narrower, faster table)."""
-        keys = [key for key, _ in self.trial_columns]
-        return [(t, tuple(getattr(t, key) for key in keys)) for t in self.trials]
-
-    @property
-    def linked(self) -> int:
-        return sum(1 for t in self.trials if t.href)
-
-    def rate(self, regime: str, configuration: str) -> RateRow | None:
-        return next(
-            (r for r in self.result.rates if (r.regime, r.configuration) == (regime, configuration)), None
-        )
-
-    def baseline_delta(self, regime: str, configuration: str) -> BaselineDeltaRow | None:
-        return next(
-            (d for d in self.baseline_deltas if (d.regime, d.configuration) == (regime, configuration)), None
-        )
+    def gated_deltas(self) -> bool:
+        return bool(self.result.deltas)
 
 
 def _data_uri(path: Path) -> str:
@@ -330,14 +297,31 @@ def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:
 
 def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: dict[str, str]) -> IndexView:
     figures = {FIGURES[name]: _data_uri(out_dir / name) for name in plots if name in FIGURES}
+    sweep = result.sweep
+    calibration = calibration_rows(sweep)
+    trials = [_trial_row(t, links.get(t.trial_id)) for t in sweep.trials]
+    deltas = baseline_delta_rows(sweep, BASELINE)
+    tables = [
+        headline_table(result.rates, BASELINE, deltas, result.deltas),
+        completeness_table(sweep),
+        costs_table(result.costs),
+        budget_table([b for b in result.budgets if b.with_result]),
+        gate_table(result.world),
+        stage_table(calibration),
+        rates_table(result.rates, result.pad_missing),
+        build("trials", "Trials", TRIAL_COLUMNS, trials, links=lambda t: t.href).without_empty_columns(),
+    ]
     return IndexView(
         result=result,
         baseline=BASELINE,
-        baseline_deltas=baseline_delta_rows(result.sweep, BASELINE),
-        calibration=calibration_rows(result.sweep),
         figures=figures,
-        trials=[_trial_row(t, links.get(t.trial_id)) for t in result.sweep.trials],
-        problems=problem_lines(result.sweep, limit=10_000),
+        tables={t.name: Markup(html(t)) for t in tables},
+        filled={t.name for t in tables if t.rows},
+        calibration=calibration,
+        trials=len(trials),
+        linked=sum(1 for t in trials if t.href),
+        problems=problem_lines(sweep, limit=10_000),
+        has_costs=has_costs(result),
     )
 
 

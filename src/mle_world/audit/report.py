@@ -1,30 +1,24 @@
-"""Render the audit: rich tables, `audit/summary.csv` and `audit/report.md` (plots: `audit/plots.py`).
+"""The audit's tables, each defined once (`audit/tables.py`), and their files: `summary.csv`, `report.md`.
 
-Reads the computed audit tables; writes `<out_dir>/summary.csv`, `report.md` (atomically) and, through
-`plots`, the PNGs.
-
-Longer than 400 lines because each table is still written three times by hand (CSV, markdown, rich);
-one table model with three writers is the split left to do.
+Reads the computed audit rows; writes `<out_dir>/summary.csv`, `report.md` (atomically) and, through
+`plots`, the PNGs; `show_tables` hands the same tables to a display (the terminal's is the CLI's).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
+from typing import Any
 
 from mle_world.audit.analysis import (
     DELTA_METRICS,
     LABELS,
     RATE_METRICS,
+    AuditResult,
+    BaselineDeltaRow,
     BudgetRow,
+    CalibrationRow,
     CostRow,
-    Curve,
     DeltaRow,
     RateRow,
     WorldRow,
@@ -32,257 +26,240 @@ from mle_world.audit.analysis import (
 )
 from mle_world.audit.collect import Sweep
 from mle_world.audit.plots import write_plots
-from mle_world.audit.stats import MeanSem
+from mle_world.audit.stats import CalibrationBin
+from mle_world.audit.summary import completeness_counts, summary_csv
+from mle_world.audit.tables import (
+    Column,
+    Table,
+    build,
+    markdown,
+    mean_sem,
+    num,
+    show,
+    sign_tone,
+    signed_mean_sem,
+)
+from mle_world.launch.display import Display
 from mle_world.storage import write_text_atomic
 
-SUMMARY_COLUMNS = ("section", "regime", "configuration", "metric", "value", "sem", "n")
-
-
-@dataclass
-class AuditResult:
-    """Everything the audit computed."""
-
-    sweep: Sweep
-    rates: list[RateRow]
-    deltas: list[DeltaRow]
-    costs: list[CostRow]
-    world: list[WorldRow]
-    curves: list[Curve]
-    pad_missing: bool
-    budgets: list[BudgetRow] = field(default_factory=list)
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
-
-
-def _ms(value: MeanSem, digits: int = 2) -> str:
-    if value.mean is None:
-        return "–"
-    return f"{value.mean:.{digits}f} ± {(value.sem or 0.0):.{digits}f}"
-
-
-# --------------------------------------------------------------------------- summary.csv
-
-
-def summary_rows(result: AuditResult) -> list[dict[str, object]]:
-    """Long-format rows: one value per section x regime x configuration x metric."""
-    rows: list[dict[str, object]] = []
-
-    def add(
-        section: str, regime: str, cfg: str, metric: str, value: object, sem: object = None, n: object = None
-    ) -> None:
-        rows.append(
-            {"section": section, "regime": regime, "configuration": cfg, "metric": metric,
-             "value": value, "sem": sem, "n": n}
-        )  # fmt: skip
-
-    sweep = result.sweep
-    add("completeness", "", "", "expected", len(sweep.trials))
-    add("completeness", "", "", "found", len(sweep.found))
-    add("completeness", "", "", "missing", len(sweep.missing))
-    add("completeness", "", "", "invalid", len(sweep.invalid))
-    add("completeness", "", "", "duplicate", len(sweep.duplicates))
-    add("completeness", "", "", "failed", len(sweep.failed))
-    add("completeness", "", "", "unexpected", len(sweep.unexpected))
-    rode_out = [t for t in sweep.trials if t.downtime_s > 0]
-    add("completeness", "", "", "trials_with_endpoint_downtime", len(rode_out))
-    add("completeness", "", "", "endpoint_downtime_s", round(sum(t.downtime_s for t in rode_out), 3))
-    for r in result.rates:
-        add("rates", r.regime, r.configuration, "seeds_used", len(r.seeds_used), None, len(r.seeds_expected))
-        for metric in RATE_METRICS:
-            ms = r.rates[metric]
-            add("rates", r.regime, r.configuration, metric, ms.mean, ms.sem, ms.n)
-    for d in result.deltas:
-        for metric in DELTA_METRICS:
-            ms = d.deltas[metric]
-            add("paired_delta", "gated-ungated", d.configuration, metric, ms.mean, ms.sem, ms.n)
-        add(
-            "paired_delta",
-            "gated-ungated",
-            d.configuration,
-            "score_gated_better",
-            d.gated_better,
-            None,
-            d.pairs,
-        )
-        add(
-            "paired_delta",
-            "gated-ungated",
-            d.configuration,
-            "score_gated_worse",
-            d.gated_worse,
-            None,
-            d.pairs,
-        )
-        add("paired_delta", "gated-ungated", d.configuration, "score_ties", d.ties, None, d.pairs)
-    for c in result.costs:
-        add("costs", c.regime, c.configuration, "cost_per_trial_usd", c.cost_per_trial.mean,
-            c.cost_per_trial.sem, c.cost_per_trial.n)  # fmt: skip
-        add("costs", c.regime, c.configuration, "total_cost_usd", c.total_cost, None, c.cost_known)
-        add("costs", c.regime, c.configuration, "cost_per_medal_usd", c.cost_per_medal, None, c.medals)
-        add("costs", c.regime, c.configuration, "tokens_per_trial", c.tokens_per_trial, None, c.with_costs)
-        add(
-            "costs",
-            c.regime,
-            c.configuration,
-            "gpu_hours_per_trial",
-            c.gpu_hours_per_trial,
-            None,
-            c.with_costs,
-        )
-    for bud in result.budgets:
-        for stop, count in bud.stopped.items():
-            add("budget", bud.regime, bud.configuration, f"stopped_{stop}", count, None, bud.with_result)
-        add(
-            "budget",
-            bud.regime,
-            bud.configuration,
-            "executed_per_trial",
-            bud.executed.mean,
-            bud.executed.sem,
-            bud.executed.n,
-        )
-        add(
-            "budget",
-            bud.regime,
-            bud.configuration,
-            "steps_per_trial",
-            bud.steps.mean,
-            bud.steps.sem,
-            bud.steps.n,
-        )
-        for name in ("consulted_steps", "vetoed_steps", "not_selected", "direction_from_task",
-                     "direction_disagreements", "metric_mismatches", "context_overflows"):  # fmt: skip
-            add("budget", bud.regime, bud.configuration, name, getattr(bud, name), None, bud.with_result)
-    for w in result.world:
-        add("world", w.regime, w.configuration, "skip_rate", w.skip_rate, None, w.decisions)
-        add("world", w.regime, w.configuration, "executions_saved", w.executions_saved, None, w.decisions)
-        add("world", w.regime, w.configuration, "not_selected", w.not_selected, None, w.predictions)
-        add("world", w.regime, w.configuration, "would_skip", w.would_skip, None, w.decisions)
-        add("world", w.regime, w.configuration, "gate_precision", w.gate_precision, None, None)
-        add("world", w.regime, w.configuration, "gate_recall", w.gate_recall, None, None)
-        add("world", w.regime, w.configuration, "accuracy", w.accuracy, None, w.labelled)
-        add("world", w.regime, w.configuration, "brier", w.brier, None, w.labelled)
-        add("world", w.regime, w.configuration, "bug_brier", w.bug_brier, None, w.bug_labelled)
-        for b in w.bins:
-            add("calibration", w.regime, w.configuration, f"bin_{b.lower:.1f}_{b.upper:.1f}_observed",
-                b.observed_rate, b.mean_predicted, b.size)  # fmt: skip
-    return rows
-
-
-def summary_csv(result: AuditResult) -> str:
-    """`audit/summary.csv` text; unknown values are empty cells."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, SUMMARY_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in summary_rows(result):
-        writer.writerow({k: "" if v is None else (repr(round(v, 6)) if isinstance(v, float) else v)
-                         for k, v in row.items()})  # fmt: skip
-    return buffer.getvalue()
-
-
-# --------------------------------------------------------------------------- tables
+# --------------------------------------------------------------------------- the tables
 
 
 def completeness_table(sweep: Sweep) -> Table:
     """Expected vs found and the problem lists."""
-    table = Table(title="Completeness")
-    for column in ("expected", "found", "missing", "invalid", "duplicate", "failed", "unexpected"):
-        table.add_column(column, justify="right")
-    table.add_row(*(str(x) for x in (
-        len(sweep.trials), len(sweep.found), len(sweep.missing), len(sweep.invalid),
-        len(sweep.duplicates), len(sweep.failed), len(sweep.unexpected))))  # fmt: skip
-    return table
+    counts = completeness_counts(sweep)
+    return build("completeness", "Completeness", [_key(name) for name in counts], [counts])
+
+
+REGIME: Column[Any] = Column("regime", lambda r: r.regime, left=True)
+CONFIGURATION: Column[Any] = Column("configuration", lambda r: r.configuration, left=True)
+
+
+def _key(name: str) -> Column[dict[str, int]]:
+    return Column(name, lambda counts: str(counts[name]))
+
+
+def _stopped(stop: str) -> Column[BudgetRow]:
+    return Column(stop, lambda b: str(b.stopped[stop]))
+
+
+def _count(header: str, attribute: str) -> Column[Any]:
+    return Column(header, lambda r: str(getattr(r, attribute)))
+
+
+def _number(header: str, attribute: str, digits: int) -> Column[Any]:
+    return Column(header, lambda r: num(getattr(r, attribute), digits))
+
+
+def _mean_sem(header: str, attribute: str, digits: int) -> Column[Any]:
+    return Column(header, lambda r: mean_sem(getattr(r, attribute), digits))
+
+
+def _rate(metric: str) -> Column[RateRow]:
+    return Column(LABELS[metric], lambda r: mean_sem(r.rates[metric]))
+
+
+def _delta(metric: str) -> Column[DeltaRow]:
+    return Column(f"Δ {LABELS[metric]}", lambda d: mean_sem(d.deltas[metric]))
+
+
+RATE_COLUMNS: list[Column[RateRow]] = [
+    REGIME,
+    CONFIGURATION,
+    _count("tasks", "tasks"),
+    Column("seeds", lambda r: f"{len(r.seeds_used)}/{len(r.seeds_expected)}"),
+    *(_rate(m) for m in RATE_METRICS),
+]
+DELTA_COLUMNS: list[Column[DeltaRow]] = [
+    CONFIGURATION,
+    _count("pairs", "pairs"),
+    *(_delta(m) for m in DELTA_METRICS),
+    Column("score better/worse/tie", lambda d: f"{d.gated_better}/{d.gated_worse}/{d.ties}"),
+]
+COST_COLUMNS: list[Column[CostRow]] = [
+    REGIME,
+    CONFIGURATION,
+    _count("trials", "trials"),
+    Column("priced", lambda c: f"{c.cost_known}/{c.with_costs}"),
+    _mean_sem("$/trial", "cost_per_trial", 2),
+    _number("total $", "total_cost", 2),
+    _count("medals", "medals"),
+    _number("$/medal", "cost_per_medal", 2),
+    _number("tokens/trial", "tokens_per_trial", 0),
+    _number("GPU-h/trial", "gpu_hours_per_trial", 3),
+]
+BUDGET_COLUMNS: list[Column[BudgetRow]] = [
+    REGIME,
+    CONFIGURATION,
+    _count("trials", "trials"),
+    *(_stopped(stop) for stop in ("max_steps", "time_limit", "failed")),
+    _mean_sem("executed/trial", "executed", 1),
+    _mean_sem("steps/trial", "steps", 1),
+    _count("consulted", "consulted_steps"),
+    _count("vetoed", "vetoed_steps"),
+    _count("not selected", "not_selected"),
+    Column("direction known", lambda b: f"{b.direction_from_task}/{b.with_result}"),
+    _count("direction disagr.", "direction_disagreements"),
+    _count("metric mismatches", "metric_mismatches"),
+    _count("context overflows", "context_overflows"),
+]
+_WORLD = {
+    "predictions": _count("predictions", "predictions"),
+    "invalid": _count("invalid", "invalid"),
+    "consulted": _count("consulted", "decisions"),
+    "vetoed": _count("vetoed", "skipped"),
+    "forced": _count("forced", "forced"),
+    "not selected": _count("not selected", "not_selected"),
+    "skip rate": _number("skip rate", "skip_rate", 3),
+    "saved": _count("saved", "executions_saved"),
+    "would skip": _count("would skip", "would_skip"),
+    "gate prec.": _number("gate prec.", "gate_precision", 3),
+    "gate recall": _number("gate recall", "gate_recall", 3),
+    "labelled": _count("labelled", "labelled"),
+    "accuracy": _number("accuracy", "accuracy", 3),
+    "Brier": _number("Brier", "brier", 4),
+    "bug Brier": _number("bug Brier", "bug_brier", 4),
+}
+WORLD_COLUMNS: list[Column[WorldRow]] = [
+    REGIME,
+    CONFIGURATION,
+    *(c for k, c in _WORLD.items() if k != "forced"),
+]
+GATE_COLUMNS: list[Column[WorldRow]] = [REGIME, CONFIGURATION, *list(_WORLD.values())[:11]]
+"""The gate's share of the world table, with forced steps (index.html)."""
+STAGE_COLUMNS: list[Column[CalibrationRow]] = [
+    Column("stage", lambda c: c.stage, left=True),
+    Column("mode", lambda c: c.mode, left=True),
+    _count("labelled", "labelled"),
+    _number("accuracy", "accuracy", 3),
+    _number("Brier", "brier", 4),
+    _count("bug labelled", "bug_labelled"),
+    _number("bug Brier", "bug_brier", 4),
+]
+BIN_COLUMNS: list[Column[CalibrationBin]] = [
+    Column("bin", lambda b: f"{b.lower:.1f}–{b.upper:.1f}", left=True),
+    _count("count", "size"),
+    _number("mean predicted", "mean_predicted", 3),
+    _number("observed", "observed_rate", 3),
+]
 
 
 def rates_table(rows: Sequence[RateRow], pad_missing: bool) -> Table:
     """Medal rates per regime x configuration."""
     note = "all seeds, missing = 0" if pad_missing else "complete seeds only"
-    table = Table(title=f"Rates, mean ± SEM over seeds (%; {note})")
-    table.add_column("regime")
-    table.add_column("configuration")
-    table.add_column("tasks", justify="right")
-    table.add_column("seeds", justify="right")
-    for metric in RATE_METRICS:
-        table.add_column(LABELS[metric], justify="right")
-    for r in rows:
-        table.add_row(
-            r.regime, r.configuration, str(r.tasks), f"{len(r.seeds_used)}/{len(r.seeds_expected)}",
-            *(_ms(r.rates[m]) for m in RATE_METRICS),
-        )  # fmt: skip
-    return table
+    return build("rates", f"Rates, mean ± SEM over seeds (%; {note})", RATE_COLUMNS, rows)
 
 
 def deltas_table(rows: Sequence[DeltaRow]) -> Table:
     """Paired gated − ungated deltas."""
-    table = Table(title="Paired gated − ungated (same task and seed; percentage points, mean ± SEM)")
-    table.add_column("configuration")
-    table.add_column("pairs", justify="right")
-    for metric in DELTA_METRICS:
-        table.add_column(f"Δ {LABELS[metric]}", justify="right")
-    table.add_column("score better/worse/tie", justify="right")
-    for d in rows:
-        table.add_row(d.configuration, str(d.pairs), *(_ms(d.deltas[m]) for m in DELTA_METRICS),
-                      f"{d.gated_better}/{d.gated_worse}/{d.ties}")  # fmt: skip
-    return table
+    title = "Paired gated − ungated (same task and seed; percentage points, mean ± SEM)"
+    return build("deltas", title, DELTA_COLUMNS, rows)
 
 
 def costs_table(rows: Sequence[CostRow]) -> Table:
     """Cost per trial and per medal."""
-    table = Table(title="Costs (USD; trials whose every cost row is priced)")
-    for column in ("regime", "configuration", "trials", "priced", "$/trial", "total $", "medals", "$/medal",
-                   "tokens/trial", "GPU-h/trial"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("regime", "configuration") else "right")
-    for c in rows:
-        table.add_row(
-            c.regime, c.configuration, str(c.trials), f"{c.cost_known}/{c.with_costs}", _ms(c.cost_per_trial),
-            _num(c.total_cost), str(c.medals), _num(c.cost_per_medal), _num(c.tokens_per_trial, 0),
-            _num(c.gpu_hours_per_trial, 3),
-        )  # fmt: skip
-    return table
-
-
-WORLD_HEADER = ("regime", "configuration", "predictions", "invalid", "consulted", "vetoed", "not selected",
-                "skip rate", "saved", "would skip", "gate prec.", "gate recall", "labelled", "accuracy",
-                "Brier", "bug Brier")  # fmt: skip
-BUDGET_HEADER = ("regime", "configuration", "trials", "max_steps", "time_limit", "failed", "executed/trial",
-                 "steps/trial", "consulted", "vetoed", "not selected", "direction known", "direction disagr.",
-                 "metric mismatches", "context overflows")  # fmt: skip
-
-
-def world_cells(w: WorldRow) -> list[str]:
-    return [w.regime, w.configuration, str(w.predictions), str(w.invalid), str(w.decisions), str(w.skipped),
-            str(w.not_selected), _num(w.skip_rate, 3), str(w.executions_saved), str(w.would_skip),
-            _num(w.gate_precision, 3), _num(w.gate_recall, 3), str(w.labelled), _num(w.accuracy, 3),
-            _num(w.brier, 4), _num(w.bug_brier, 4)]  # fmt: skip
-
-
-def budget_cells(b: BudgetRow) -> list[str]:
-    return [b.regime, b.configuration, str(b.trials), str(b.stopped["max_steps"]), str(b.stopped["time_limit"]),
-            str(b.stopped["failed"]), _ms(b.executed, 1), _ms(b.steps, 1), str(b.consulted_steps),
-            str(b.vetoed_steps), str(b.not_selected), f"{b.direction_from_task}/{b.with_result}",
-            str(b.direction_disagreements), str(b.metric_mismatches), str(b.context_overflows)]  # fmt: skip
-
-
-def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="left" if column in ("regime", "configuration") else "right")
-    for row in rows:
-        table.add_row(*row)
-    return table
+    return build("costs", "Costs (USD; trials whose every cost row is priced)", COST_COLUMNS, rows)
 
 
 def world_table(rows: Sequence[WorldRow]) -> Table:
     """World-model statistics."""
     title = "World model (skips from gated; accuracy/Brier and gate precision/recall from ungated)"
-    return _table(title, WORLD_HEADER, [world_cells(w) for w in rows])
+    return build("world", title, WORLD_COLUMNS, rows)
+
+
+def gate_table(rows: Sequence[WorldRow]) -> Table:
+    """Gate decisions per regime x configuration (the world table's gate columns and forced steps)."""
+    title = "Gate: skip rates and executions saved"
+    return build("gate", title, GATE_COLUMNS, [w for w in rows if w.configuration != "all"])
 
 
 def budget_table(rows: Sequence[BudgetRow]) -> Table:
     """Stop reasons, executions and agent data-quality counters."""
-    return _table("Budget and data quality (result.json)", BUDGET_HEADER, [budget_cells(b) for b in rows])
+    return build("budget", "Budget and data quality (result.json)", BUDGET_COLUMNS, rows)
+
+
+def stage_table(rows: Sequence[CalibrationRow]) -> Table:
+    """Calibration per stage and mode (executed, valid ungated predictions)."""
+    return build("brier", "Calibration per stage and mode", STAGE_COLUMNS, rows)
+
+
+def bins_table(bins: Sequence[CalibrationBin]) -> Table:
+    """Reliability bins of p_improves."""
+    return build("bins", "Calibration (all ungated predictions)", BIN_COLUMNS, bins)
+
+
+def headline_table(
+    rates: Sequence[RateRow],
+    baseline: str,
+    baseline_deltas: Sequence[BaselineDeltaRow],
+    gated_deltas: Sequence[DeltaRow],
+) -> Table:
+    """Any-medal rate per configuration and regime, its paired delta against `baseline` and gated − ungated."""
+    by_group = {(r.regime, r.configuration): r for r in rates}
+    against = {(d.regime, d.configuration): d for d in baseline_deltas}
+    gated = {d.configuration: d for d in gated_deltas}
+    columns: list[Column[str]] = [Column("configuration", lambda cfg: cfg, left=True)]
+
+    def regime_columns(regime: str) -> list[Column[str]]:
+        def rate(cfg: str) -> str:
+            row = by_group.get((regime, cfg))
+            return mean_sem(row.rates["any_medal"], 1) if row else "–"
+
+        def seeds(cfg: str) -> str:
+            row = by_group.get((regime, cfg))
+            return f"{len(row.seeds_used)}/{len(row.seeds_expected)}" if row else ""
+
+        def delta(cfg: str) -> str:
+            if cfg == baseline:
+                return "baseline"
+            d = against.get((regime, cfg))
+            return f"{signed_mean_sem(d.delta)} ({d.pairs})" if d else "–"
+
+        def tone(cfg: str) -> str:
+            d = against.get((regime, cfg))
+            return sign_tone(d.delta.mean) if d and cfg != baseline else ""
+
+        return [
+            Column(f"{regime}: any medal %", rate),
+            Column(f"{regime}: seeds", seeds),
+            Column(f"{regime}: Δ {baseline} (pairs)", delta, tone=tone),
+        ]
+
+    for regime in sorted({r.regime for r in rates}):
+        columns += regime_columns(regime)
+    if gated:
+
+        def gated_delta(cfg: str) -> str:
+            d = gated.get(cfg)
+            return f"{signed_mean_sem(d.deltas['any_medal'])} ({d.pairs})" if d else "–"
+
+        def gated_tone(cfg: str) -> str:
+            d = gated.get(cfg)
+            return sign_tone(d.deltas["any_medal"].mean) if d else ""
+
+        columns.append(Column("Δ gated−ungated (pairs)", gated_delta, tone=gated_tone))
+    configurations = sorted(sorted({r.configuration for r in rates}), key=lambda name: name != baseline)
+    return build("headline", "Any medal", columns, configurations)
 
 
 def downtime_line(sweep: Sweep) -> str | None:
@@ -301,8 +278,8 @@ def downtime_line(sweep: Sweep) -> str | None:
 def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
     """One line per problem (missing, invalid, duplicate, failed, unexpected, dir-level)."""
     lines = [f"dir: {p}" for p in sweep.problems]
-    lines += [f"missing: {t.trial_id}" + (f" (status {t.state}: {t.cause})" if t.state else "")
-              for t in sweep.missing]  # fmt: skip
+    for t in sweep.missing:
+        lines.append(f"missing: {t.trial_id}" + (f" (status {t.state}: {t.cause})" if t.state else ""))
     lines += [f"{t.problem}: {t.trial_id}" for t in sweep.invalid]
     lines += [f"duplicate: {trial_id}" for trial_id in sweep.duplicates]
     lines += [f"failed: {t.trial_id}: {t.cause or 'no cause recorded'}" for t in sweep.failed]
@@ -312,78 +289,68 @@ def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
     return lines
 
 
-def print_tables(result: AuditResult, console: Console) -> None:
-    """Rich tables on the terminal."""
-    console.print(completeness_table(result.sweep))
+def has_costs(result: AuditResult) -> bool:
+    return any(c.with_costs for c in result.costs)
+
+
+def show_tables(result: AuditResult, display: Display) -> None:
+    """The tables (and problem lines) on `display`: the terminal, when the CLI passes its rich one."""
+    show(completeness_table(result.sweep), display)
     line = downtime_line(result.sweep)
     if line:
-        console.print(line, markup=False, highlight=False)
+        display.say(line)
     for line in problem_lines(result.sweep):
-        console.print(f"  {line}", markup=False, highlight=False)
-    console.print(rates_table(result.rates, result.pad_missing))
+        display.say(f"  {line}")
+    show(rates_table(result.rates, result.pad_missing), display)
     if result.deltas:
-        console.print(deltas_table(result.deltas))
-    if any(c.with_costs for c in result.costs):
-        console.print(costs_table(result.costs))
+        show(deltas_table(result.deltas), display)
+    if has_costs(result):
+        show(costs_table(result.costs), display)
     if result.budgets:
-        console.print(budget_table(result.budgets))
+        show(budget_table(result.budgets), display)
     if result.world:
-        console.print(world_table(result.world))
+        show(world_table(result.world), display)
 
 
 # --------------------------------------------------------------------------- report.md
 
-
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+BUDGET_NOTE = (
+    "Which limit stopped each trial (max_steps counts executed nodes), executions and loop steps per "
+    "trial (mean ± SEM), world-model steps consulted/vetoed and candidates not selected, and how "
+    "often the metric direction came from the task, reviews disagreed with it, the printed metric "
+    "disagreed with the reviewer's, or a prompt overflowed the context window. See docs/numbers.md."
+)
+WORLD_NOTE = (
+    "Skip rate = vetoed steps / consulted steps (gated); a candidate that merely lost the ranking "
+    "is 'not selected', not a skip; executions saved = vetoed steps. Would skip, gate precision "
+    "and recall come from the counterfactual gate decision recorded by ungated runs. Accuracy "
+    "(p_improves ≥ 0.5) and Brier score of p_improves against real improvement, from executed "
+    "ungated nodes; per stage and mode in index.html."
+)
 
 
 def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     """`audit/report.md`."""
     sweep = result.sweep
-    parts = [
-        "# Audit report",
-        "",
-        "Inputs: " + ", ".join(f"`{d}`" for d in sweep.dirs),
-        "",
-        "## Completeness",
-        "",
-    ]
-    parts.append(_md_table(
-        ["expected", "found", "missing", "invalid", "duplicate", "failed", "unexpected"],
-        [[str(x) for x in (len(sweep.trials), len(sweep.found), len(sweep.missing), len(sweep.invalid),
-                           len(sweep.duplicates), len(sweep.failed), len(sweep.unexpected))]],
-    ))  # fmt: skip
+    parts = ["# Audit report", "", "Inputs: " + ", ".join(f"`{d}`" for d in sweep.dirs), ""]
+    parts += ["## Completeness", "", markdown(completeness_table(sweep))]
     downtime = downtime_line(sweep)
     if downtime:
         parts += ["", downtime]
     problems = problem_lines(sweep, limit=10_000)
     if problems:
         parts += ["", *(f"- {line}" for line in problems)]
-    note = "every seed, missing reports count as failures (--pad-missing)" if result.pad_missing else (
-        "complete seeds only (every task of the configuration has a report)")  # fmt: skip
+    if result.pad_missing:
+        note = "every seed, missing reports count as failures (--pad-missing)"
+    else:
+        note = "complete seeds only (every task of the configuration has a report)"
     parts += ["", "## Rates", "", f"Mean ± SEM over seeds (%, ddof=1), {note}.", ""]
-    parts.append(_md_table(
-        ["regime", "configuration", "tasks", "seeds", *(LABELS[m] for m in RATE_METRICS)],
-        [[r.regime, r.configuration, str(r.tasks), f"{len(r.seeds_used)}/{len(r.seeds_expected)}",
-          *(_ms(r.rates[m]) for m in RATE_METRICS)] for r in result.rates],
-    ))  # fmt: skip
+    parts.append(markdown(rates_table(result.rates, result.pad_missing)))
     if result.deltas:
-        parts += [
-            "",
-            "## Paired gated − ungated",
-            "",
-            "Same task and seed; percentage points, mean ± SEM over pairs.",
-            "",
-        ]
-        parts.append(_md_table(
-            ["configuration", "pairs", *(f"Δ {LABELS[m]}" for m in DELTA_METRICS), "score better/worse/tie"],
-            [[d.configuration, str(d.pairs), *(_ms(d.deltas[m]) for m in DELTA_METRICS),
-              f"{d.gated_better}/{d.gated_worse}/{d.ties}"] for d in result.deltas],
-        ))  # fmt: skip
-    if any(c.with_costs for c in result.costs):
+        parts += ["", "## Paired gated − ungated", ""]
+        parts += ["Same task and seed; percentage points, mean ± SEM over pairs.", ""]
+        parts.append(markdown(deltas_table(result.deltas)))
+    if has_costs(result):
         parts += [
             "",
             "## Costs",
@@ -391,45 +358,21 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
             "USD, from costs/*.csv; a trial counts as priced when every row has a cost.",
             "",
         ]
-        parts.append(_md_table(
-            ["regime", "configuration", "trials", "priced", "$/trial", "total $", "medals", "$/medal",
-             "tokens/trial", "GPU-h/trial"],
-            [[c.regime, c.configuration, str(c.trials), f"{c.cost_known}/{c.with_costs}", _ms(c.cost_per_trial),
-              _num(c.total_cost), str(c.medals), _num(c.cost_per_medal), _num(c.tokens_per_trial, 0),
-              _num(c.gpu_hours_per_trial, 3)] for c in result.costs],
-        ))  # fmt: skip
+        parts.append(markdown(costs_table(result.costs)))
     if result.budgets:
-        parts += ["", "## Budget and data quality", "",
-                  "Which limit stopped each trial (max_steps counts executed nodes), executions and loop steps per "
-                  "trial (mean ± SEM), world-model steps consulted/vetoed and candidates not selected, and how "
-                  "often the metric direction came from the task, reviews disagreed with it, the printed metric "
-                  "disagreed with the reviewer's, or a prompt overflowed the context window. See "
-                  "docs/numbers.md.", ""]  # fmt: skip
-        parts.append(_md_table(BUDGET_HEADER, [budget_cells(b) for b in result.budgets]))
+        parts += ["", "## Budget and data quality", "", BUDGET_NOTE, ""]
+        parts.append(markdown(budget_table(result.budgets)))
     if result.world:
-        parts += ["", "## World model", "",
-                  "Skip rate = vetoed steps / consulted steps (gated); a candidate that merely lost the ranking "
-                  "is 'not selected', not a skip; executions saved = vetoed steps. Would skip, gate precision "
-                  "and recall come from the counterfactual gate decision recorded by ungated runs. Accuracy "
-                  "(p_improves ≥ 0.5) and Brier score of p_improves against real improvement, from executed "
-                  "ungated nodes; per stage and mode in index.html.", ""]  # fmt: skip
-        parts.append(_md_table(WORLD_HEADER, [world_cells(w) for w in result.world]))
+        parts += ["", "## World model", "", WORLD_NOTE, ""]
+        parts.append(markdown(world_table(result.world)))
         stages = calibration_rows(sweep)
         if stages:
             parts += ["", "Calibration per stage and mode (executed, valid ungated predictions):", ""]
-            parts.append(_md_table(
-                ["stage", "mode", "labelled", "accuracy", "Brier", "bug labelled", "bug Brier"],
-                [[c.stage, c.mode, str(c.labelled), _num(c.accuracy, 3), _num(c.brier, 4), str(c.bug_labelled),
-                  _num(c.bug_brier, 4)] for c in stages],
-            ))  # fmt: skip
+            parts.append(markdown(stage_table(stages)))
         overall = next((w for w in result.world if w.configuration == "all"), None)
         if overall is not None:
             parts += ["", "Calibration (all ungated predictions):", ""]
-            parts.append(_md_table(
-                ["bin", "count", "mean predicted", "observed"],
-                [[f"{b.lower:.1f}–{b.upper:.1f}", str(b.size), _num(b.mean_predicted, 3), _num(b.observed_rate, 3)]
-                 for b in overall.bins],
-            ))  # fmt: skip
+            parts.append(markdown(bins_table(overall.bins)))
     if plots:
         parts += ["", "## Plots", "", *(f"![{name}]({name})" for name in plots)]
     return "\n".join(parts) + "\n"

@@ -91,6 +91,7 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     from mle_world.audit import run_audit
+    from mle_world.cli.display import RichDisplay
 
     dirs = [require_output_dir(d.absolute(), "audit") for d in args.output_dirs]
     check_writable_dir((args.out or dirs[0]).absolute() / "audit", "--out" if args.out else "audit")
@@ -98,7 +99,7 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
         dirs,
         strict=args.strict,
         pad_missing=args.pad_missing,
-        console=console,
+        display=RichDisplay(console),
         out_dir=args.out,
         trial_pages=not args.no_trial_pages,
     )

@@ -1,0 +1,176 @@
+"""One table model for the audit: a table is defined once (columns: header, cell format, alignment) and
+rendered to markdown, CSV, the HTML pages and the terminal (through `launch.display.Display`).
+
+Reads computed audit rows; writes strings (and, in `show`, calls the display it is given; it never prints).
+"""
+
+from __future__ import annotations
+
+import csv
+import html as html_text
+import io
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from mle_world.audit.stats import MeanSem
+from mle_world.launch.display import Display
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Column(Generic[R]):
+    """One column: its header, how a row becomes the cell's text, and how the cell sits."""
+
+    header: str
+    cell: Callable[[R], str]
+    left: bool = False
+    """Left-aligned (names); numbers are right-aligned."""
+    nowrap: bool = False
+    """Kept on one line on the HTML page (ids)."""
+    tone: Callable[[R], str] | None = None
+    """The cell's tone on the HTML page ('pos', 'neg' or ''), e.g. a difference coloured by its sign."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled table of text cells, ready for every renderer."""
+
+    name: str
+    """Short name; the HTML table's id is `<name>-table`."""
+    title: str
+    """Shown above the table on the terminal (markdown and HTML give their own section headings)."""
+    columns: tuple[Column[object], ...]
+    rows: tuple[tuple[str, ...], ...]
+    links: tuple[str | None, ...] = ()
+    """Per row, where its first cell links to on the HTML page (none when empty)."""
+    tones: tuple[tuple[str, ...], ...] = ()
+    """Per row and column, the HTML tone of the cell (none when empty)."""
+
+    @property
+    def headers(self) -> list[str]:
+        return [c.header for c in self.columns]
+
+    @property
+    def right(self) -> list[str]:
+        """Headers of the right-aligned columns."""
+        return [c.header for c in self.columns if not c.left]
+
+    def link(self, row: int) -> str | None:
+        return self.links[row] if row < len(self.links) else None
+
+    def tone(self, row: int, column: int) -> str:
+        return self.tones[row][column] if row < len(self.tones) else ""
+
+    def without_empty_columns(self, keep: int = 1) -> Table:
+        """The table without the columns (after the first `keep`) whose every cell is empty."""
+        kept = [i for i, _ in enumerate(self.columns) if i < keep or any(row[i] for row in self.rows)]
+        return Table(
+            self.name,
+            self.title,
+            tuple(self.columns[i] for i in kept),
+            tuple(tuple(row[i] for i in kept) for row in self.rows),
+            self.links,
+            tuple(tuple(row[i] for i in kept) for row in self.tones),
+        )
+
+
+def build(
+    name: str,
+    title: str,
+    columns: Sequence[Column[R]],
+    items: Iterable[R],
+    links: Callable[[R], str | None] | None = None,
+) -> Table:
+    """The table of `items`, one row each, cells formatted by `columns`."""
+    items = list(items)
+    rows = tuple(tuple(c.cell(item) for c in columns) for item in items)
+    hrefs = tuple(links(item) for item in items) if links is not None else ()
+    tones: tuple[tuple[str, ...], ...] = ()
+    if any(c.tone is not None for c in columns):
+        tones = tuple(tuple(c.tone(item) if c.tone is not None else "" for c in columns) for item in items)
+    return Table(name, title, tuple(columns), rows, hrefs, tones)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- cell formats
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    """Fixed digits; empty when unknown."""
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def mean_sem(value: MeanSem, digits: int = 2) -> str:
+    """'mean ± SEM'; '–' when there is no value."""
+    if value.mean is None:
+        return "–"
+    return f"{value.mean:.{digits}f} ± {(value.sem or 0.0):.{digits}f}"
+
+
+def signed_mean_sem(value: MeanSem, digits: int = 1) -> str:
+    """'+mean ± SEM' (sign always shown); '–' when there is no value."""
+    if value.mean is None:
+        return "–"
+    return f"{value.mean:+.{digits}f} ± {(value.sem or 0.0):.{digits}f}"
+
+
+def csv_value(value: object) -> str:
+    """A raw value as a summary.csv cell: unknown is empty, floats rounded to 6 digits."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return str(value)
+
+
+# --------------------------------------------------------------------------- renderers
+
+
+def markdown(table: Table) -> str:
+    """A GitHub markdown table (no trailing newline)."""
+    lines = ["| " + " | ".join(table.headers) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def csv_text(table: Table) -> str:
+    """CSV with a header line, '\\n' line ends, minimal quoting."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(table.headers)
+    writer.writerows(table.rows)
+    return buffer.getvalue()
+
+
+def html(table: Table) -> str:
+    """An HTML `<table id="<name>-table">`, every cell escaped; left-aligned cells have class 'l'."""
+    escape = html_text.escape
+    out = [f'<table id="{escape(table.name)}-table"><tr>']
+    out += [('<th class="l">' if c.left else "<th>") + escape(c.header) + "</th>" for c in table.columns]
+    out.append("</tr>\n")
+    base = [" ".join(name for name, on in (("l", c.left), ("nowrap", c.nowrap)) if on) for c in table.columns]
+    for r, row in enumerate(table.rows):
+        out.append("<tr>")
+        tones = table.tones[r] if table.tones else None
+        for j, cell in enumerate(row):
+            classes = f"{base[j]} {tones[j]}".strip() if tones else base[j]
+            text = escape(cell)
+            if j == 0 and (href := table.link(r)):
+                text = f'<a href="{escape(href)}">{text}</a>'
+            out.append(f'<td class="{classes}">{text}</td>' if classes else f"<td>{text}</td>")
+        out.append("</tr>\n")
+    out.append("</table>")
+    return "".join(out)
+
+
+def show(table: Table, display: Display) -> None:
+    """The table on the display the caller chose (the CLI's is rich)."""
+    display.table(table.title, table.headers, table.rows, right=table.right)
+
+
+def sign_tone(value: float | None) -> str:
+    """'pos' above zero, 'neg' below, '' otherwise."""
+    if value is None or value == 0:
+        return ""
+    return "pos" if value > 0 else "neg"
