@@ -7,6 +7,7 @@ with the launcher as root and as an ordinary user (created here when missing).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -331,6 +332,28 @@ def test_hostile_code_is_contained_in_the_process_runtime(
     check_trial(run_trial(as_user, workdir, data_dir, ["--runtime", "process"]), data_dir)
 
 
+@contextlib.contextmanager
+def traversable(paths: list[Path]) -> Iterator[None]:
+    """Lets every user traverse (not list) the ancestors of `paths` for a while, e.g. /root at 0700.
+
+    A Slurm job starts under slurmd, outside the launcher's mount namespace that reachable_view
+    builds, so the interpreter, the checkout and the image must be reachable on the host itself.
+    Only the traverse bit for others is added, and each mode is restored afterwards.
+    """
+    changed: dict[Path, int] = {}
+    for path in paths:
+        for ancestor in list(reversed(path.resolve().parents)):
+            mode = stat.S_IMODE(ancestor.stat().st_mode)
+            if ancestor not in changed and not mode & 0o001:
+                changed[ancestor] = mode
+                ancestor.chmod(mode | 0o001)
+    try:
+        yield
+    finally:
+        for ancestor, mode in changed.items():
+            ancestor.chmod(mode)
+
+
 def user_can_execute(path: Path) -> bool:
     user = ensure_user()
     probe = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
@@ -363,10 +386,11 @@ def test_hostile_code_is_contained_under_pyxis(
     as_user: bool, workdir: Path, data_dir: Path, ci_image: Path, pyxis_ready: None
 ) -> None:
     """The same attacks through `srun --container-image` on the local Slurm."""
-    if as_user and not user_can_execute(Path(sys.executable)):
-        # The job starts under slurmd, outside the launcher's mount namespace that reachable_view
-        # builds, so the interpreter itself must be reachable by the user (true for Debian's).
-        pytest.skip(f"the test user cannot execute {sys.executable} outside this process's mounts")
     args = ["--runtime", "pyxis", "--enroot-image", str(ci_image), "--backend", "slurm"]
-    # pyxis runs Enroot as the job's user: as root, the agent's task ceiling bounds the fork bomb.
-    check_trial(run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True), data_dir)
+    needed = [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO, ci_image]
+    with traversable(needed if as_user else []):
+        if as_user and not user_can_execute(Path(sys.executable)):
+            pytest.skip(f"the test user cannot execute {sys.executable} from a Slurm job")
+        # pyxis runs Enroot as the job's user: as root, the agent's task ceiling bounds the fork bomb.
+        run = run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True)
+    check_trial(run, data_dir)
