@@ -9,15 +9,18 @@ Longer than 400 lines because it is the one schema of every file that crosses a 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Role = Literal["coder", "feedback", "world"]
 ROLES: tuple[Role, ...] = ("coder", "feedback", "world")
 Regime = Literal["gated", "ungated"]
 Stage = Literal["draft", "debug", "improve"]
+GateLabel = Literal["execute", "skip", "forced", "not_gated", "not_selected"]
+"""execute/forced/skip: the gated decision on a step's best-ranked candidate (skip = the step is
+vetoed); not_gated: the candidate an ungated step ran; not_selected: another candidate of the step."""
 
 SPEC_VERSION = 1
 
@@ -26,6 +29,19 @@ class Record(BaseModel):
     """Base of every on-disk record: immutable, unknown keys rejected."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def improves(metric: float | None, reference: float | None, lower_is_better: bool | None) -> bool:
+    """The one "improves" rule: `metric` strictly beats `reference` in the metric's direction.
+
+    No metric improves on nothing; any metric improves on no reference (the first good node, as
+    `p_improves` is asked). An unknown direction counts as higher-is-better (AIDE's default).
+    """
+    if metric is None:
+        return False
+    if reference is None:
+        return True
+    return metric < reference if lower_is_better else metric > reference
 
 
 def check_endpoint_url(text: str) -> str:
@@ -413,6 +429,66 @@ class ExecutionEvent(Record):
     """Disk used by workspace/ after the run (allocated blocks, links not followed)."""
 
 
+class PairwiseMatch(Record):
+    """One pairwise comparison a candidate took part in, kept on its prediction (nodes as shown)."""
+
+    a: str
+    """Id of the node shown in position A."""
+    b: str
+    """Id of the node shown in position B."""
+    better: Literal["A", "B"] | None = None
+    """The position the world model preferred; None when its reply was invalid."""
+    confidence: float | None = None
+    valid: bool
+    counted: bool
+    """Valid with confidence >= pairwise_confidence: only a counted match decides anything."""
+    versus_best: bool = False
+    """A comparison with the best node so far (the gate's question), not a tournament match."""
+
+
+class Prediction(Record):
+    """What the world model said about one candidate: the parsed reply, then its place in the step.
+
+    One shape everywhere: the world model's parser returns it (pointwise), the loop adds `rank`,
+    `rejected` and `counterfactual_gate` (copies: it is frozen), journal.json keeps it on the node
+    and each `PredictionEvent` in events.jsonl carries it.
+    """
+
+    mode: Literal["pointwise", "pairwise"]
+    valid: bool
+    """False when the output was missing or malformed (fail-open: the node executes)."""
+    p_bug: float | None = None
+    p_improves: float | None = None
+    """Pointwise: the model's answer; pairwise: its confidence that the candidate beats the best
+    so far, read off the comparison with the best (`pairwise_p_improves` in agent/gate.py)."""
+    predicted_metric: float | None = None
+    confidence: float | None = None
+    rationale: str | None = None
+    error: str | None = None
+    """What was wrong with the reply (a dropped field, no JSON, context overflow)."""
+    rank: int | None = None
+    """0 for the candidate the world model ranked first among the step's candidates."""
+    rejected: bool | None = None
+    """This verdict alone would veto the candidate (pairwise: known for those compared with the best)."""
+    counterfactual_gate: GateLabel | None = None
+    """Ungated runs: the gated regime's decision on this candidate (gate precision/recall)."""
+    comparisons: tuple[PairwiseMatch, ...] = ()
+    """Pairwise: the tournament matches of the candidate and its comparison with the best."""
+
+
+_FLAT_PREDICTION_FIELDS = (
+    "mode",
+    "valid",
+    "p_bug",
+    "p_improves",
+    "predicted_metric",
+    "confidence",
+    "rejected",
+    "counterfactual_gate",
+)
+"""The prediction's fields a `PredictionEvent` line held at its top level before it nested them."""
+
+
 class PredictionEvent(Record):
     """events.jsonl line for a world-model prediction and, for executed nodes, its outcome."""
 
@@ -420,27 +496,27 @@ class PredictionEvent(Record):
     ts: datetime
     node_id: str
     stage: Stage
-    mode: Literal["pointwise", "pairwise"]
-    valid: bool
-    """False when the output was missing or malformed (fail-open: the node executes)."""
-    p_bug: float | None = None
-    p_improves: float | None = None
-    predicted_metric: float | None = None
-    confidence: float | None = None
-    gate: Literal["execute", "skip", "forced", "not_gated", "not_selected"]
+    step: int | None = None
+    """Loop step (the journal's group) of the candidate."""
+    candidate: int | None = None
+    prediction: Prediction
+    gate: GateLabel
     """Decision: execute, skip (gated veto of the step), forced (after max consecutive skips),
     not_gated (run by the ungated regime), not_selected (another candidate of the step ran or was vetoed)."""
     executed: bool
     actual_buggy: bool | None = None
     actual_improved: bool | None = None
-    """Known for executed nodes: the node is good and beats its reference (best node before it)."""
+    """Known for executed nodes: the node is good and `improves` on the best node before it."""
     actual_metric: float | None = None
-    step: int | None = None
-    """Loop step (the journal's group) of the candidate."""
-    candidate: int | None = None
-    rejected: bool | None = None
-    """This verdict alone would veto the candidate (pairwise: known for those compared with the best)."""
-    counterfactual_gate: Literal["execute", "skip", "not_selected"] | None = None
-    """Ungated runs: the gated regime's decision on this candidate (gate precision/recall)."""
     budget_time_s: float | None = None
     """Trial budget time used when the step ended."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_prediction(cls, data: Any) -> Any:
+        """Lines written before the prediction was nested held its fields at the top level."""
+        if not isinstance(data, dict) or "prediction" in data or "mode" not in data:
+            return data
+        flat = dict(data)
+        nested = {key: flat.pop(key) for key in _FLAT_PREDICTION_FIELDS if key in flat}
+        return {**flat, "prediction": nested}

@@ -150,7 +150,7 @@ def test_gate_skips_rejected_candidate_only_when_gated(tmp_path, competition, se
         assert first["actual_buggy"] is False and first["actual_improved"] is False
         assert first["actual_metric"] == pytest.approx(0.4)
     last = predictions[-1]
-    assert last["executed"] and last["actual_improved"] is True and last["p_improves"] == 0.9
+    assert last["executed"] and last["actual_improved"] is True and last["prediction"]["p_improves"] == 0.9
     assert result.best_metric == pytest.approx(0.8)
 
 
@@ -189,7 +189,7 @@ def test_low_confidence_and_malformed_predictions_fail_open(tmp_path, competitio
     # Only the bad field is dropped; the low confidence keeps the rest from gating.
     assert "outside [0, 1]" in (nodes[2].prediction.error or "") and nodes[2].prediction.p_bug is None
     predictions = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
-    assert [p["valid"] for p in predictions] == [False, True]
+    assert [p["prediction"]["valid"] for p in predictions] == [False, True]
     assert result.status == "completed"
 
 
@@ -272,14 +272,10 @@ def test_pairwise_positions_are_seeded_random(tmp_path, competition, servers):
     )
     run(spec)
     versus = [
-        c
-        for n in journal(spec).nodes
-        if n.prediction
-        for c in n.prediction.comparisons
-        if c.get("versus_best")
+        c for n in journal(spec).nodes if n.prediction for c in n.prediction.comparisons if c.versus_best
     ]
     ids = {n.id: n for n in journal(spec).nodes}
-    best_first = [ids[c["a"]].group < ids[c["b"]].group for c in versus]
+    best_first = [ids[c.a].group < ids[c.b].group for c in versus]
     assert len(versus) >= 5 and 0 < sum(best_first) < len(versus)
 
 

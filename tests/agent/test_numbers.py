@@ -188,7 +188,7 @@ def test_world_model_fails_open_on_a_context_400(tmp_path, competition, servers)
         result = run(spec)
     assert result.status == "completed" and result.executed == 3 and result.vetoed_steps == 0
     predictions = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
-    assert len(predictions) == 2 and not any(p["valid"] for p in predictions)
+    assert len(predictions) == 2 and not any(p["prediction"]["valid"] for p in predictions)
     assert all(p["gate"] == "execute" for p in predictions)
     assert "context length" in (nodes_of(spec)[1].prediction.error or "")  # type: ignore[union-attr]
 
@@ -245,7 +245,7 @@ def test_world_prompt_states_the_protocol_and_the_buggy_rule(tmp_path, competiti
     # Ungated: the node ran, and the gate's decision is recorded as the counterfactual.
     (event,) = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
     assert event["gate"] == "not_gated" and event["executed"] is True
-    assert event["counterfactual_gate"] == "skip" and event["rejected"] is True
+    assert event["prediction"]["counterfactual_gate"] == "skip" and event["prediction"]["rejected"] is True
 
 
 def test_scripts_get_the_trial_seed(tmp_path, competition, servers):
@@ -460,5 +460,5 @@ def test_ungated_pairwise_calibrates_the_executed_candidate(tmp_path, competitio
     run(spec)
     events = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
     executed = [e for e in events if e["executed"]]
-    assert len(executed) == 5 and all(e["p_improves"] is not None for e in executed)
-    assert all(e["counterfactual_gate"] in ("execute", "skip", "not_selected") for e in events)
+    assert len(executed) == 5 and all(e["prediction"]["p_improves"] is not None for e in executed)
+    assert all(e["prediction"]["counterfactual_gate"] in ("execute", "skip", "not_selected") for e in events)

@@ -15,8 +15,20 @@ from mle_world.agent.journal import Journal, Node, valid_metric
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.prompts import extract_plan_and_code, render
 from mle_world.agent.review import buggy_verdict
-from mle_world.agent.world import Comparison, Prediction, parse_json_object, validate_prediction
-from mle_world.records import BudgetSettings, SearchSettings, StageGuidance, WorldModelSettings
+from mle_world.agent.world import Comparison, parse_json_object, validate_prediction
+from mle_world.records import (
+    BudgetSettings,
+    Prediction,
+    SearchSettings,
+    StageGuidance,
+    WorldModelSettings,
+    improves,
+)
+
+
+def said(valid: bool, **fields: object) -> Prediction:
+    """A pointwise prediction as the world model's parser returns it."""
+    return Prediction(mode="pointwise", valid=valid, **fields)
 
 
 class FakeClock:
@@ -94,23 +106,42 @@ WM = WorldModelSettings(
 @pytest.mark.parametrize(
     ("prediction", "rejected"),
     [
-        (Prediction(True, p_bug=0.1, p_improves=0.4, confidence=0.9), True),
-        (Prediction(True, p_bug=0.6, p_improves=0.9, confidence=0.9), True),
-        (Prediction(True, p_bug=0.1, p_improves=0.5, confidence=0.9), False),
-        (Prediction(True, p_bug=0.9, p_improves=0.0, confidence=0.59), False),
-        (Prediction(False, error="bad"), False),
+        (said(True, p_bug=0.1, p_improves=0.4, confidence=0.9), True),
+        (said(True, p_bug=0.6, p_improves=0.9, confidence=0.9), True),
+        (said(True, p_bug=0.1, p_improves=0.5, confidence=0.9), False),
+        (said(True, p_bug=0.9, p_improves=0.0, confidence=0.59), False),
+        (said(False, error="bad"), False),
     ],
 )
 def test_pointwise_rejection(prediction, rejected):
     assert gate.rejects(prediction, WM) is rejected
 
 
+def test_improves_respects_the_direction_and_missing_metrics():
+    assert improves(0.8, 0.7, False) and not improves(0.7, 0.8, False) and not improves(0.8, 0.8, False)
+    assert improves(0.7, 0.8, True) and not improves(0.8, 0.7, True) and not improves(0.8, 0.8, True)
+    assert improves(0.8, 0.7, None)  # unknown direction: higher is better (AIDE)
+    # Any metric improves on no reference (the first good node); no metric improves on nothing.
+    assert improves(5.0, None, True) and not improves(None, 0.5, False) and not improves(None, None, False)
+    journal = Journal([], lower_is_better=True)
+    assert journal.improves(0.1, 0.2) and not journal.improves(0.3, 0.2)
+
+
+def test_pairwise_p_improves_reads_the_comparison_with_the_best():
+    # The candidate's chance to beat the best: the confidence when it won, else the complement.
+    assert gate.pairwise_p_improves(Comparison(True, "B", 0.8), best_position="A") == 0.8
+    assert gate.pairwise_p_improves(Comparison(True, "A", 0.8), best_position="A") == pytest.approx(0.2)
+    assert gate.pairwise_p_improves(Comparison(True, "A", 0.8), best_position="B") == 0.8
+    assert gate.pairwise_p_improves(Comparison(True, "A", None), best_position="A") is None
+    assert gate.pairwise_p_improves(Comparison(False, error="x"), best_position="B") is None
+
+
 def test_rank_pointwise_ties_and_invalid():
     preds = [
-        Prediction(False),
-        Prediction(True, p_improves=0.7, predicted_metric=0.8, confidence=1, p_bug=0),
-        Prediction(True, p_improves=0.7, predicted_metric=0.9, confidence=1, p_bug=0),
-        Prediction(True, p_improves=0.2, confidence=1, p_bug=0),
+        said(False),
+        said(True, p_improves=0.7, predicted_metric=0.8, confidence=1, p_bug=0),
+        said(True, p_improves=0.7, predicted_metric=0.9, confidence=1, p_bug=0),
+        said(True, p_improves=0.2, confidence=1, p_bug=0),
     ]
     # Accepted by p_improves (ties by predicted metric), then the invalid one (fail open), then the
     # confidently rejected one: an invalid prediction is never vetoed because a valid one was rejected.

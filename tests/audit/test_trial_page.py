@@ -14,10 +14,10 @@ from browser import dump_dom
 from markupsafe import escape
 
 from mle_world.agent.events import EventLog
-from mle_world.agent.journal import Checkpoint, JournalWriter, Node, WorldInfo, save_checkpoint
+from mle_world.agent.journal import Checkpoint, JournalWriter, Node, save_checkpoint
 from mle_world.audit.pages import render_trial_page
 from mle_world.audit.trialview import layout, load_trial_view, node_status
-from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, PredictionEvent
+from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, Prediction, PredictionEvent
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
@@ -43,9 +43,9 @@ def make_trial(root: Path) -> Path:
              analysis=f"review says {HOSTILE}"),
         node("i" * 32, 2, "improve", "b" * 32, code=f"# {HOSTILE}\nprint(3)\n", executed=True, metric=0.9,
              ctime=1020.0, gate="execute",
-             prediction=WorldInfo(mode="pointwise", valid=True, p_bug=0.1, p_improves=0.8, rationale=HOSTILE)),
+             prediction=Prediction(mode="pointwise", valid=True, p_bug=0.1, p_improves=0.8, rationale=HOSTILE)),
         node("s" * 32, 3, "improve", "b" * 32, code="print(4)\n", skipped=True, gate="skip", ctime=1030.0,
-             prediction=WorldInfo(mode="pointwise", valid=True, p_bug=0.7, p_improves=0.1)),
+             prediction=Prediction(mode="pointwise", valid=True, p_bug=0.7, p_improves=0.1)),
     ]  # fmt: skip
     raw = Checkpoint(
         trial_id="gated/wm-point/iris/seed1", science_hash="h", lower_is_better=False, nodes=nodes
@@ -64,7 +64,8 @@ def make_trial(root: Path) -> Path:
     events.emit(DowntimeEvent(ts=T0 + timedelta(seconds=5.5), role="world", phase="down", cause="refused"))
     events.emit(DowntimeEvent(ts=T0 + timedelta(seconds=9.5), role="world", phase="up", downtime_s=4.0))
     events.emit(PredictionEvent(ts=T0 + timedelta(seconds=6), node_id="i" * 32, stage="improve",
-                                mode="pointwise", valid=True, p_improves=0.8, gate="execute", executed=True,
+                                prediction=Prediction(mode="pointwise", valid=True, p_improves=0.8),
+                                gate="execute", executed=True,
                                 actual_buggy=False, actual_improved=True, actual_metric=0.9))  # fmt: skip
     (trial / "result.json").write_text(json.dumps({
         "trial_id": "gated/wm-point/iris/seed1", "status": "completed", "stop_reason": f"max_steps {HOSTILE}",

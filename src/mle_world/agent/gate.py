@@ -28,9 +28,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mle_world.agent.journal import GateLabel
-from mle_world.agent.world import Comparison, Prediction
-from mle_world.records import Regime, WorldModelSettings
+from mle_world.agent.world import Comparison
+from mle_world.records import GateLabel, Prediction, Regime, WorldModelSettings
 
 
 @dataclass(frozen=True)
@@ -139,6 +138,16 @@ def pairwise_rejects(vs_best: Comparison | None, best_position: str, settings: W
         and counts(vs_best, settings.pairwise_confidence)
         and vs_best.better == best_position
     )
+
+
+def pairwise_p_improves(vs_best: Comparison, best_position: str) -> float | None:
+    """What p_improves means pairwise: the candidate's chance to beat the best so far, read off its
+    comparison with the best (shown in `best_position`): the confidence when the candidate won, its
+    complement when the best won; None without a valid confidence. Counted or not, it is recorded
+    for calibration."""
+    if not vs_best.valid or vs_best.confidence is None:
+        return None
+    return 1.0 - vs_best.confidence if vs_best.better == best_position else vs_best.confidence
 
 
 def _gated(order: Sequence[int], rejected: bool, forced: bool) -> tuple[int | None, tuple[GateLabel, ...]]:

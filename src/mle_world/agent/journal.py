@@ -14,38 +14,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mle_world.records import Stage
+from mle_world.records import GateLabel, Prediction, Stage, improves
 from mle_world.storage import read_model, write_model
 
 JOURNAL_VERSION = 2
 """2: journal.json may be followed by journal.jsonl; read both with `load_checkpoint`."""
 COMPACT_MIN_BYTES = 256 * 1024
 MEMORY_SEPARATOR = "\n-------------------------------\n"
-GateLabel = Literal["execute", "skip", "forced", "not_gated", "not_selected"]
-"""execute/forced/skip: the gated decision on a step's best-ranked candidate (skip = the step is
-vetoed); not_gated: the candidate an ungated step ran; not_selected: another candidate of the step."""
-
-
-class WorldInfo(BaseModel):
-    """What the world model said about one candidate, kept on its node."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    mode: Literal["pointwise", "pairwise"]
-    valid: bool
-    p_bug: float | None = None
-    p_improves: float | None = None
-    predicted_metric: float | None = None
-    confidence: float | None = None
-    rationale: str | None = None
-    error: str | None = None
-    rank: int | None = None
-    rejected: bool | None = None
-    """Whether this verdict alone would make the gate veto the candidate."""
-    counterfactual_gate: GateLabel | None = None
-    """Ungated runs: the label the gated regime would have given (gate precision/recall)."""
-    comparisons: list[dict[str, Any]] = Field(default_factory=list)
-    """Pairwise: each match as {"a": node_id, "b": node_id, "better": "A"|"B"|None, "confidence": x}."""
 
 
 class Node(BaseModel):
@@ -93,7 +68,7 @@ class Node(BaseModel):
     executed: bool = False
     skipped: bool = False
     gate: GateLabel | None = None
-    prediction: WorldInfo | None = None
+    prediction: Prediction | None = None
     context_overflow: bool = False
     """The coder or reviewer prompt did not fit the context window even shrunk (node counted buggy)."""
     budget_time_s: float | None = None
@@ -181,9 +156,9 @@ class Journal:
     def good_nodes(self) -> list[Node]:
         return [n for n in self.executed_nodes if not n.is_buggy]
 
-    def better(self, a: float, b: float) -> bool:
-        """True when metric `a` is strictly better than `b` in the journal's direction."""
-        return a < b if self.lower_is_better else a > b
+    def improves(self, metric: float | None, reference: float | None) -> bool:
+        """`records.improves` in the journal's direction: `metric` strictly beats `reference`."""
+        return improves(metric, reference, self.lower_is_better)
 
     def best_node(self, before_step: int | None = None) -> Node | None:
         """The best good node by reported validation metric (AIDE's greedy choice).
@@ -195,9 +170,7 @@ class Journal:
         for node in self.good_nodes:
             if before_step is not None and node.step >= before_step:
                 continue
-            if node.metric is None:
-                continue
-            if best is None or best.metric is None or self.better(node.metric, best.metric):
+            if self.improves(node.metric, best.metric if best else None):
                 best = node
         return best
 

@@ -25,7 +25,7 @@ from mle_world.agent.budget import Budget, Clock
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
 from mle_world.agent.interpreter import CodeRunner, ExecResult
-from mle_world.agent.journal import Checkpoint, Journal, JournalWriter, Node, WorldInfo, load_checkpoint
+from mle_world.agent.journal import Checkpoint, Journal, JournalWriter, Node, load_checkpoint
 from mle_world.agent.llm import ChatModel, ContextOverflow, EndpointFailure
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.preview import data_preview, task_description
@@ -48,8 +48,16 @@ from mle_world.agent.workspace import (
     reset_run_submission,
     stage_submission,
 )
-from mle_world.agent.world import Comparison, Prediction, WorldModel
-from mle_world.records import AgentResult, ExecutionEvent, PredictionEvent, Stage, TrialSpec
+from mle_world.agent.world import Comparison, WorldModel
+from mle_world.records import (
+    AgentResult,
+    ExecutionEvent,
+    PairwiseMatch,
+    Prediction,
+    PredictionEvent,
+    Stage,
+    TrialSpec,
+)
 from mle_world.storage import write_model, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -100,6 +108,21 @@ def _concurrently(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     finally:
         # Never wait here for calls still in flight: on preemption or failure the trial must stop now.
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def pairwise_match(
+    a: Node, b: Node, comparison: Comparison, counted: bool, *, versus_best: bool = False
+) -> PairwiseMatch:
+    """The journal's record of one comparison of `a` (shown as A) with `b`."""
+    return PairwiseMatch(
+        a=a.id,
+        b=b.id,
+        better=comparison.better,
+        confidence=comparison.confidence,
+        valid=comparison.valid,
+        counted=counted,
+        versus_best=versus_best,
+    )
 
 
 def _rng_state(rng: random.Random) -> list[Any]:
@@ -427,19 +450,8 @@ class Agent:
             )
             order = gate.rank_pointwise(predictions, wm, self.journal.lower_is_better)
             for rank, i in enumerate(order):
-                p = predictions[i]
-                nodes[i].prediction = WorldInfo(
-                    mode="pointwise",
-                    valid=p.valid,
-                    p_bug=p.p_bug,
-                    p_improves=p.p_improves,
-                    predicted_metric=p.predicted_metric,
-                    confidence=p.confidence,
-                    rationale=p.rationale,
-                    error=p.error,
-                    rank=rank,
-                    rejected=gate.rejects(p, wm),
-                )
+                verdict = {"rank": rank, "rejected": gate.rejects(predictions[i], wm)}
+                nodes[i].prediction = predictions[i].model_copy(update=verdict)
             rejected = gate.rejects(predictions[order[0]], wm)
         else:
             order, rejected = self._pairwise(ctx, nodes, timeout, group, ungated)
@@ -455,7 +467,7 @@ class Agent:
         if outcome.counterfactual is not None:
             for node, label in zip(nodes, outcome.counterfactual, strict=True):
                 if node.prediction is not None:
-                    node.prediction.counterfactual_gate = label
+                    node.prediction = node.prediction.model_copy(update={"counterfactual_gate": label})
         log.info("gate: labels=%s chosen=%s rejected=%s", outcome.labels, outcome.chosen, rejected)
         return outcome
 
@@ -497,16 +509,9 @@ class Agent:
         result = gate.tournament(
             len(nodes), compare_round, wm.pairwise_confidence, step_rng(seed, group, "pairwise")
         )
-        comparisons: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(nodes))}
+        comparisons: dict[int, list[PairwiseMatch]] = {i: [] for i in range(len(nodes))}
         for match in result.matches:
-            entry = {
-                "a": nodes[match.a].id,
-                "b": nodes[match.b].id,
-                "better": match.comparison.better,
-                "confidence": match.comparison.confidence,
-                "valid": match.comparison.valid,
-                "counted": match.counted,
-            }
+            entry = pairwise_match(nodes[match.a], nodes[match.b], match.comparison, match.counted)
             comparisons[match.a].append(entry)
             comparisons[match.b].append(entry)
         best = self.journal.best_node()
@@ -520,71 +525,53 @@ class Agent:
             answers = _concurrently(lambda i: self._versus_best(ctx, best, nodes[i], timeout, group), wanted)
             versus = dict(zip(wanted, answers, strict=True))
         for i, (comparison, best_position) in versus.items():
-            comparisons[i].append(
-                {
-                    "a": best.id if best_position == "A" and best else nodes[i].id,
-                    "b": nodes[i].id if best_position == "A" or not best else best.id,
-                    "better": comparison.better,
-                    "confidence": comparison.confidence,
-                    "valid": comparison.valid,
-                    "counted": gate.counts(comparison, wm.pairwise_confidence),
-                    "versus_best": True,
-                }
-            )
+            assert best is not None
+            a, b = (best, nodes[i]) if best_position == "A" else (nodes[i], best)
+            counted = gate.counts(comparison, wm.pairwise_confidence)
+            comparisons[i].append(pairwise_match(a, b, comparison, counted, versus_best=True))
         order = sorted(range(len(nodes)), key=lambda i: (result.ranks[i], i))
         for i, node in enumerate(nodes):
             mine = comparisons[i]
             p_improves = None
-            confidence = mine[-1]["confidence"] if mine else None
+            confidence = mine[-1].confidence if mine else None
             rejected = None
             if i in versus:
                 comparison, best_position = versus[i]
                 rejected = gate.pairwise_rejects(comparison, best_position, wm)
-                if comparison.valid and comparison.confidence is not None:
-                    # The candidate's chance to beat the best, read off the comparison with it.
-                    wins = comparison.better != best_position
-                    p_improves = comparison.confidence if wins else 1.0 - comparison.confidence
+                p_improves = gate.pairwise_p_improves(comparison, best_position)
+                if p_improves is not None:
                     confidence = comparison.confidence
-            node.prediction = WorldInfo(
+            node.prediction = Prediction(
                 mode="pairwise",
-                valid=all(c["valid"] for c in mine),
+                valid=all(c.valid for c in mine),
                 p_improves=p_improves,
                 confidence=confidence,
                 rank=result.ranks[i],
                 rejected=rejected,
-                comparisons=mine,
+                comparisons=tuple(mine),
             )
         winner_rejected = result.winner in versus and gate.pairwise_rejects(*versus[result.winner], wm)
         return order, winner_rejected
 
     def prediction_event(self, node: Node, prev_best: Node | None) -> PredictionEvent:
-        info = node.prediction or WorldInfo(mode=self.settings.world_model.selection, valid=False)
-        actual_improved = None
-        if node.executed:
-            actual_improved = not node.is_buggy and (
-                prev_best is None
-                or prev_best.metric is None
-                or (node.metric is not None and self.journal.better(node.metric, prev_best.metric))
-            )
+        """The node's prediction and, when it ran, whether it improved on `prev_best` (the best before it)."""
+        prediction = node.prediction or Prediction(mode=self.settings.world_model.selection, valid=False)
+        ran = node.executed
+        improved = not node.is_buggy and self.journal.improves(
+            node.metric, prev_best.metric if prev_best else None
+        )
         return PredictionEvent(
             ts=datetime.now(UTC),
             node_id=node.id,
             stage=node.stage,
-            mode=info.mode,
-            valid=info.valid,
-            p_bug=info.p_bug,
-            p_improves=info.p_improves,
-            predicted_metric=info.predicted_metric,
-            confidence=info.confidence,
-            gate=node.gate or "execute",
-            executed=node.executed,
-            actual_buggy=node.is_buggy if node.executed else None,
-            actual_improved=actual_improved,
-            actual_metric=node.metric if node.executed else None,
             step=node.group,
             candidate=node.candidate,
-            rejected=info.rejected,
-            counterfactual_gate=info.counterfactual_gate,
+            prediction=prediction,
+            gate=node.gate or "execute",
+            executed=ran,
+            actual_buggy=node.is_buggy if ran else None,
+            actual_improved=improved if ran else None,
+            actual_metric=node.metric if ran else None,
             budget_time_s=node.budget_time_s,
         )
 
@@ -678,11 +665,7 @@ class Agent:
             self._update_direction(node)
         # The promoted best, not `prev_best`: a direction flip above may have changed it.
         best = self.journal.get(self.ckpt.best_node_id)
-        if (
-            not node.is_buggy
-            and node.metric is not None
-            and (best is None or best.metric is None or self.journal.better(node.metric, best.metric))
-        ):
+        if not node.is_buggy and self.journal.improves(node.metric, best.metric if best else None):
             self.promote(node)
         elif not node.is_buggy and self.ckpt.direction_source != "task":
             self._keep_submission(node)

@@ -1,6 +1,7 @@
 """World-model calls: pointwise predictions and pairwise comparisons, parsed and validated.
 
-Reads the world endpoint's replies; writes nothing (the loop records PredictionEvents).
+Reads the world endpoint's replies; writes nothing (`consult` completes the `records.Prediction`s,
+which journal.json and events.jsonl keep).
 """
 
 from __future__ import annotations
@@ -14,26 +15,17 @@ from typing import Any, Literal
 from mle_world.agent.journal import Node
 from mle_world.agent.llm import ChatModel, ContextOverflow
 from mle_world.agent.prompts import WorldContext, pairwise_messages, pointwise_messages, strip_think
+from mle_world.records import Prediction
 
 _FENCED_JSON = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """A pointwise prediction; `valid` False means missing/malformed output (the gate fails open)."""
-
-    valid: bool
-    p_bug: float | None = None
-    p_improves: float | None = None
-    predicted_metric: float | None = None
-    confidence: float | None = None
-    rationale: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
 class Comparison:
-    """A pairwise comparison of two candidates; `better` None when invalid."""
+    """The parsed reply to one pairwise question; `better` None when invalid.
+
+    The journal keeps it as a `records.PairwiseMatch` (with the nodes' ids and whether it counted).
+    """
 
     valid: bool
     better: Literal["A", "B"] | None = None
@@ -118,7 +110,7 @@ def validate_prediction(data: dict[str, Any] | None) -> Prediction:
     The prediction is invalid only without a JSON object or without any usable probability.
     """
     if data is None:
-        return Prediction(valid=False, error="no JSON object in the reply")
+        return Prediction(mode="pointwise", valid=False, error="no JSON object in the reply")
     fields: dict[str, float | None] = {}
     problems: list[str] = []
     for key in ("p_bug", "p_improves", "confidence"):
@@ -132,9 +124,10 @@ def validate_prediction(data: dict[str, Any] | None) -> Prediction:
         problems.append(f"predicted_metric is not a number: {data.get('predicted_metric')!r}")
     dropped = "; ".join(problems) or None
     if fields["p_bug"] is None and fields["p_improves"] is None:
-        return Prediction(valid=False, error=dropped)
+        return Prediction(mode="pointwise", valid=False, error=dropped)
     rationale = data.get("rationale")
     return Prediction(
+        mode="pointwise",
         valid=True,
         p_bug=fields["p_bug"],
         p_improves=fields["p_improves"],
@@ -191,7 +184,7 @@ class WorldModel:
         try:
             text = self._ask(pointwise_messages(ctx, candidate), "predict", timeout_s, seed)
         except ContextOverflow as error:
-            return Prediction(valid=False, error=f"context length exceeded: {error}")
+            return Prediction(mode="pointwise", valid=False, error=f"context length exceeded: {error}")
         return validate_prediction(parse_json_object(text))
 
     def compare(

@@ -291,8 +291,9 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
             events = trial_events(trial)
             row.bad_event_lines += events.bad_lines
             for pred in events.predictions:
+                said = pred.prediction
                 row.predictions += 1
-                row.invalid += 0 if pred.valid else 1
+                row.invalid += 0 if said.valid else 1
                 # One decision per consulted step: every label but "not_selected" marks one.
                 if pred.gate == "not_selected":
                     row.not_selected += 1
@@ -300,21 +301,21 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
                     row.decisions += 1
                     row.skipped += pred.gate == "skip"
                     row.forced += pred.gate == "forced"
-                    row.would_skip += pred.counterfactual_gate == "skip"
+                    row.would_skip += said.counterfactual_gate == "skip"
                 if (
                     pred.executed
-                    and pred.counterfactual_gate is not None
+                    and said.counterfactual_gate is not None
                     and pred.actual_improved is not None
                 ):
                     # Would the gated regime have left this node unrun (vetoed, or ranked below another)?
-                    vetoes.append((pred.counterfactual_gate != "execute", not pred.actual_improved))
-                if regime != "ungated" or not pred.valid or not pred.executed:
+                    vetoes.append((said.counterfactual_gate != "execute", not pred.actual_improved))
+                if regime != "ungated" or not said.valid or not pred.executed:
                     continue
-                if pred.p_improves is not None and pred.actual_improved is not None:
-                    probs.append(pred.p_improves)
+                if said.p_improves is not None and pred.actual_improved is not None:
+                    probs.append(said.p_improves)
                     outcomes.append(pred.actual_improved)
-                if pred.p_bug is not None and pred.actual_buggy is not None:
-                    bug_p.append(pred.p_bug)
+                if said.p_bug is not None and pred.actual_buggy is not None:
+                    bug_p.append(said.p_bug)
                     bug_y.append(pred.actual_buggy)
         if row.predictions == 0:
             continue
@@ -459,14 +460,15 @@ def calibration_rows(sweep: Sweep, n_bins: int = 10) -> list[CalibrationRow]:
         if trial.regime != "ungated":
             continue
         for pred in trial_events(trial).predictions:
-            if not pred.valid or not pred.executed:
+            said = pred.prediction
+            if not said.valid or not pred.executed:
                 continue
-            key: tuple[str, str] = (pred.stage, pred.mode)
-            if pred.p_improves is not None and pred.actual_improved is not None:
-                improves[key][0].append(pred.p_improves)
+            key: tuple[str, str] = (pred.stage, said.mode)
+            if said.p_improves is not None and pred.actual_improved is not None:
+                improves[key][0].append(said.p_improves)
                 improves[key][1].append(pred.actual_improved)
-            if pred.p_bug is not None and pred.actual_buggy is not None:
-                bugs[key][0].append(pred.p_bug)
+            if said.p_bug is not None and pred.actual_buggy is not None:
+                bugs[key][0].append(said.p_bug)
                 bugs[key][1].append(pred.actual_buggy)
     rows = []
     for group in sorted(set(improves) | set(bugs)):

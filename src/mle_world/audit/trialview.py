@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mle_world.agent.journal import Node, WorldInfo, load_journal_data
+from mle_world.agent.journal import Node, load_journal_data
 from mle_world.audit.timeline import Timeline, budget_timeline
 from mle_world.layout import report_beside
-from mle_world.records import PredictionEvent
+from mle_world.records import Prediction, PredictionEvent, improves
 from mle_world.trial_events import TrialEvents, read_events
 
 OUTPUT_TAIL_LINES = 60
@@ -80,7 +80,7 @@ class NodeView:
         return self.node.id[:8]
 
     @property
-    def prediction(self) -> WorldInfo | None:
+    def prediction(self) -> Prediction | None:
         return self.node.prediction
 
     @property
@@ -175,17 +175,15 @@ def code_diff(parent: Node | None, node: Node) -> str:
     return "\n".join(lines)
 
 
-def _better(a: float, b: float, lower: bool | None) -> bool:
-    return a < b if lower else a > b
-
-
 def best_node_id(nodes: Sequence[Node], lower: bool | None) -> str | None:
     """The best good executed node by metric, as the agent chooses it."""
     best: Node | None = None
     for node in nodes:
-        if not node.executed or node.is_buggy or node.metric is None:
-            continue
-        if best is None or best.metric is None or _better(node.metric, best.metric, lower):
+        if (
+            node.executed
+            and not node.is_buggy
+            and improves(node.metric, best.metric if best else None, lower)
+        ):
             best = node
     return best.id if best else None
 
