@@ -98,21 +98,6 @@ def truncate_output(text: str) -> str:
     return f"{text[:HEAD_CHARS]}\n ... [{len(text) - HEAD_CHARS - TAIL_CHARS} characters truncated] ... \n{text[-TAIL_CHARS:]}"
 
 
-def read_truncated(path: Path) -> str:
-    """Head and tail of a log without loading a huge file."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            if size <= HEAD_CHARS + TAIL_CHARS + 100:
-                return handle.read().decode("utf-8", errors="replace")
-            head = handle.read(HEAD_CHARS).decode("utf-8", errors="replace")
-            handle.seek(size - TAIL_CHARS)
-            tail = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return f"{head}\n ... [{size - HEAD_CHARS - TAIL_CHARS} bytes truncated] ... \n{tail}"
-
-
 class BoundedCapture:
     """Drains a pipe completely, keeping its first and last `limit // 2` bytes and counting the rest."""
 
