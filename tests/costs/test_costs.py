@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.costs.account import COST_COLUMNS, write_trial_costs
+from mle_world.costs.account import COST_COLUMNS, CostRow, write_trial_costs
 from mle_world.costs.prices import DEFAULT_PRICES, load_prices
 from mle_world.costs.summary import write_cost_summary
 from mle_world.errors import ConfigError
@@ -88,7 +88,10 @@ def read_rows(path: Path) -> dict[str, dict[str, str]]:
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == COST_COLUMNS
-        return {row["role"]: row for row in reader}
+        rows = {row["role"]: row for row in reader}
+    for row in rows.values():  # every line reads back as the typed row it was written from
+        CostRow.model_validate({k: v for k, v in row.items() if v != ""})
+    return rows
 
 
 def make_trial(root: Path, spec: TrialSpec, lines: list[str] | None) -> Path:

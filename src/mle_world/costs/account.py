@@ -9,9 +9,10 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from mle_world import layout
 from mle_world.costs.prices import Prices
@@ -19,26 +20,48 @@ from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, Role, TrialSp
 from mle_world.storage import write_text_atomic
 from mle_world.trial_events import TrialEvents, read_events
 
+
+class Usage(BaseModel):
+    """One role's usage and cost in a trial (or the executions' GPU-hours): a cost row without its trial."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: str
+    model: str = ""
+    calls: int | None = None
+    calls_unknown_usage: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    llm_seconds: float | None = None
+    exec_seconds: float | None = None
+    gpu_hours: float | None = None
+    pricing: str = ""
+    cost_usd: float | None = None
+
+
+class CostRow(Usage):
+    """One line of `costs/<configuration>.<task>.seed<seed>.csv`: the trial, then one role's usage."""
+
+    trial_id: str
+    regime: str
+    configuration: str
+    task: str
+    seed: int
+    prices_version: str
+    bad_event_lines: int
+
+
 COST_COLUMNS: tuple[str, ...] = (
     "trial_id",
     "regime",
     "configuration",
     "task",
     "seed",
-    "role",
-    "model",
-    "calls",
-    "calls_unknown_usage",
-    "prompt_tokens",
-    "completion_tokens",
-    "llm_seconds",
-    "exec_seconds",
-    "gpu_hours",
-    "pricing",
-    "cost_usd",
+    *Usage.model_fields,
     "prices_version",
     "bad_event_lines",
 )
+"""The CSV's column order (the trial first); every column is a field of CostRow."""
 EXECUTION_ROLE = "execution"
 
 
@@ -48,15 +71,15 @@ def _gpu_count(gpu: str | None) -> int:
     return len([g for g in gpu.split(",") if g.strip()])
 
 
-def _fmt(value: float | int | None) -> str:
+def _cell(value: str | float | None) -> str:
     if value is None:
         return ""
-    if isinstance(value, int):
+    if isinstance(value, str | int):
         return str(value)
     return repr(round(value, 6))
 
 
-def role_row(role: Role, events: Sequence[LLMCallEvent], prices: Prices) -> dict[str, Any]:
+def role_row(role: Role, events: Sequence[LLMCallEvent], prices: Prices) -> Usage:
     """Usage and cost of one role; per-token pricing when every call's model has a price and usage."""
     calls = len(events)
     known = [e for e in events if e.prompt_tokens is not None and e.completion_tokens is not None]
@@ -67,7 +90,7 @@ def role_row(role: Role, events: Sequence[LLMCallEvent], prices: Prices) -> dict
     )
     prompt = sum(e.prompt_tokens or 0 for e in known) if known or unknown == 0 else None
     completion = sum(e.completion_tokens or 0 for e in known) if known or unknown == 0 else None
-    seconds = sum(e.latency_s for e in events)
+    seconds = sum((e.latency_s for e in events), 0.0)
     models = Counter(e.model or "" for e in events)
     cost: float | None = None
     pricing = ""
@@ -90,77 +113,69 @@ def role_row(role: Role, events: Sequence[LLMCallEvent], prices: Prices) -> dict
         if server is not None and server.usd_per_gpu_hour is not None:
             cost = seconds / 3600.0 * server.gpus * server.usd_per_gpu_hour
             pricing = "gpu-hour-by-llm-seconds"
-    return {
-        "role": role,
-        "model": ";".join(m for m, _ in models.most_common()),
-        "calls": calls,
-        "calls_unknown_usage": unknown,
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "llm_seconds": seconds,
-        "exec_seconds": None,
-        "gpu_hours": None,
-        "pricing": pricing,
-        "cost_usd": cost,
-    }
+    return Usage(
+        role=role,
+        model=";".join(m for m, _ in models.most_common()),
+        calls=calls,
+        calls_unknown_usage=unknown,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        llm_seconds=seconds,
+        pricing=pricing,
+        cost_usd=cost,
+    )
 
 
-def execution_row(events: Sequence[ExecutionEvent], prices: Prices) -> dict[str, Any]:
+def execution_row(events: Sequence[ExecutionEvent], prices: Prices) -> Usage:
     """GPU-hours of executions that ran with a GPU (CUDA_VISIBLE_DEVICES set)."""
-    seconds = sum(e.exec_time_s for e in events)
+    seconds = sum((e.exec_time_s for e in events), 0.0)
     gpu_hours = sum(e.exec_time_s * _gpu_count(e.gpu) for e in events) / 3600.0
     rate = prices.execution.usd_per_gpu_hour
-    return {
-        "role": EXECUTION_ROLE,
-        "model": "",
-        "calls": len(events),
-        "calls_unknown_usage": 0,
-        "prompt_tokens": None,
-        "completion_tokens": None,
-        "llm_seconds": None,
-        "exec_seconds": seconds,
-        "gpu_hours": gpu_hours,
-        "pricing": "gpu-hour" if rate is not None else "",
-        "cost_usd": gpu_hours * rate if rate is not None else (0.0 if gpu_hours == 0 else None),
-    }
+    return Usage(
+        role=EXECUTION_ROLE,
+        calls=len(events),
+        calls_unknown_usage=0,
+        exec_seconds=seconds,
+        gpu_hours=gpu_hours,
+        pricing="gpu-hour" if rate is not None else "",
+        cost_usd=gpu_hours * rate if rate is not None else (0.0 if gpu_hours == 0 else None),
+    )
 
 
-def unknown_row(role: str) -> dict[str, Any]:
+def unknown_row(role: str) -> Usage:
     """A role of a trial without events.jsonl: nothing is known, so nothing is priced (never $0)."""
-    return {
-        "role": role,
-        "model": "",
-        **dict.fromkeys(("calls", "calls_unknown_usage", "prompt_tokens", "completion_tokens")),
-        **dict.fromkeys(("llm_seconds", "exec_seconds", "gpu_hours", "cost_usd")),
-        "pricing": "unknown: no events.jsonl",
-    }
+    return Usage(role=role, pricing="unknown: no events.jsonl")
 
 
-def trial_cost_rows(events: TrialEvents, spec: TrialSpec, prices: Prices) -> list[dict[str, Any]]:
+def trial_cost_rows(events: TrialEvents, spec: TrialSpec, prices: Prices) -> list[CostRow]:
     """One row per role plus one for execution."""
     if events.missing:
-        rows = [unknown_row(role) for role in (*ROLES, EXECUTION_ROLE)]
+        usages = [unknown_row(role) for role in (*ROLES, EXECUTION_ROLE)]
     else:
-        rows = [role_row(role, [e for e in events.llm if e.role == role], prices) for role in ROLES]
-        rows.append(execution_row(events.executions, prices))
-    ident = {
-        "trial_id": spec.trial_id,
-        "regime": spec.regime,
-        "configuration": spec.configuration,
-        "task": spec.task,
-        "seed": spec.seed,
-        "prices_version": f"{prices.version}@{prices.as_of}",
-        "bad_event_lines": events.bad_lines,
-    }
-    return [{**ident, **row} for row in rows]
+        usages = [role_row(role, [e for e in events.llm if e.role == role], prices) for role in ROLES]
+        usages.append(execution_row(events.executions, prices))
+    return [
+        CostRow(
+            trial_id=spec.trial_id,
+            regime=spec.regime,
+            configuration=spec.configuration,
+            task=spec.task,
+            seed=spec.seed,
+            prices_version=f"{prices.version}@{prices.as_of}",
+            bad_event_lines=events.bad_lines,
+            **usage.model_dump(),
+        )
+        for usage in usages
+    ]
 
 
-def _csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+def csv_text(columns: Sequence[str], rows: Iterable[BaseModel]) -> str:
+    """A CSV of `rows` (models with a field per column): integers as is, floats to 6 places, None empty."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_fmt(v) if not isinstance(v, str) else v for v in (row.get(c) for c in columns)])
+        writer.writerow([_cell(getattr(row, c)) for c in columns])
     return buffer.getvalue()
 
 
@@ -168,5 +183,5 @@ def write_trial_costs(trial_dir: Path, spec: TrialSpec, output_dir: Path, prices
     """Write one trial's cost CSV from its events.jsonl; a missing or corrupt log is not fatal."""
     rows = trial_cost_rows(read_events(trial_dir / "events.jsonl"), spec, prices)
     path = layout.cost_path(output_dir, spec.configuration, spec.task, spec.seed)
-    write_text_atomic(path, _csv_text(COST_COLUMNS, rows))
+    write_text_atomic(path, csv_text(COST_COLUMNS, rows))
     return path

@@ -9,32 +9,51 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mle_world import layout
-from mle_world.costs.account import _csv_text, write_trial_costs
+from mle_world.costs.account import csv_text, write_trial_costs
 from mle_world.costs.prices import Prices
 from mle_world.records import TrialSpec
 from mle_world.storage import read_model, write_text_atomic
 
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    "regime",
-    "configuration",
-    "role",
-    "trials",
-    "calls",
-    "calls_unknown_usage",
-    "prompt_tokens",
-    "completion_tokens",
-    "llm_seconds",
-    "exec_seconds",
-    "gpu_hours",
-    "cost_usd",
-    "trials_cost_unknown",
-)
+
+class CostSummaryRow(BaseModel):
+    """One line of `costs/summary.csv`: a regime x configuration x role summed over its trials."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    regime: str
+    configuration: str
+    role: str
+    trials: int
+    calls: int | None = None
+    calls_unknown_usage: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    llm_seconds: float | None = None
+    exec_seconds: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    """Empty when any trial's cost in the group is unknown."""
+    trials_cost_unknown: int = 0
+
+
+SUMMARY_COLUMNS: tuple[str, ...] = tuple(CostSummaryRow.model_fields)
+_COUNTS = ("calls", "calls_unknown_usage", "prompt_tokens", "completion_tokens")
+_SECONDS = ("llm_seconds", "exec_seconds", "gpu_hours")
+
+
+@dataclass
+class _Group:
+    trials: set[str] = field(default_factory=set)
+    sums: dict[str, float | int | None] = field(default_factory=lambda: dict.fromkeys((*_COUNTS, *_SECONDS)))
+    cost: float = 0.0
+    cost_unknown: int = 0
 
 
 def _num(cell: str | None) -> float | None:
@@ -89,43 +108,34 @@ def read_cost_rows(costs_dir: Path) -> tuple[list[dict[str, str]], list[str]]:
     return rows, bad
 
 
-def summarise_cost_rows(rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
+def summarise_cost_rows(rows: Iterable[Mapping[str, str]]) -> list[CostSummaryRow]:
     """Sum per regime x configuration x role; cost is empty when any trial's cost is unknown."""
-    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
-    numeric = ("calls", "calls_unknown_usage", "prompt_tokens", "completion_tokens")
-    floats = ("llm_seconds", "exec_seconds", "gpu_hours")
+    groups: dict[tuple[str, str, str], _Group] = {}
     for row in rows:
         key = (row.get("regime", ""), row.get("configuration", ""), row.get("role", ""))
-        group = groups.setdefault(
-            key,
-            {
-                "regime": key[0],
-                "configuration": key[1],
-                "role": key[2],
-                "trials": set(),
-                **{c: None for c in (*numeric, *floats)},
-                "cost_usd": 0.0,
-                "trials_cost_unknown": 0,
-            },
-        )
-        group["trials"].add(row.get("trial_id", ""))
-        for column in (*numeric, *floats):
+        group = groups.setdefault(key, _Group())
+        group.trials.add(row.get("trial_id", ""))
+        for column in (*_COUNTS, *_SECONDS):
             value = _num(row.get(column))
             if value is not None:
-                group[column] = (group[column] or 0) + (int(value) if column in numeric else value)
+                group.sums[column] = (group.sums[column] or 0) + (int(value) if column in _COUNTS else value)
         cost = _num(row.get("cost_usd"))
         if cost is None:
-            group["trials_cost_unknown"] += 1
+            group.cost_unknown += 1
         else:
-            group["cost_usd"] += cost
-    out = []
-    for key in sorted(groups):
-        group = groups[key]
-        group["trials"] = len(group["trials"])
-        if group["trials_cost_unknown"]:
-            group["cost_usd"] = None
-        out.append(group)
-    return out
+            group.cost += cost
+    return [
+        CostSummaryRow(
+            regime=key[0],
+            configuration=key[1],
+            role=key[2],
+            trials=len(group.trials),
+            cost_usd=None if group.cost_unknown else group.cost,
+            trials_cost_unknown=group.cost_unknown,
+            **group.sums,
+        )
+        for key, group in sorted(groups.items())
+    ]
 
 
 def write_cost_summary(output_dir: Path) -> Path:
@@ -133,7 +143,7 @@ def write_cost_summary(output_dir: Path) -> Path:
     costs_dir = layout.costs_dir(output_dir)
     rows, _ = read_cost_rows(costs_dir) if costs_dir.is_dir() else ([], [])
     path = layout.cost_summary_path(output_dir)
-    write_text_atomic(path, _csv_text(SUMMARY_COLUMNS, summarise_cost_rows(rows)))
+    write_text_atomic(path, csv_text(SUMMARY_COLUMNS, summarise_cost_rows(rows)))
     return path
 
 
