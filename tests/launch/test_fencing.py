@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launchkit import fast_cluster, make_plan, timelines
+import pytest
+from launchkit import fast_cluster, make_plan, timelines, update_status
 
+from mle_world.errors import UserError
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.run import SweepRunner, make_job
 from mle_world.launch.slurm import LiveTask, SlurmTrial, SlurmView
-from mle_world.launch.state import Start, read_status, update_status
+from mle_world.launch.state import Start, read_status
 from mle_world.launch.trial import TrialRunner
 from mle_world.plan.sweep_plan import LaunchOptions
 
@@ -187,3 +189,41 @@ def test_reconcile_adopts_live_tasks_and_cancels_orphans(dirs: tuple[Path, Path]
         "[launch] slurm: reconciled with squeue: adopted live tasks 2 of array 41; "
         "cancelled 2 orphan task(s) (40_0, 40_1)"
     ]
+
+
+@dataclasses.dataclass
+class Sbatch(ScriptedSlurm):
+    """A Submitter whose sbatch answers with array task ids, or refuses (`refuse`)."""
+
+    refuse: str | None = None
+
+    def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
+        if self.refuse:
+            raise RuntimeError(self.refuse)
+        return [f"60_{i}" for i in range(len(calls))]
+
+
+def test_submission_marks_trials_and_a_refused_sbatch_reverts_them(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 2, seconds=0.1)
+    opts = LaunchOptions(backend="slurm", show_progress=False, wait=False)
+    idle = SlurmView({}, squeue_ok=True, sacct_ok=True)
+    refused = Sbatch([idle], refuse="sbatch: error: invalid partition specified: gpu")
+    runner = SweepRunner(plan, opts, None, Said(), submitter_factory=lambda _f: refused)
+    with pytest.raises(UserError, match="submission failed: sbatch: error: invalid partition"):
+        runner.run()
+    for run in plan.runs:
+        status = read_status(run.trial.trial_dir, run.trial.trial_id)
+        assert (status.state, status.attempt, status.failure_class) == ("pending", 0, "infra")
+        assert status.slurm_job_id is None and (status.cause or "").startswith("submission failed: ")
+    # sbatch answers: each trial carries the submission's token and its array task's id.
+    runner = SweepRunner(plan, opts, None, Said(), submitter_factory=lambda _f: Sbatch([idle]))
+    assert runner.run() == 0
+    [intent] = [p.read_text() for p in (out / "slurm" / "intents").glob("*.json") if '"60"' in p.read_text()]
+    for i, run in enumerate(plan.runs):
+        status = read_status(run.trial.trial_dir, run.trial.trial_id)
+        assert (status.state, status.attempt, status.slurm_job_id, status.slurm_array_id) == (
+            "submitted", 1, f"60_{i}", "60",
+        )  # fmt: skip
+        assert status.token and f'"submission":"{status.token}"' in intent.replace(" ", "")
+        assert (status.failure_class, status.cause) == (None, None)  # the refused submission's cause reset

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launchkit import fast_cluster, make_plan, max_overlap, timelines
+from launchkit import fast_cluster, make_plan, max_overlap, timelines, update_status
 from rich.console import Console
 
 from mle_world.errors import NotPreparedError, UserError
@@ -22,7 +22,7 @@ from mle_world.identity import check_sweep_identity
 from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_status
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.run import launcher_lock, make_job
-from mle_world.launch.state import StateError, read_status, update_status
+from mle_world.launch.state import StateError, read_status
 from mle_world.launch.trial import TrialRunner
 from mle_world.plan.sweep_plan import LaunchOptions
 

@@ -1,7 +1,8 @@
 """Builders for launch tests: a SweepPlan of N synthetic trials whose command is tests/support/fake_agent.py,
-and a helper that lets a requeued Slurm job start at once.
+a status.json set-up writer, and a helper that lets a requeued Slurm job start at once.
 
-Reads configs/demo.yaml; writes nothing (the tests' tmp dirs are written by the launcher).
+Reads configs/demo.yaml; writes status.json only through `update_status` (the tests' tmp dirs are
+otherwise written by the launcher).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
+from mle_world.launch.state import StatusFields, transact
 from mle_world.plan.config import ClusterConfig, load_paper_config
 from mle_world.plan.render import RuntimeSpec, view_paths
 from mle_world.plan.sweep import Selection, expand
 from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
-from mle_world.records import BudgetSettings, LaunchRecord
+from mle_world.records import BudgetSettings, LaunchRecord, TrialStatus
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
@@ -86,6 +89,26 @@ def make_plan(
         record=record,
         config_hash="h" * 64,
     )
+
+
+def update_status(
+    trial_dir: Path,
+    trial_id: str,
+    to: str | None = None,
+    *,
+    only_if: Callable[[TrialStatus], bool] | None = None,
+    **fields: Any,
+) -> TrialStatus | None:
+    """Test set-up: put a trial in a given state with any fields, under the status lock and the
+    `ALLOWED` check (the launcher itself writes only through the named transitions of
+    `mle_world.launch.state`). None when `only_if` rejected the current status."""
+
+    def change(current: TrialStatus) -> StatusFields | None:
+        if only_if is not None and not only_if(current):
+            return None
+        return cast(StatusFields, {**fields, "state": to} if to is not None else fields)
+
+    return transact(trial_dir, trial_id, change)
 
 
 def fast_cluster(parallelism: int = 2, grace_s: float = 5.0, max_attempts: int = 3) -> ClusterConfig:

@@ -19,9 +19,9 @@ from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.slurm import SlurmTrial, Submitter, slurm_parameters
-from mle_world.launch.state import FINAL, holds, read_status, update_status, utcnow
+from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
-from mle_world.records import Record, TrialStatus
+from mle_world.records import Record
 from mle_world.storage import write_model
 
 KILL_AT_ENV = "MLEW_TEST_KILL_LAUNCHER_AT"
@@ -90,13 +90,11 @@ def submit_recorded(
         ids = submitter.submit(calls, params)
     except Exception as exc:  # sbatch refused: nothing was queued, so undo the marks
         for run in todo:
-            update_status(
+            revert_submission(
                 run.trial.trial_dir,
                 run.trial.trial_id,
-                "pending" if prior[run.trial.trial_id] == 0 else "failed",
-                only_if=holds(submission),
-                attempt=prior[run.trial.trial_id],
-                failure_class="infra",
+                token=submission,
+                prior_attempt=prior[run.trial.trial_id],
                 cause=f"submission failed: {exc}",
             )
         raise UserError(f"--backend slurm: submission failed: {str(exc).strip().splitlines()[-1]}") from None
@@ -105,13 +103,7 @@ def submit_recorded(
     write_model(intent_path, intent.model_copy(update={"array_id": first}))
     for n, (run, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
         # Only the ids: the job may already have started and written 'running'.
-        update_status(
-            run.trial.trial_dir,
-            run.trial.trial_id,
-            only_if=holds(submission),
-            slurm_job_id=job_id,
-            slurm_array_id=job_id.split("_")[0] if "_" in job_id else None,
-        )
+        record_job_id(run.trial.trial_dir, run.trial.trial_id, token=submission, job_id=job_id)
         _kill_point(f"recorded-{n}")
     return (
         f"[launch] slurm: submitted {len(ids)} trials as job {first} "
@@ -127,10 +119,6 @@ def load_intents(output_dir: Path) -> list[tuple[Path, SubmissionIntent]]:
         except (OSError, ValidationError, ValueError):
             raise UserError(f"{path}: unreadable submission record; move it away to continue") from None
     return out
-
-
-def _owned_by(submission: str, job_id: str) -> Callable[[TrialStatus], bool]:
-    return lambda s: s.token == submission and s.slurm_job_id in (None, job_id)
 
 
 def reconcile(output_dir: Path, runs: Sequence[PlannedRun], submitter: Submitter) -> str | None:
@@ -167,12 +155,8 @@ def reconcile(output_dir: Path, runs: Sequence[PlannedRun], submitter: Submitter
         if status.token == intent.submission and status.state in FINAL and task.state != "PENDING":
             continue  # the trial's own job, finishing
         if status.token == intent.submission and status.state not in FINAL:
-            update_status(
-                run.trial.trial_dir,
-                run.trial.trial_id,
-                only_if=_owned_by(intent.submission, task.job_id),
-                slurm_job_id=task.job_id,
-                slurm_array_id=array if "_" in task.job_id else None,
+            record_job_id(
+                run.trial.trial_dir, run.trial.trial_id, token=intent.submission, job_id=task.job_id
             )
             adopted[array] = adopted.get(array, 0) + 1
         else:

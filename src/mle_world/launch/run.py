@@ -37,7 +37,15 @@ from mle_world.launch.slurm import (
     slurm_parameters,
     submitit_sbatch_text,
 )
-from mle_world.launch.state import FINAL, is_retryable, read_status, update_status, utcnow
+from mle_world.launch.state import (
+    FINAL,
+    is_retryable,
+    mark_failed_infra,
+    mark_submitted,
+    read_status,
+    release_orphan,
+    withdraw_attempt,
+)
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
 from mle_world.launch.watchdog import watch
 from mle_world.plan.sweep import PlannedTrial
@@ -190,46 +198,13 @@ class SweepRunner:
             out[run.trial.trial_id] = (run, status, action)
         return out
 
-    def _mark_stale(self, run: PlannedRun, status: TrialStatus, why: str) -> None:
-        update_status(
-            run.trial.trial_dir,
-            run.trial.trial_id,
-            "failed",
-            only_if=lambda s: s.state not in FINAL and s.token == status.token,
-            failure_class="infra",
-            cause=why,
-            ended_at=utcnow(),
-        )
-
     def _submit_marks(self, runs: Sequence[PlannedRun], backend: str, token: str) -> dict[str, int]:
         """Mark runs submitted under a new fencing token (attempt + 1, unless the earlier submission
         never reached Slurm); returns the previous attempt numbers (for Ctrl-C undo)."""
         prior: dict[str, int] = {}
         for run in runs:
-            status = read_status(run.trial.trial_dir, run.trial.trial_id)
-            never_ran = status.state == "submitted" and not status.slurm_job_id
-            attempt = status.attempt if never_ran and status.attempt else status.attempt + 1
-            prior[run.trial.trial_id] = attempt - 1
-            update_status(
-                run.trial.trial_dir,
-                run.trial.trial_id,
-                "submitted",
-                attempt=attempt,
-                token=token,
-                slurm_restarts=0,
-                backend=backend,
-                submitted_at=utcnow(),
-                started_at=None,
-                ended_at=None,
-                slurm_job_id=None,
-                slurm_array_id=None,
-                failure_class=None,
-                cause=None,
-                exit_code=None,
-                host=None,
-                gpu=None,
-                wall_used_s=0.0 if status.state == "failed" else status.wall_used_s,
-            )
+            marked = mark_submitted(run.trial.trial_dir, run.trial.trial_id, token=token, backend=backend)
+            prior[run.trial.trial_id] = marked.attempt - 1
         return prior
 
     def _summary(self, runs: Sequence[PlannedRun]) -> int:
@@ -245,24 +220,12 @@ class SweepRunner:
         self.display.say(text)
 
     # ---------------------------------------------------------------- local
-    def _release_orphan(self, run: PlannedRun, status: TrialStatus) -> None:
-        """A trial left running by a local launcher that is gone: we hold the lock, so nothing
-        supervises it. It was interrupted, not failed: back to pending, the attempt not counted."""
-        update_status(
-            run.trial.trial_dir,
-            run.trial.trial_id,
-            "pending",
-            cause="launcher lost; resumable",
-            attempt=max(0, status.attempt - 1),
-            pid=None,
-        )
-
     def _run_local(self) -> int:
         plan = self.plan
         todo: list[PlannedRun] = []
-        for run, status, action in self._classify_all({}).values():
+        for run, _status, action in self._classify_all({}).values():
             if action == "stale":
-                self._release_orphan(run, status)
+                release_orphan(run.trial.trial_dir, run.trial.trial_id)
                 todo.append(run)
             elif action == "run":
                 todo.append(run)
@@ -285,12 +248,11 @@ class SweepRunner:
         for run in todo:
             if result.outcomes.get(run.trial.trial_id) == "interrupted":
                 # Ctrl-C: back to pending and the attempt does not count.
-                update_status(
+                withdraw_attempt(
                     run.trial.trial_dir,
                     run.trial.trial_id,
-                    "pending",
-                    only_if=lambda s: s.state in ("submitted", "pending"),
-                    attempt=prior[run.trial.trial_id],
+                    token=token,
+                    prior_attempt=prior[run.trial.trial_id],
                 )
         if result.interrupted:
             self._say("[launch] interrupted: running trials stopped and left resumable")
@@ -314,12 +276,15 @@ class SweepRunner:
         todo: list[PlannedRun] = []
         for run, status, action in self._classify_all(view.states).values():
             if action == "stale" and status.backend != "slurm":
-                self._release_orphan(run, status)
+                release_orphan(run.trial.trial_dir, run.trial.trial_id)
                 todo.append(run)
             elif action == "stale":
                 job = status.slurm_job_id
-                self._mark_stale(
-                    run, status, f"slurm job {job} {view.states.get(job or '', 'gone')} without a result"
+                mark_failed_infra(
+                    run.trial.trial_dir,
+                    run.trial.trial_id,
+                    token=status.token,
+                    cause=f"slurm job {job} {view.states.get(job or '', 'gone')} without a result",
                 )
             elif action == "run":
                 todo.append(run)
@@ -361,7 +326,6 @@ class SweepRunner:
             self.plan.runs,
             submitter,
             say=self._say,
-            mark_lost=self._mark_stale,
             poll_s=self.poll_s,
             lost_after_s=self.lost_after_s,
         )

@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from mle_world.errors import UserError
-from mle_world.launch.state import FINAL, Start, holds, read_status, update_status
+from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
 from mle_world.plan.config import ClusterConfig
 
@@ -122,12 +122,10 @@ class SlurmTrial:
             deadline = time.monotonic() + self.requeue_wait_s
             while time.monotonic() < deadline:
                 time.sleep(0.5)
-            update_status(
+            mark_failed_infra(
                 self.job.trial_dir,
                 self.job.trial_id,
-                "failed",
-                only_if=lambda s: s.state not in FINAL and s.token == self.job.token,
-                failure_class="infra",
+                token=self.job.token,
                 cause="terminated by SIGTERM and not requeued",
             )
             return "failed"
@@ -143,27 +141,11 @@ class SlurmTrial:
             self._runner.request_stop("USR2", preempted=True)
             self._thread.join(self.job.kill_grace_s + 30)
         job = self.job
-        status = read_status(job.trial_dir, job.trial_id)
-        if status.state in FINAL or status.token != job.token:
-            return None
-        if status.attempt + status.requeues + 1 > job.max_attempts:
-            update_status(
-                job.trial_dir,
-                job.trial_id,
-                "failed",
-                only_if=holds(job.token),
-                failure_class="infra",
-                cause=f"preempted/timed out; attempt {status.attempt} + {status.requeues} requeues "
-                f"reached max_attempts {job.max_attempts}",
-            )
-            return None
-        update_status(
-            job.trial_dir,
-            job.trial_id,
-            "submitted",
-            only_if=holds(job.token),
-            cause="checkpointed; requeue requested after preemption/timeout",
+        status = mark_checkpointed(
+            job.trial_dir, job.trial_id, token=job.token, max_attempts=job.max_attempts
         )
+        if status is None or status.state != "submitted":
+            return None  # final, superseded, or no run left within max_attempts (then failed/infra)
         return DelayedSubmission(SlurmTrial(job, self.post_trial, self.requeue_wait_s))
 
 

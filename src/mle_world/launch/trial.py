@@ -16,13 +16,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.gpus import gpu_environment
-from mle_world.launch.state import Start, State, claim, holds, update_status, utcnow
+from mle_world.launch.state import (
+    ResumeState,
+    Start,
+    claim,
+    mark_failed_infra,
+    mark_finished,
+    mark_interrupted,
+    record_pid,
+    utcnow,
+)
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import AgentResult, DowntimeEvent, TrialSpec, TrialStatus
 from mle_world.storage import write_model
@@ -190,7 +199,7 @@ class TrialRunner:
         *,
         gpu: str | None,
         post_trial: PostTrial | None,
-        resume_state: State,
+        resume_state: ResumeState,
         env: Mapping[str, str] | None = None,
         host: str | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -218,10 +227,6 @@ class TrialRunner:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    def _update(self, to: State | None = None, **fields: Any) -> None:
-        # Fenced: once another submission owns the trial, this job writes nothing more.
-        update_status(self.job.trial_dir, self.job.trial_id, to, only_if=holds(self.job.token), **fields)
-
     def claim(self, start: Start) -> TrialStatus | Outcome:
         """Check this start's fencing token and mark the trial running (`state.claim`)."""
         job = self.job
@@ -240,7 +245,7 @@ class TrialRunner:
         try:
             ensure_spec(job.trial)
         except SpecMismatchError as exc:
-            self._update("failed", failure_class="infra", cause=str(exc), ended_at=utcnow())
+            mark_failed_infra(job.trial_dir, job.trial_id, token=job.token, cause=str(exc))
             return "failed"
         logs = job.trial_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -268,7 +273,7 @@ class TrialRunner:
                 env=env,
                 start_new_session=True,  # own process group: the whole tree is killed together
             )
-            self._update(pid=proc.pid)
+            record_pid(job.trial_dir, job.trial_id, token=job.token, pid=proc.pid)
             timed_out = self._supervise(proc, started + budget_left, log)
             # Leftovers of the group (background children) never outlive the trial.
             kill_group(proc.pid, signal.SIGKILL)
@@ -276,19 +281,19 @@ class TrialRunner:
             elapsed = self.clock() - started
             log.write(f"[launcher] {utcnow().isoformat()} exit {exit_code} after {elapsed:.1f} s\n".encode())
 
-        wall_used = status.wall_used_s + elapsed
         if exit_code in CHECKPOINT_EXITS and not timed_out and not self._stop.is_set():
             # The agent saw the preemption signal before we did; give ours a moment to arrive.
             self._stop.wait(job.settle_s)
         if self._stop.is_set() and not timed_out:
-            self._update(
-                self.resume_state,
-                preemptions=status.preemptions + int(self._preempted),
-                wall_used_s=wall_used,
+            mark_interrupted(
+                job.trial_dir,
+                job.trial_id,
+                token=job.token,
+                to=self.resume_state,
+                reason=self._stop_reason,
+                preempted=self._preempted,
+                ran_s=elapsed,
                 exit_code=exit_code,
-                pid=None,
-                ended_at=utcnow(),
-                cause=f"interrupted ({self._stop_reason}); resumable",
             )
             return "interrupted"
         result = _read_result(job.trial_dir)
@@ -309,15 +314,16 @@ class TrialRunner:
                     verdict = Verdict("failed", "infra", hook)
                 else:
                     verdict = Verdict("failed", verdict.failure_class, f"{verdict.cause}; {hook}")
-        self._update(
-            verdict.state,
+        mark_finished(
+            job.trial_dir,
+            job.trial_id,
+            token=job.token,
+            outcome=verdict.state,
             failure_class=verdict.failure_class,
             cause=verdict.cause,
             exit_code=exit_code,
+            ran_s=elapsed,
             downtime_s=result.downtime_s if result is not None else recorded_downtime_s(job.trial_dir),
-            wall_used_s=wall_used,
-            ended_at=utcnow(),
-            pid=None,
         )
         return verdict.state
 

@@ -2,7 +2,7 @@
 only on positive evidence from Slurm that its job ended without a result.
 
 Reads the trials' status.json and Slurm's view of their jobs (squeue/sacct through the `Submitter`);
-writes through the `mark_lost` callback it is given.
+writes a lost trial's status.json (`state.mark_failed_infra`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from mle_world.launch.slurm import ALIVE_STATES, SlurmView, Submitter
-from mle_world.launch.state import read_status
+from mle_world.launch.state import mark_failed_infra, read_status
 from mle_world.plan.sweep_plan import PlannedRun
 from mle_world.records import TrialStatus
 
@@ -21,12 +21,11 @@ def watch(
     submitter: Submitter,
     *,
     say: Callable[[str], None],
-    mark_lost: Callable[[PlannedRun, TrialStatus, str], None],
     poll_s: float = 2.0,
     lost_after_s: float = 120.0,
 ) -> None:
     """Wait until every trial is final. A job Slurm reports finished (twice in a row) while its status
-    is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → `mark_lost`; so is a job
+    is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra; so is a job
     that squeue and sacct both *answer* they do not know, for `lost_after_s` in a row. When both tools
     fail nothing is declared: it waits and says so."""
     suspicious: dict[str, int] = {}
@@ -66,7 +65,7 @@ def watch(
                     continue
                 first = unknown_since.setdefault(key, time.monotonic())
                 if time.monotonic() - first > lost_after_s:
-                    mark_lost(run, status, f"slurm job {job} unknown to squeue and sacct")
+                    _lost(run, status, f"slurm job {job} unknown to squeue and sacct")
                 continue
             unknown_since.pop(key, None)
             if state in ALIVE_STATES:
@@ -76,5 +75,10 @@ def watch(
             count = suspicious.get(key, 0) + 1
             suspicious[key] = count
             if count >= 2:
-                mark_lost(run, status, f"slurm job {job} {state} without a result")
+                _lost(run, status, f"slurm job {job} {state} without a result")
         time.sleep(poll_s)
+
+
+def _lost(run: PlannedRun, status: TrialStatus, cause: str) -> None:
+    # Fenced by the token the watchdog saw: a trial resubmitted meanwhile is not touched.
+    mark_failed_infra(run.trial.trial_dir, run.trial.trial_id, token=status.token, cause=cause)
