@@ -11,7 +11,7 @@ import pytest
 
 from mle_world.costs.account import COST_COLUMNS, CostRow, write_trial_costs
 from mle_world.costs.prices import DEFAULT_PRICES, load_prices
-from mle_world.costs.summary import write_cost_summary
+from mle_world.costs.summary import SUMMARY_COLUMNS, CostSummaryRow, write_cost_summary
 from mle_world.errors import ConfigError
 from mle_world.records import TrialSpec
 
@@ -208,3 +208,8 @@ def test_bad_price_table_names_file_and_key(tmp_path: Path) -> None:
     path.write_text('version: 1\nas_of: "x"\nmodels: {m: {input: -1}}\n')
     with pytest.raises(ConfigError, match=r"p\.yaml: models\.m\.input"):
         load_prices(path)
+
+
+def test_every_csv_column_is_a_field_of_its_row_model() -> None:
+    assert sorted(COST_COLUMNS) == sorted(CostRow.model_fields)
+    assert sorted(SUMMARY_COLUMNS) == sorted(CostSummaryRow.model_fields)

@@ -21,13 +21,11 @@ from mle_world.storage import write_text_atomic
 from mle_world.trial_events import TrialEvents, read_events
 
 
-class Usage(BaseModel):
-    """One role's usage and cost in a trial (or the executions' GPU-hours): a cost row without its trial."""
+class Amounts(BaseModel):
+    """What is counted and summed: calls, tokens and seconds (a trial's role, or a summary group)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    role: str
-    model: str = ""
     calls: int | None = None
     calls_unknown_usage: int | None = None
     prompt_tokens: int | None = None
@@ -35,8 +33,15 @@ class Usage(BaseModel):
     llm_seconds: float | None = None
     exec_seconds: float | None = None
     gpu_hours: float | None = None
-    pricing: str = ""
     cost_usd: float | None = None
+
+
+class Usage(Amounts):
+    """One role's usage and cost in a trial (or the executions' GPU-hours): a cost row without its trial."""
+
+    role: str
+    model: str = ""
+    pricing: str = ""
 
 
 class CostRow(Usage):
@@ -51,15 +56,11 @@ class CostRow(Usage):
     bad_event_lines: int
 
 
+COUNTED: tuple[str, ...] = tuple(c for c in Amounts.model_fields if c != "cost_usd")
 COST_COLUMNS: tuple[str, ...] = (
-    "trial_id",
-    "regime",
-    "configuration",
-    "task",
-    "seed",
-    *Usage.model_fields,
-    "prices_version",
-    "bad_event_lines",
+    *("trial_id", "regime", "configuration", "task", "seed", "role", "model"),
+    *COUNTED,
+    *("pricing", "cost_usd", "prices_version", "bad_event_lines"),
 )
 """The CSV's column order (the trial first); every column is a field of CostRow."""
 EXECUTION_ROLE = "execution"

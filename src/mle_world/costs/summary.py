@@ -13,39 +13,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from mle_world import layout
-from mle_world.costs.account import csv_text, write_trial_costs
+from mle_world.costs.account import COUNTED, Amounts, csv_text, write_trial_costs
 from mle_world.costs.prices import Prices
 from mle_world.records import TrialSpec
 from mle_world.storage import read_model, write_text_atomic
 
 
-class CostSummaryRow(BaseModel):
-    """One line of `costs/summary.csv`: a regime x configuration x role summed over its trials."""
+class CostSummaryRow(Amounts):
+    """One line of `costs/summary.csv`: a regime x configuration x role summed over its trials.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    `cost_usd` is empty when any trial's cost in the group is unknown.
+    """
 
     regime: str
     configuration: str
     role: str
     trials: int
-    calls: int | None = None
-    calls_unknown_usage: int | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    llm_seconds: float | None = None
-    exec_seconds: float | None = None
-    gpu_hours: float | None = None
-    cost_usd: float | None = None
-    """Empty when any trial's cost in the group is unknown."""
     trials_cost_unknown: int = 0
 
 
-SUMMARY_COLUMNS: tuple[str, ...] = tuple(CostSummaryRow.model_fields)
-_COUNTS = ("calls", "calls_unknown_usage", "prompt_tokens", "completion_tokens")
-_SECONDS = ("llm_seconds", "exec_seconds", "gpu_hours")
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    *("regime", "configuration", "role", "trials"),
+    *COUNTED,
+    *("cost_usd", "trials_cost_unknown"),
+)
+_COUNTS = tuple(c for c in COUNTED if Amounts.model_fields[c].annotation == int | None)
+_SECONDS = tuple(c for c in COUNTED if c not in _COUNTS)
 
 
 @dataclass
