@@ -28,9 +28,10 @@ from fakeserver import FakeOpenAIServer  # noqa: E402
 
 from mle_world.agent.budget import MonotonicClock  # noqa: E402
 from mle_world.agent.events import EventLog  # noqa: E402
+from mle_world.agent.fanout import fan_out  # noqa: E402
 from mle_world.agent.interpreter import ExecResult, ProcessRunner  # noqa: E402
 from mle_world.agent.llm import EndpointClient  # noqa: E402
-from mle_world.agent.loop import Agent, Services, _concurrently  # noqa: E402
+from mle_world.agent.loop import Agent, Services  # noqa: E402
 from mle_world.agent.workspace import TrialLayout  # noqa: E402
 from mle_world.records import BudgetSettings, EndpointSettings  # noqa: E402
 
@@ -142,7 +143,7 @@ def generation(latency: float, k: int = 4) -> tuple[float, float]:
                 one(i)
             sequential = time.perf_counter() - start
             start = time.perf_counter()
-            _concurrently(one, list(range(k)))
+            fan_out(one, list(range(k)))
             concurrent = time.perf_counter() - start
     return sequential, concurrent
 

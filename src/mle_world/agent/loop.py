@@ -1,10 +1,12 @@
-"""The AIDE loop with the world-model gate, the time budget and checkpoint/resume.
+"""The AIDE loop: each step's parent, candidates, execution, review and promotion, within the budget.
 
 Reads spec settings, the journal checkpoint and the data dir; writes journal.json, events, the best
-submission and code (atomically, whenever the best improves), node logs and result.json.
+submission and code (atomically, whenever the best improves), node logs and result.json. The world
+model's part of a step (prompts, calls, the gate's decision) is agent/consult.py.
 
-Longer than 400 lines because every step of the loop shares one trial's state (journal, budget,
-checkpoint, gate RNG); the world-model consultation is the part to move out (agent/consult.py).
+Longer than 400 lines because generation, execution, review and promotion all update one trial's
+state (journal, budget, checkpoint, RNG, the best submission on disk); split further, that state
+would be handed around piecemeal.
 """
 
 from __future__ import annotations
@@ -13,17 +15,18 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from mle_world.agent import gate
 from mle_world.agent.budget import Budget, Clock
+from mle_world.agent.consult import Consultant, TaskFacts
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
+from mle_world.agent.fanout import fan_out
 from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, Journal, JournalWriter, Node, load_checkpoint
 from mle_world.agent.llm import ChatModel, ContextOverflow, EndpointFailure
@@ -31,14 +34,13 @@ from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.preview import data_preview, task_description
 from mle_world.agent.prompts import (
     PromptContext,
-    WorldContext,
     debug_messages,
     draft_messages,
     extract_plan_and_code,
     improve_messages,
 )
 from mle_world.agent.review import Reviewer, printed_metric
-from mle_world.agent.seeds import request_seed, step_rng
+from mle_world.agent.seeds import request_seed
 from mle_world.agent.window import SHRINK, prompt_chars, size
 from mle_world.agent.workspace import (
     TrialLayout,
@@ -48,21 +50,10 @@ from mle_world.agent.workspace import (
     reset_run_submission,
     stage_submission,
 )
-from mle_world.agent.world import Comparison, WorldModel
-from mle_world.records import (
-    AgentResult,
-    ExecutionEvent,
-    PairwiseMatch,
-    Prediction,
-    PredictionEvent,
-    Stage,
-    TrialSpec,
-)
+from mle_world.records import AgentResult, ExecutionEvent, Stage, TrialSpec
 from mle_world.storage import write_model, write_text_atomic
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-R = TypeVar("R")
 CODE_TRIES = 3
 
 
@@ -95,34 +86,6 @@ class Services:
     """CUDA_VISIBLE_DEVICES passed to the scripts, recorded on execution events."""
     downtime: Downtime | None = None
     """Endpoint outages of this session; the budget clock stands still while one lasts."""
-
-
-def _concurrently(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """Run `fn` over `items` in threads (HTTP calls), preserving order; one item runs inline."""
-    if len(items) <= 1:
-        return [fn(item) for item in items]
-    pool = ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="llm")
-    try:
-        futures = [pool.submit(fn, item) for item in items]
-        return [future.result() for future in futures]
-    finally:
-        # Never wait here for calls still in flight: on preemption or failure the trial must stop now.
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def pairwise_match(
-    a: Node, b: Node, comparison: Comparison, counted: bool, *, versus_best: bool = False
-) -> PairwiseMatch:
-    """The journal's record of one comparison of `a` (shown as A) with `b`."""
-    return PairwiseMatch(
-        a=a.id,
-        b=b.id,
-        better=comparison.better,
-        confidence=comparison.confidence,
-        valid=comparison.valid,
-        counted=counted,
-        versus_best=versus_best,
-    )
 
 
 def _rng_state(rng: random.Random) -> list[Any]:
@@ -185,7 +148,17 @@ class Agent:
         self._rng_at_step: list[Any] | None = None
         self.reviewer = Reviewer(services.feedback, self.task, obfuscate=self.settings.obfuscate)
         wm = self.settings.world_model
-        self.world = WorldModel(services.world, wm.temperature) if wm.enabled and services.world else None
+        self.consultant = (
+            Consultant(
+                services.world,
+                wm,
+                TaskFacts(self.task, self.preview, services.gpu),
+                seed=spec.seed,
+                regime=spec.regime,
+            )
+            if wm.enabled and services.world
+            else None
+        )
 
     def _charge_killed_execution(self) -> None:
         """A session killed (SIGKILL) during an execution never checkpointed its time: charge the run
@@ -245,19 +218,21 @@ class Agent:
         parent = select_parent(self.journal, self.settings.search, self.rng)
         stage = stage_of(parent)
         wm = self.settings.world_model
-        consult = self.world is not None and stage in wm.applies_to
-        k = wm.candidates if consult else 1
+        consultant = self.consultant if stage in wm.applies_to else None
+        k = wm.candidates if consultant is not None else 1
         group = self.ckpt.groups
         log.info("step %d (group %d): %s with %d candidate(s)", self.steps_used, group, stage, k)
         nodes = self.generate(stage, parent, k, group)
         overflowed = [i for i, n in enumerate(nodes) if n.context_overflow]
         if overflowed:
             # The prompt did not fit even shrunk: record one buggy node for the step, no world model.
-            consult = False
+            consultant = None
             chosen = overflowed[0]
             outcome = gate.GateOutcome(chosen, tuple("not_selected" for _ in nodes), (0,) * len(nodes), False)
-        elif consult:
-            outcome = self.consult(stage, parent, nodes, group)
+        elif consultant is not None:
+            outcome = consultant.consult(
+                parent, nodes, group, self.journal, self.budget, self.ckpt.consecutive_skips
+            )
         else:
             outcome = gate.GateOutcome(0, (), (0,), False)
         prev_best = self.journal.best_node()
@@ -280,9 +255,9 @@ class Agent:
         for node in nodes:
             node.budget_time_s = used
             self.journal.append(node)
-        if consult:
+        if consultant is not None:
             for node in nodes:
-                self.s.events.emit(self.prediction_event(node, prev_best))
+                self.s.events.emit(consultant.prediction_event(node, prev_best, self.journal))
         # Any executed node (also of a stage the gate does not apply to) breaks a run of skips.
         self.ckpt.consecutive_skips = 0 if executed is not None else self.ckpt.consecutive_skips + 1
         self.ckpt.groups = group + 1
@@ -400,7 +375,7 @@ class Agent:
             node.plan, node.code = plan, code
             return node
 
-        return _concurrently(one, list(range(k)))
+        return fan_out(one, list(range(k)))
 
     def _llm_timeout(self) -> float:
         # The client adds its outage window: a request never outlives the trial by more than that.
@@ -409,171 +384,6 @@ class Agent:
     def _end_outages(self, cause: str) -> None:
         if self.s.downtime is not None:
             self.s.downtime.end(cause)
-
-    # ---- world model -------------------------------------------------------------------
-    def world_context(self, parent: Node | None) -> WorldContext:
-        best = self.journal.best_node()
-        limit = prompt_chars(self.s.world) if self.s.world is not None else None
-        code_chars = None
-        if limit is not None:
-            # Up to three files (parent + two candidates) share what the task text leaves.
-            code_chars = max(0, (limit - len(self.task) - len(self.preview or "") - 6000) // 3)
-        return WorldContext(
-            task=self.task,
-            blind=self.settings.world_model.context == "blind",
-            data_preview=self.preview,
-            reference=parent,
-            best_metric=best.metric if best else None,
-            lower_is_better=self.journal.lower_is_better,
-            has_best=best is not None,
-            debug_timeout_s=self.budget.exec_timeout(debug=True),
-            exec_timeout_s=self.budget.exec_timeout(debug=False),
-            gpu=self.s.gpu,
-            code_chars=code_chars,
-        )
-
-    def consult(self, stage: Stage, parent: Node | None, nodes: list[Node], group: int) -> gate.GateOutcome:
-        assert self.world is not None
-        world = self.world
-        wm = self.settings.world_model
-        ctx = self.world_context(parent)
-        timeout = self._llm_timeout()
-        seed = self.spec.seed
-        # Drawn before any call so that it does not depend on the world model's answers.
-        ungated = gate.ungated_choice(len(nodes), step_rng(seed, group, "ungated"))
-        if wm.selection == "pointwise":
-            predictions: list[Prediction] = _concurrently(
-                lambda n: world.predict(
-                    ctx, n, timeout, request_seed(seed, group, n.candidate, 0, "predict")
-                ),
-                nodes,
-            )
-            order = gate.rank_pointwise(predictions, wm, self.journal.lower_is_better)
-            for rank, i in enumerate(order):
-                verdict = {"rank": rank, "rejected": gate.rejects(predictions[i], wm)}
-                nodes[i].prediction = predictions[i].model_copy(update=verdict)
-            rejected = gate.rejects(predictions[order[0]], wm)
-        else:
-            order, rejected = self._pairwise(ctx, nodes, timeout, group, ungated)
-        outcome = gate.decide(
-            order=order,
-            rejected=rejected,
-            regime=self.spec.regime,
-            consecutive_skips=self.ckpt.consecutive_skips,
-            settings=wm,
-            rng=random.Random(0),
-            chosen=ungated,
-        )
-        if outcome.counterfactual is not None:
-            for node, label in zip(nodes, outcome.counterfactual, strict=True):
-                if node.prediction is not None:
-                    node.prediction = node.prediction.model_copy(update={"counterfactual_gate": label})
-        log.info("gate: labels=%s chosen=%s rejected=%s", outcome.labels, outcome.chosen, rejected)
-        return outcome
-
-    def _versus_best(
-        self, ctx: WorldContext, best: Node, candidate: Node, timeout: float, group: int
-    ) -> tuple[Comparison, str]:
-        """Compare a candidate with the best node, the best shown in a seeded random position."""
-        assert self.world is not None
-        seed = self.spec.seed
-        best_first = step_rng(seed, group, f"versus-best:{candidate.candidate}").random() < 0.5
-        a, b = (best, candidate) if best_first else (candidate, best)
-        comparison = self.world.compare(
-            ctx, a, b, timeout, request_seed(seed, group, candidate.candidate, 0, "versus-best")
-        )
-        return comparison, "A" if best_first else "B"
-
-    def _pairwise(
-        self, ctx: WorldContext, nodes: list[Node], timeout: float, group: int, ungated: int
-    ) -> tuple[list[int], bool]:
-        assert self.world is not None
-        world = self.world
-        wm = self.settings.world_model
-        seed = self.spec.seed
-        round_no = iter(range(1_000))
-
-        def compare_round(pairs: list[tuple[int, int]]) -> list[Comparison]:
-            r = next(round_no)
-            return _concurrently(
-                lambda p: world.compare(
-                    ctx,
-                    nodes[p[0]],
-                    nodes[p[1]],
-                    timeout,
-                    request_seed(seed, group, p[0] * 64 + p[1], r, "compare"),
-                ),
-                pairs,
-            )
-
-        result = gate.tournament(
-            len(nodes), compare_round, wm.pairwise_confidence, step_rng(seed, group, "pairwise")
-        )
-        comparisons: dict[int, list[PairwiseMatch]] = {i: [] for i in range(len(nodes))}
-        for match in result.matches:
-            entry = pairwise_match(nodes[match.a], nodes[match.b], match.comparison, match.counted)
-            comparisons[match.a].append(entry)
-            comparisons[match.b].append(entry)
-        best = self.journal.best_node()
-        # The gate needs the winner against the best; an ungated run also compares the candidate it
-        # executes, so that the calibration covers every executed step.
-        versus: dict[int, tuple[Comparison, str]] = {}
-        if best is not None:
-            wanted = [result.winner]
-            if self.spec.regime == "ungated" and ungated != result.winner:
-                wanted.append(ungated)
-            answers = _concurrently(lambda i: self._versus_best(ctx, best, nodes[i], timeout, group), wanted)
-            versus = dict(zip(wanted, answers, strict=True))
-        for i, (comparison, best_position) in versus.items():
-            assert best is not None
-            a, b = (best, nodes[i]) if best_position == "A" else (nodes[i], best)
-            counted = gate.counts(comparison, wm.pairwise_confidence)
-            comparisons[i].append(pairwise_match(a, b, comparison, counted, versus_best=True))
-        order = sorted(range(len(nodes)), key=lambda i: (result.ranks[i], i))
-        for i, node in enumerate(nodes):
-            mine = comparisons[i]
-            p_improves = None
-            confidence = mine[-1].confidence if mine else None
-            rejected = None
-            if i in versus:
-                comparison, best_position = versus[i]
-                rejected = gate.pairwise_rejects(comparison, best_position, wm)
-                p_improves = gate.pairwise_p_improves(comparison, best_position)
-                if p_improves is not None:
-                    confidence = comparison.confidence
-            node.prediction = Prediction(
-                mode="pairwise",
-                valid=all(c.valid for c in mine),
-                p_improves=p_improves,
-                confidence=confidence,
-                rank=result.ranks[i],
-                rejected=rejected,
-                comparisons=tuple(mine),
-            )
-        winner_rejected = result.winner in versus and gate.pairwise_rejects(*versus[result.winner], wm)
-        return order, winner_rejected
-
-    def prediction_event(self, node: Node, prev_best: Node | None) -> PredictionEvent:
-        """The node's prediction and, when it ran, whether it improved on `prev_best` (the best before it)."""
-        prediction = node.prediction or Prediction(mode=self.settings.world_model.selection, valid=False)
-        ran = node.executed
-        improved = not node.is_buggy and self.journal.improves(
-            node.metric, prev_best.metric if prev_best else None
-        )
-        return PredictionEvent(
-            ts=datetime.now(UTC),
-            node_id=node.id,
-            stage=node.stage,
-            step=node.group,
-            candidate=node.candidate,
-            prediction=prediction,
-            gate=node.gate or "execute",
-            executed=ran,
-            actual_buggy=node.is_buggy if ran else None,
-            actual_improved=improved if ran else None,
-            actual_metric=node.metric if ran else None,
-            budget_time_s=node.budget_time_s,
-        )
 
     # ---- execution and review ----------------------------------------------------------
     def _run(self, node: Node, debug: bool) -> ExecResult | None:
