@@ -35,7 +35,7 @@ def bench(backend: str, work: Path, n: int, seconds: float, parallelism: int) ->
     t0 = time.monotonic()
     code = run_sweep(plan, options, display=SilentDisplay())
     makespan = time.monotonic() - t0
-    statuses = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.runs]
+    statuses = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.commands]
     if code != 0:
         raise SystemExit(f"{backend}: sweep failed (exit {code}): {[s.cause for s in statuses if s.cause]}")
     in_job = [

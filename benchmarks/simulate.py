@@ -37,18 +37,18 @@ def run(work: Path, name: str, seconds: list[float], parallelism: int) -> tuple[
     """Run one sweep on the local Slurm; its plan (with launch.json written) and measured makespan."""
     out, data = work / name / "out", work / name / "data"
     plan = make_plan(out, data, len(seconds), cluster=fast_cluster(parallelism=parallelism))
-    runs = tuple(
+    commands = tuple(
         replace(r, command=" ".join(shlex.quote(a) for a in (sys.executable, str(FAKE_AGENT), "ok", str(s))))
-        for r, s in zip(plan.runs, seconds, strict=True)
+        for r, s in zip(plan.commands, seconds, strict=True)
     )
     trials = tuple(
         LaunchedTrial(
             trial_id=r.trial.trial_id, science_hash="h", trial_dir=str(r.trial.trial_dir), command=r.command
         )
-        for r in runs
+        for r in commands
     )
     plan = replace(
-        plan, runs=runs, record=plan.record.model_copy(update={"trials": trials, "backend": "slurm"})
+        plan, commands=commands, record=plan.record.model_copy(update={"trials": trials, "backend": "slurm"})
     )
     write_model(out / "launch.json", plan.record)
     gpus = tuple(str(i) for i in range(parallelism))
@@ -92,12 +92,12 @@ def main() -> int:
         # The same calibration for predictions from measured trial times (status.json start to end):
         # what remains per trial is the scheduler's gap between one trial's end and the next start.
         calib_times = measured_times(calib_plan.output_dir)
-        calib_measured = [calib_times[trial_key(r.trial.trial_id)] for r in calib_plan.runs]
+        calib_measured = [calib_times[trial_key(r.trial.trial_id)] for r in calib_plan.commands]
         gap = calibrate(calib_measured, p, calib_span)
         mixed = [(1.0, 5.0, 2.0, 4.0, 3.0)[i % 5] for i in range(a.trials)]
         plan, span = run(work, "checked", mixed, p)
         times = measured_times(plan.output_dir)
-        measured_trials = [times[trial_key(r.trial.trial_id)] for r in plan.runs]
+        measured_trials = [times[trial_key(r.trial.trial_id)] for r in plan.commands]
         rows = [
             ("ideal: planned lengths, no overhead (baseline)", makespan(mixed, p)),
             ("simulated: planned lengths + calibrated overhead", makespan(mixed, p, overhead_s=overhead)),

@@ -17,10 +17,10 @@ from launchkit import fast_cluster, make_plan, timelines, update_status
 
 from mle_world.errors import UserError
 from mle_world.launch.display import SilentDisplay
-from mle_world.launch.run import SweepRunner, make_job
+from mle_world.launch.launcher import SweepLauncher, make_job
 from mle_world.launch.slurm import LiveTask, SlurmTrial, SlurmView
 from mle_world.launch.state import Start, read_status
-from mle_world.launch.trial import TrialRunner
+from mle_world.launch.trial import TrialSupervisor
 from mle_world.plan.sweep_plan import LaunchOptions
 
 
@@ -31,44 +31,48 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 def test_stale_token_exits_at_once_without_touching_the_trial(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1)
-    run = plan.runs[0]
+    run = plan.commands[0]
     trial_dir = run.trial.trial_dir
     update_status(trial_dir, run.trial.trial_id, "submitted", attempt=2, backend="slurm", token="new")
     before = snapshot(trial_dir)
     old = make_job(run, plan, "slurm", token="old")  # the job of a superseded submission
-    runner = TrialRunner(old, gpu="0", post_trial=None, resume_state="submitted")
+    runner = TrialSupervisor(old, gpu="0", post_trial=None, resume_state="submitted")
     assert runner.run(Start(job_id="7_0", array_id="7")) == "stale"
     assert snapshot(trial_dir) == before and timelines(plan) == [[]]
     # A second start of the current submission while the first runs is stale too.
     current = make_job(run, plan, "slurm", token="new")
     update_status(trial_dir, run.trial.trial_id, "running", slurm_job_id="8_0")
-    again = TrialRunner(current, gpu="0", post_trial=None, resume_state="submitted")
+    again = TrialSupervisor(current, gpu="0", post_trial=None, resume_state="submitted")
     assert again.run(Start(job_id="8_0", array_id="8")) == "stale"
     assert timelines(plan) == [[]]
     # The right token runs, and only once.
     update_status(trial_dir, run.trial.trial_id, "submitted", slurm_job_id=None)
-    assert TrialRunner(current, gpu="0", post_trial=None, resume_state="submitted").run() == "succeeded"
+    assert TrialSupervisor(current, gpu="0", post_trial=None, resume_state="submitted").run() == "succeeded"
     assert [e["event"] for e in timelines(plan)[0]] == ["start", "end"]
 
 
 def test_slurm_restarts_count_as_requeues_against_max_attempts(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1, cluster=fast_cluster(max_attempts=2))
-    run = plan.runs[0]
+    run = plan.commands[0]
     trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
     job = make_job(run, plan, "slurm", token="s1")
     update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="s1")
-    first = TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted").claim(Start("5", None, 0))
+    first = TrialSupervisor(job, gpu=None, post_trial=None, resume_state="submitted").claim(
+        Start("5", None, 0)
+    )
     assert not isinstance(first, str) and first.requeues == 0
     # Slurm requeued the job (its process died without a word): the restart is counted.
-    second = TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted").claim(Start("5", None, 1))
+    second = TrialSupervisor(job, gpu=None, post_trial=None, resume_state="submitted").claim(
+        Start("5", None, 1)
+    )
     assert not isinstance(second, str) and (second.state, second.requeues) == ("running", 1)
     # The same restart starting twice is a duplicate, not a requeue.
-    assert TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted").claim(
+    assert TrialSupervisor(job, gpu=None, post_trial=None, resume_state="submitted").claim(
         Start("5", None, 1)
     ) == ("stale")
     # A second requeue would be the third run: max_attempts 2 ends the trial, infra's fault.
-    runner = TrialRunner(job, gpu=None, post_trial=None, resume_state="submitted")
+    runner = TrialSupervisor(job, gpu=None, post_trial=None, resume_state="submitted")
     assert runner.run(Start("5", None, 2)) == "failed"
     status = read_status(trial_dir, trial_id)
     assert (status.state, status.failure_class, status.requeues) == ("failed", "infra", 2)
@@ -78,7 +82,7 @@ def test_slurm_restarts_count_as_requeues_against_max_attempts(dirs: tuple[Path,
 def test_checkpoint_requests_a_requeue_only_within_max_attempts(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1, cluster=fast_cluster(max_attempts=2))
-    run = plan.runs[0]
+    run = plan.commands[0]
     trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
     trial = SlurmTrial(make_job(run, plan, "slurm", token="s1"), None)
     update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="s1")
@@ -124,7 +128,7 @@ class ScriptedSlurm:
 def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1)
-    run = plan.runs[0]
+    run = plan.commands[0]
     trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
     update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="s", slurm_job_id="9_0")
     blind = SlurmView({}, squeue_ok=False, sacct_ok=False)
@@ -132,7 +136,7 @@ def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Pa
     gone = SlurmView({}, squeue_ok=True, sacct_ok=True)
     slurm = ScriptedSlurm([*[blind] * 30, *[half] * 30, gone])
     said = Said()
-    runner = SweepRunner(
+    runner = SweepLauncher(
         plan,
         LaunchOptions(backend="slurm", show_progress=False),
         None,
@@ -155,7 +159,7 @@ def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Pa
 def test_reconcile_adopts_live_tasks_and_cancels_orphans(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 2, seconds=0.1)
-    a, b = (r.trial for r in plan.runs)
+    a, b = (r.trial for r in plan.commands)
     from mle_world.launch.intents import SubmissionIntent
     from mle_world.launch.state import utcnow
     from mle_world.storage import write_model
@@ -181,7 +185,7 @@ def test_reconcile_adopts_live_tasks_and_cancels_orphans(dirs: tuple[Path, Path]
     ]
     slurm = ScriptedSlurm([SlurmView({}, squeue_ok=True, sacct_ok=True)], live_tasks=tasks)
     said = Said()
-    runner = SweepRunner(plan, LaunchOptions(backend="slurm", show_progress=False), None, said)
+    runner = SweepLauncher(plan, LaunchOptions(backend="slurm", show_progress=False), None, said)
     runner._reconcile(slurm)
     assert slurm.cancelled == ["40_0", "40_1"]
     assert [read_status(t.trial_dir, t.trial_id).slurm_job_id for t in (a, b)] == ["41_0", "41_1"]
@@ -209,18 +213,18 @@ def test_submission_marks_trials_and_a_refused_sbatch_reverts_them(dirs: tuple[P
     opts = LaunchOptions(backend="slurm", show_progress=False, wait=False)
     idle = SlurmView({}, squeue_ok=True, sacct_ok=True)
     refused = Sbatch([idle], refuse="sbatch: error: invalid partition specified: gpu")
-    runner = SweepRunner(plan, opts, None, Said(), submitter_factory=lambda _f: refused)
+    runner = SweepLauncher(plan, opts, None, Said(), submitter_factory=lambda _f: refused)
     with pytest.raises(UserError, match="submission failed: sbatch: error: invalid partition"):
         runner.run()
-    for run in plan.runs:
+    for run in plan.commands:
         status = read_status(run.trial.trial_dir, run.trial.trial_id)
         assert (status.state, status.attempt, status.failure_class) == ("pending", 0, "infra")
         assert status.slurm_job_id is None and (status.cause or "").startswith("submission failed: ")
     # sbatch answers: each trial carries the submission's token and its array task's id.
-    runner = SweepRunner(plan, opts, None, Said(), submitter_factory=lambda _f: Sbatch([idle]))
+    runner = SweepLauncher(plan, opts, None, Said(), submitter_factory=lambda _f: Sbatch([idle]))
     assert runner.run() == 0
     [intent] = [p.read_text() for p in (out / "slurm" / "intents").glob("*.json") if '"60"' in p.read_text()]
-    for i, run in enumerate(plan.runs):
+    for i, run in enumerate(plan.commands):
         status = read_status(run.trial.trial_dir, run.trial.trial_id)
         assert (status.state, status.attempt, status.slurm_job_id, status.slurm_array_id) == (
             "submitted", 1, f"60_{i}", "60",

@@ -21,9 +21,9 @@ from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import check_sweep_identity
 from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_status
 from mle_world.launch.display import SilentDisplay
-from mle_world.launch.run import launcher_lock, make_job
+from mle_world.launch.launcher import launcher_lock, make_job
 from mle_world.launch.state import StateError, read_status
-from mle_world.launch.trial import TrialRunner
+from mle_world.launch.trial import TrialSupervisor
 from mle_world.plan.sweep_plan import LaunchOptions
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
@@ -41,7 +41,7 @@ def options(**kw: object) -> LaunchOptions:
 
 
 def states(plan) -> list[str]:  # type: ignore[no-untyped-def]
-    return [read_status(r.trial.trial_dir, r.trial.trial_id).state for r in plan.runs]
+    return [read_status(r.trial.trial_dir, r.trial.trial_id).state for r in plan.commands]
 
 
 def test_parse_gpu_devices() -> None:
@@ -81,9 +81,9 @@ def test_three_workers_never_share_a_gpu(dirs: tuple[Path, Path]) -> None:
     assert set(spans) <= {"0", "1", "2"}
     assert all(max_overlap(s) == 1 for s in spans.values())
     assert max_overlap(allspans) <= 3
-    status = read_status(plan.runs[0].trial.trial_dir, plan.runs[0].trial.trial_id)
+    status = read_status(plan.commands[0].trial.trial_dir, plan.commands[0].trial.trial_id)
     assert status.gpu in {"0", "1", "2"} and status.host and status.attempt == 1 and status.backend == "local"
-    assert json.loads((plan.runs[0].trial.trial_dir / "spec.json").read_text())["science_hash"]
+    assert json.loads((plan.commands[0].trial.trial_dir / "spec.json").read_text())["science_hash"]
 
 
 def test_trials_per_gpu_allows_sharing(dirs: tuple[Path, Path]) -> None:
@@ -103,11 +103,11 @@ def test_trials_per_gpu_allows_sharing(dirs: tuple[Path, Path]) -> None:
 def test_wall_limit_kills_the_process_group(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, mode="hang", seconds=60, budget_s=1.0, cluster=fast_cluster(grace_s=1.0))
-    job = make_job(plan.runs[0], plan, "local")
+    job = make_job(plan.commands[0], plan, "local")
     job = job.__class__(**{**job.__dict__, "kill_grace_s": 1.0})
     update_status(job.trial_dir, job.trial_id, "submitted", attempt=1, backend="local")
     t0 = time.monotonic()
-    runner = TrialRunner(job, gpu="0", post_trial=None, resume_state="pending")
+    runner = TrialSupervisor(job, gpu="0", post_trial=None, resume_state="pending")
     assert runner.run() == "failed"
     assert time.monotonic() - t0 < 10
     status = read_status(job.trial_dir, job.trial_id)
@@ -146,7 +146,7 @@ def test_failures_are_classified(dirs: tuple[Path, Path], mode: str, klass: str,
     out, data = dirs
     plan = make_plan(out, data, 1, mode=mode, seconds=0.1)
     assert run_sweep(plan, options(), display=SilentDisplay()) == 1
-    status = read_status(plan.runs[0].trial.trial_dir, plan.runs[0].trial.trial_id)
+    status = read_status(plan.commands[0].trial.trial_dir, plan.commands[0].trial.trial_id)
     assert (status.state, status.failure_class, status.cause) == ("failed", klass, cause)
 
 
@@ -161,8 +161,8 @@ def test_post_trial_hook_runs_and_its_crash_is_infra(dirs: tuple[Path, Path]) ->
             raise RuntimeError("grader exploded")
 
     assert run_sweep(plan, options(), post_trial=hook, display=SilentDisplay()) == 1
-    assert sorted(seen) == sorted(r.trial.trial_id for r in plan.runs)
-    bad = read_status(plan.runs[1].trial.trial_dir, plan.runs[1].trial.trial_id)
+    assert sorted(seen) == sorted(r.trial.trial_id for r in plan.commands)
+    bad = read_status(plan.commands[1].trial.trial_dir, plan.commands[1].trial.trial_id)
     assert (
         bad.failure_class == "infra" and bad.cause == "post-trial hook failed: RuntimeError: grader exploded"
     )
@@ -172,7 +172,7 @@ def test_failed_trials_that_left_a_submission_are_graded(dirs: tuple[Path, Path]
     """MLE-bench grades whatever the agent left: the hook also runs for a failed trial with a submission."""
     out, data = dirs
     plan = make_plan(out, data, 3, mode=lambda i: "ok" if i == 0 else "infra-fail", seconds=0.1)
-    left = plan.runs[1].trial.trial_dir / "submission" / "submission.csv"
+    left = plan.commands[1].trial.trial_dir / "submission" / "submission.csv"
     left.parent.mkdir(parents=True)
     left.write_text("id,target\n1,0\n")
     seen: dict[str, str] = {}
@@ -181,9 +181,9 @@ def test_failed_trials_that_left_a_submission_are_graded(dirs: tuple[Path, Path]
         seen[trial.trial_id] = state
 
     assert run_sweep(plan, options(), post_trial=hook, display=SilentDisplay()) == 1
-    ids = [r.trial.trial_id for r in plan.runs]
+    ids = [r.trial.trial_id for r in plan.commands]
     assert seen == {ids[0]: "succeeded", ids[1]: "failed"}  # the failed trial without a submission: none
-    failed = read_status(plan.runs[1].trial.trial_dir, ids[1])
+    failed = read_status(plan.commands[1].trial.trial_dir, ids[1])
     assert failed.state == "failed" and failed.failure_class == "infra"
 
 
@@ -201,7 +201,7 @@ def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:
     assert starts() == [1, 1, 1]
     assert run_sweep(plan, options(retry_failed="infra"), display=SilentDisplay()) == 1  # only the crash
     assert starts() == [1, 2, 1]
-    assert read_status(plan.runs[1].trial.trial_dir, plan.runs[1].trial.trial_id).attempt == 2
+    assert read_status(plan.commands[1].trial.trial_dir, plan.commands[1].trial.trial_id).attempt == 2
     assert run_sweep(plan, options(retry_failed="all"), display=SilentDisplay()) == 1
     assert starts() == [1, 3, 2]
     # max_attempts (3) reached for the crashing trial
@@ -219,20 +219,20 @@ def test_ctrl_c_or_sigterm_stops_children_and_leaves_pending(dirs: tuple[Path, P
     deadline = time.time() + 30
 
     def started() -> list[Path]:
-        return [r.trial.trial_dir for r in plan.runs if (r.trial.trial_dir / "timeline.jsonl").exists()]
+        return [r.trial.trial_dir for r in plan.commands if (r.trial.trial_dir / "timeline.jsonl").exists()]
 
     while time.time() < deadline and (states(plan).count("running") < 2 or len(started()) < 2):
         time.sleep(0.2)
     assert states(plan).count("running") == 2 and len(started()) == 2
     pids = [
         json.loads((r.trial.trial_dir / "timeline.jsonl").read_text().splitlines()[0])["pid"]
-        for r in plan.runs
+        for r in plan.commands
         if (r.trial.trial_dir / "timeline.jsonl").exists()
     ]
     proc.send_signal(sig)
     assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
     assert states(plan) == ["pending"] * 4
-    assert all(read_status(r.trial.trial_dir, r.trial.trial_id).attempt == 0 for r in plan.runs)
+    assert all(read_status(r.trial.trial_dir, r.trial.trial_id).attempt == 0 for r in plan.commands)
     assert len(started()) == 2 and all((d / "ckpt.json").exists() for d in started())
     for pid in pids:
         with pytest.raises(ProcessLookupError):
@@ -245,7 +245,7 @@ def test_ctrl_c_or_sigterm_stops_children_and_leaves_pending(dirs: tuple[Path, P
 def test_stale_running_trial_is_resumed(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1)
-    run = plan.runs[0]
+    run = plan.commands[0]
     update_status(run.trial.trial_dir, run.trial.trial_id, "submitted", attempt=1, backend="local")
     update_status(run.trial.trial_dir, run.trial.trial_id, "running", pid=999999)
     assert run_sweep(plan, options(), display=SilentDisplay()) == 0
@@ -255,7 +255,7 @@ def test_stale_running_trial_is_resumed(dirs: tuple[Path, Path]) -> None:
 def test_check_prepared_names_missing_tasks(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 3, prepare=False)
-    trials = [r.trial for r in plan.runs]
+    trials = [r.trial for r in plan.commands]
     with pytest.raises(NotPreparedError) as info:
         check_prepared(trials, data, local={"task02"})
     msg = str(info.value)

@@ -17,7 +17,7 @@ from launchkit import fast_cluster, make_plan, max_overlap, release_requeued, ti
 
 from mle_world.launch import run_sweep, write_sbatch_preview
 from mle_world.launch.display import SilentDisplay
-from mle_world.launch.run import decide
+from mle_world.launch.launcher import resume_action
 from mle_world.launch.slurm import _expand
 from mle_world.launch.state import read_status
 from mle_world.plan.sweep_plan import LaunchOptions
@@ -27,7 +27,7 @@ SLURM = LaunchOptions(backend="slurm", show_progress=False)
 
 
 def statuses(plan) -> list[TrialStatus]:  # type: ignore[no-untyped-def]
-    return [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.runs]
+    return [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.commands]
 
 
 def agent_ran_for(trial_dir: Path, seconds: float) -> bool:
@@ -74,14 +74,14 @@ def test_sacct_array_ranges_expand() -> None:
 
 def test_resume_rule() -> None:
     base = TrialStatus(trial_id="t", state="running", backend="slurm", slurm_job_id="4_1", attempt=1)
-    assert decide(base, SLURM, 3, "RUNNING") == "watch"
-    assert decide(base, SLURM, 3, None) == "watch"
-    assert decide(base, SLURM, 3, "CANCELLED") == "stale"
+    assert resume_action(base, SLURM, 3, "RUNNING") == "watch"
+    assert resume_action(base, SLURM, 3, None) == "watch"
+    assert resume_action(base, SLURM, 3, "CANCELLED") == "stale"
     failed = base.model_copy(update={"state": "failed", "failure_class": "agent"})
-    assert decide(failed, SLURM, 3, None) == "skip"
-    assert decide(failed, LaunchOptions(backend="slurm", retry_failed="all"), 3, None) == "run"
-    assert decide(failed, LaunchOptions(backend="slurm", retry_failed="infra"), 3, None) == "skip"
-    assert decide(base.model_copy(update={"state": "succeeded"}), SLURM, 3, None) == "skip"
+    assert resume_action(failed, SLURM, 3, None) == "skip"
+    assert resume_action(failed, LaunchOptions(backend="slurm", retry_failed="all"), 3, None) == "run"
+    assert resume_action(failed, LaunchOptions(backend="slurm", retry_failed="infra"), 3, None) == "skip"
+    assert resume_action(base.model_copy(update={"state": "succeeded"}), SLURM, 3, None) == "skip"
 
 
 @pytest.mark.slurm
@@ -123,7 +123,7 @@ def test_scancel_is_an_infra_failure_and_retry_fixes_it(slurm_cluster: None, dir
     codes: list[int] = []
     launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, display=SilentDisplay())))
     launcher.start()
-    first = plan.runs[0].trial
+    first = plan.commands[0].trial
     wait_until(lambda: read_status(first.trial_dir, first.trial_id).state == "running", 60, "trial 0 running")
     job = read_status(first.trial_dir, first.trial_id).slurm_job_id
     assert job
@@ -152,7 +152,7 @@ def test_requeued_trial_resumes_with_time_carried_over(slurm_cluster: None, dirs
     codes: list[int] = []
     launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, display=SilentDisplay())))
     launcher.start()
-    trial = plan.runs[0].trial
+    trial = plan.commands[0].trial
     wait_until(lambda: read_status(trial.trial_dir, trial.trial_id).state == "running", 60, "trial running")
     # Preempt only after the agent itself has run for 6 s (its own start record), so time used carries over.
     wait_until(lambda: agent_ran_for(trial.trial_dir, 6.0), 60, "six seconds of agent run")

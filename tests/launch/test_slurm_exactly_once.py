@@ -75,7 +75,7 @@ def test_launcher_killed_during_submission_then_rerun_runs_every_trial_once(
     plan = make_plan(out, data, 2, seconds=3)
     starts = [[e for e in events if e["event"] == "start"] for events in timelines(plan)]
     assert [len(s) for s in starts] == [1, 1]  # every trial's agent started exactly once
-    final = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.runs]
+    final = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.commands]
     assert [(s.state, s.attempt) for s in final] == [("succeeded", 1)] * 2
     names = job_names(out)
     queued = subprocess.run(
@@ -97,7 +97,7 @@ def test_scontrol_requeue_twice_is_counted_and_bounded_by_max_attempts(
     plan = make_plan(
         out, data, 1, mode="checkpoint", seconds=300, cluster=fast_cluster(parallelism=1, max_attempts=2)
     )
-    trial = plan.runs[0].trial
+    trial = plan.commands[0].trial
     codes: list[int] = []
     launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, display=SilentDisplay())))
     launcher.start()

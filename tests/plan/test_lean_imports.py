@@ -14,7 +14,7 @@ from pathlib import Path
 HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "sklearn", "openai", "httpx2", "submitit", "tenacity")
 # ...nor the packages of later stages
 LATER = (
-    "mle_world.launch.run",
+    "mle_world.launch.launcher",
     "mle_world.launch.slurm",
     "mle_world.grading",
     "mle_world.audit",

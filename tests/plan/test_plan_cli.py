@@ -248,6 +248,7 @@ def test_planning_leaves_the_parsed_flags_alone(tmp_path: Path, monkeypatch: pyt
     plan, _, _ = plan_from_args(args, argv)
     assert dict(vars(args)) == before
     assert (
-        plan.output_dir == tmp_path / "runs" / f"iris-species-{plan.runs[0].trial.spec.configuration}-gated"
+        plan.output_dir
+        == tmp_path / "runs" / f"iris-species-{plan.commands[0].trial.spec.configuration}-gated"
     )
     assert launch_options(args).gpu_devices == ("3",)

@@ -21,7 +21,7 @@ from mle_world.launch.state import StatusFields, transact
 from mle_world.plan.config import ClusterConfig, load_paper_config
 from mle_world.plan.render import RuntimeSpec, view_paths
 from mle_world.plan.sweep import Selection, expand
-from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
+from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import BudgetSettings, LaunchRecord, TrialStatus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,14 +54,14 @@ def make_plan(
         known_task=lambda _t: True,
         view=lambda trial_dir, public: view_paths(runtime, trial_dir, public),
     )
-    runs = []
+    commands = []
     for i, trial in enumerate(trials):
         if prepare:
             trial.public_dir.mkdir(parents=True, exist_ok=True)
             trial.private_dir.mkdir(parents=True, exist_ok=True)
         m = mode(i) if callable(mode) else mode
         command = " ".join(shlex.quote(a) for a in (sys.executable, str(FAKE_AGENT), m, str(seconds)))
-        runs.append(PlannedRun(trial=trial, command=command))
+        commands.append(TrialCommand(trial=trial, command=command))
     record = LaunchRecord(
         argv=("test",),
         harness_version="0",
@@ -83,7 +83,7 @@ def make_plan(
         output_dir=output_dir,
         data_dir=data_dir,
         regime="ungated",
-        runs=tuple(runs),
+        commands=tuple(commands),
         runtime=runtime,
         cluster=cluster or fast_cluster(),
         record=record,
@@ -132,7 +132,7 @@ def timelines(plan: SweepPlan) -> list[list[dict[str, object]]]:
     import json
 
     out = []
-    for run in plan.runs:
+    for run in plan.commands:
         path = run.trial.trial_dir / "timeline.jsonl"
         lines = path.read_text().splitlines() if path.exists() else []
         out.append([json.loads(line) for line in lines])

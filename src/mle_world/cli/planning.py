@@ -34,7 +34,7 @@ from mle_world.plan.config import (
 )
 from mle_world.plan.render import Renderer, RuntimeSpec, render_command, view_paths
 from mle_world.plan.sweep import Selection, expand
-from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
+from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import (
     EndpointRecord,
     EndpointSettings,
@@ -221,7 +221,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         sandbox=sandbox,
     )
     renderer = Renderer()
-    runs = tuple(PlannedRun(trial=t, command=render_command(t, runtime, renderer)) for t in trials)
+    commands = tuple(TrialCommand(trial=t, command=render_command(t, runtime, renderer)) for t in trials)
     # The identity of an output dir is the whole regime's science, not the filtered subset, so a
     # later `--configs`/`--tasks` run on the same dir is accepted; spec.json hashes guard each trial.
     config_hash = regime_hash(config, regime, tuple(config.configurations))
@@ -249,19 +249,19 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         ),
         trials=tuple(
             LaunchedTrial(
-                trial_id=r.trial.trial_id,
-                science_hash=r.trial.spec.science_hash,
-                trial_dir=str(r.trial.trial_dir),
-                command=r.command,
+                trial_id=c.trial.trial_id,
+                science_hash=c.trial.spec.science_hash,
+                trial_dir=str(c.trial.trial_dir),
+                command=c.command,
             )
-            for r in runs
+            for c in commands
         ),
     )
     plan = SweepPlan(
         output_dir=output_dir,
         data_dir=data_dir,
         regime=regime,
-        runs=runs,
+        commands=commands,
         runtime=runtime,
         cluster=cluster,
         record=record,

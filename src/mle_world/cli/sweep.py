@@ -34,7 +34,7 @@ from mle_world.plan.config import (
     PaperConfig,
 )
 from mle_world.plan.render import RUNTIMES
-from mle_world.plan.sweep_plan import LaunchOptions, PlannedRun, SweepPlan
+from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.tasks.registry import TaskRegistry, load_registry
 
 
@@ -93,24 +93,24 @@ def _print_listing(registry: TaskRegistry, lite: bool, console: Console) -> None
 def _print_dry_run(plan: SweepPlan, launch_path: Path, summary: bool, console: Console) -> None:
     if summary:
         table = Table(
-            title=f"{plan.regime}: {len(plan.runs)} trials ({plan.record.runtime}, {plan.record.backend})"
+            title=f"{plan.regime}: {len(plan.commands)} trials ({plan.record.runtime}, {plan.record.backend})"
         )
         for column in ("configuration", "tasks", "seeds", "trials"):
             table.add_column(column)
-        by_config: dict[str, list[PlannedRun]] = {}
-        for run in plan.runs:
-            by_config.setdefault(run.trial.spec.configuration, []).append(run)
-        for name, runs in by_config.items():
-            tasks = {r.trial.spec.task for r in runs}
-            seeds = sorted({r.trial.spec.seed for r in runs})
-            table.add_row(name, str(len(tasks)), ",".join(map(str, seeds)), str(len(runs)))
+        by_config: dict[str, list[TrialCommand]] = {}
+        for cmd in plan.commands:
+            by_config.setdefault(cmd.trial.spec.configuration, []).append(cmd)
+        for name, group in by_config.items():
+            tasks = {c.trial.spec.task for c in group}
+            seeds = sorted({c.trial.spec.seed for c in group})
+            table.add_row(name, str(len(tasks)), ",".join(map(str, seeds)), str(len(group)))
         console.print(table)
     else:
-        for run in plan.runs:
-            print(f"# {run.trial.trial_id}  [{run.trial.spec.science_hash}]")
-            print(run.command)
+        for cmd in plan.commands:
+            print(f"# {cmd.trial.trial_id}  [{cmd.trial.spec.science_hash}]")
+            print(cmd.command)
     print(
-        f"dry run: {len(plan.runs)} trials; wrote {launch_path} and {plan.output_dir / 'agent-config.yaml'}; "
+        f"dry run: {len(plan.commands)} trials; wrote {launch_path} and {plan.output_dir / 'agent-config.yaml'}; "
         "nothing executed"
     )
 
@@ -131,7 +131,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
         launch_path = write_plan_files(plan, config)
         _print_dry_run(plan, launch_path, args.summary, console)
         if args.backend == "slurm":
-            from mle_world.launch.run import write_sbatch_preview
+            from mle_world.launch.launcher import write_sbatch_preview
 
             for path in write_sbatch_preview(plan, options):
                 print(f"\n# sbatch script that would be submitted ({path}):")
@@ -183,13 +183,13 @@ def execute_plan(
     """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
     from mle_world.costs.summary import write_cost_summary
     from mle_world.launch.endpoints import check_endpoints, endpoint_records
+    from mle_world.launch.launcher import check_prepared, run_sweep
     from mle_world.launch.post_trial import TrialFinisher
     from mle_world.launch.preflight import check_container_runtime, check_image
-    from mle_world.launch.run import check_prepared, run_sweep
 
     options = launch_options(args)
     check_sweep_identity(plan.output_dir, plan.config_hash)
-    check_prepared([r.trial for r in plan.runs], plan.data_dir, plan.local_competitions)
+    check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     record = plan.record
     check_container_runtime(plan.runtime.runtime, args.backend)
     if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from mle_world.errors import UserError
 from mle_world.launch.slurm import SlurmTrial, Submitter, slurm_parameters
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
-from mle_world.plan.sweep_plan import PlannedRun, SweepPlan
+from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import Record
 from mle_world.storage import write_model
 
@@ -68,42 +68,42 @@ def record_intent(output_dir: Path, regime: str, trial_ids: Sequence[str]) -> tu
 
 def submit_recorded(
     plan: SweepPlan,
-    todo: Sequence[PlannedRun],
+    todo: Sequence[TrialCommand],
     submitter: Submitter,
     *,
     mark: Callable[[str], dict[str, int]],
-    call: Callable[[PlannedRun, str], SlurmTrial],
+    call: Callable[[TrialCommand, str], SlurmTrial],
 ) -> str:
     """Submit `todo` as one array. The intent (job name → trials, in array order) is on disk before
     sbatch runs, and `mark(token)` makes each trial carry the submission id as its fencing token
     (returning the previous attempt numbers): whatever happens to this process from here on, a re-run
     finds the array by name and no trial runs twice. Returns the line that reports the submission."""
-    intent_path, intent = record_intent(plan.output_dir, plan.regime, [run.trial.trial_id for run in todo])
+    intent_path, intent = record_intent(plan.output_dir, plan.regime, [cmd.trial.trial_id for cmd in todo])
     submission = intent.submission
     prior = mark(submission)
     # One array per submission; the budget (hence --time) is the same for every trial of a plan.
-    budget = max(run.trial.spec.agent.budget.time_limit_s for run in todo)
+    budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
     params = slurm_parameters(plan.cluster, budget, intent.job_name, len(todo))
-    calls = [call(run, submission) for run in todo]
+    calls = [call(cmd, submission) for cmd in todo]
     _kill_point("before-sbatch")
     try:
         ids = submitter.submit(calls, params)
     except Exception as exc:  # sbatch refused: nothing was queued, so undo the marks
-        for run in todo:
+        for cmd in todo:
             revert_submission(
-                run.trial.trial_dir,
-                run.trial.trial_id,
+                cmd.trial.trial_dir,
+                cmd.trial.trial_id,
                 token=submission,
-                prior_attempt=prior[run.trial.trial_id],
+                prior_attempt=prior[cmd.trial.trial_id],
                 cause=f"submission failed: {exc}",
             )
         raise UserError(f"--backend slurm: submission failed: {str(exc).strip().splitlines()[-1]}") from None
     _kill_point("after-sbatch")
     first = ids[0].split("_")[0]
     write_model(intent_path, intent.model_copy(update={"array_id": first}))
-    for n, (run, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
+    for n, (cmd, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
         # Only the ids: the job may already have started and written 'running'.
-        record_job_id(run.trial.trial_dir, run.trial.trial_id, token=submission, job_id=job_id)
+        record_job_id(cmd.trial.trial_dir, cmd.trial.trial_id, token=submission, job_id=job_id)
         _kill_point(f"recorded-{n}")
     return (
         f"[launch] slurm: submitted {len(ids)} trials as job {first} "
@@ -121,7 +121,7 @@ def load_intents(output_dir: Path) -> list[tuple[Path, SubmissionIntent]]:
     return out
 
 
-def reconcile(output_dir: Path, runs: Sequence[PlannedRun], submitter: Submitter) -> str | None:
+def reconcile(output_dir: Path, commands: Sequence[TrialCommand], submitter: Submitter) -> str | None:
     """Before submitting anything, find the arrays of earlier submissions by their job names: a live
     task whose trial still carries its submission's token is adopted (its job id is recorded); a task
     of a superseded submission, or a pending one whose trial is already final, has nothing to do and
@@ -136,27 +136,27 @@ def reconcile(output_dir: Path, runs: Sequence[PlannedRun], submitter: Submitter
             "nothing was submitted; re-run when Slurm answers"
         )
     by_name = {intent.job_name: (path, intent) for path, intent in intents}
-    by_id = {run.trial.trial_id: run for run in runs}
+    by_id = {cmd.trial.trial_id: cmd for cmd in commands}
     adopted: dict[str, int] = {}
     orphans: list[str] = []
     for task in tasks:
         path, intent = by_name[task.name]
         if task.index >= len(intent.trial_ids):
             continue
-        run = by_id.get(intent.trial_ids[task.index])
-        if run is None:
+        cmd = by_id.get(intent.trial_ids[task.index])
+        if cmd is None:
             continue  # a trial this launch did not select: not ours to judge
         array = task.job_id.split("_")[0]
         if intent.array_id is None:
             intent = intent.model_copy(update={"array_id": array})
             write_model(path, intent)
             by_name[task.name] = (path, intent)
-        status = read_status(run.trial.trial_dir, run.trial.trial_id)
+        status = read_status(cmd.trial.trial_dir, cmd.trial.trial_id)
         if status.token == intent.submission and status.state in FINAL and task.state != "PENDING":
             continue  # the trial's own job, finishing
         if status.token == intent.submission and status.state not in FINAL:
             record_job_id(
-                run.trial.trial_dir, run.trial.trial_id, token=intent.submission, job_id=task.job_id
+                cmd.trial.trial_dir, cmd.trial.trial_id, token=intent.submission, job_id=task.job_id
             )
             adopted[array] = adopted.get(array, 0) + 1
         else:

@@ -1,6 +1,6 @@
 """Local backend: a pool of `--n-workers` trials on the current node with exclusive GPU slots.
 
-Reads and writes each trial's status.json through `TrialRunner`; reports progress through a `Display`.
+Reads and writes each trial's status.json through `TrialSupervisor`; reports progress through a `Display`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mle_world.errors import UserError
 from mle_world.launch.display import Display
-from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
+from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
@@ -77,7 +77,7 @@ def run_pool(
         raise UserError("--trials-per-gpu must be at least 1")
     slots = GpuSlots(gpu_devices, trials_per_gpu) if gpu_devices else None
     workers = max(1, min(n_workers, slots.size if slots else n_workers, len(jobs) or 1))
-    runners: dict[str, TrialRunner] = {}
+    supervisors: dict[str, TrialSupervisor] = {}
     lock = threading.Lock()
     stopping = threading.Event()
 
@@ -86,12 +86,12 @@ def run_pool(
             return "interrupted"
         gpu = slots.acquire() if slots else None
         try:
-            runner = TrialRunner(job, gpu=gpu, post_trial=post_trial, resume_state="pending")
+            supervisor = TrialSupervisor(job, gpu=gpu, post_trial=post_trial, resume_state="pending")
             with lock:
                 if stopping.is_set():
                     return "interrupted"
-                runners[job.trial_id] = runner
-            return runner.run()
+                supervisors[job.trial_id] = supervisor
+            return supervisor.run()
         finally:
             if gpu is not None and slots is not None:
                 slots.release(gpu)
@@ -111,17 +111,17 @@ def run_pool(
             if show_progress:
                 failed = sum(1 for o in outcomes.values() if o == "failed")
                 with lock:
-                    running = len(runners) - len(outcomes.keys() & runners.keys())
+                    running = len(supervisors) - len(outcomes.keys() & supervisors.keys())
                 display.update_progress(len(outcomes), running, failed)
     except KeyboardInterrupt:
         interrupted = True
         stopping.set()
         with lock:
-            for runner in runners.values():
-                runner.request_stop("Ctrl-C")
+            for supervisor in supervisors.values():
+                supervisor.request_stop("Ctrl-C")
         for future in futures:
             future.cancel()
-        # The runners terminate their groups and write 'pending'; wait for them, not for the queue.
+        # The supervisors terminate their groups and write 'pending'; wait for them, not for the queue.
         for future, job in futures.items():
             if future.cancelled():
                 outcomes[job.trial_id] = "interrupted"

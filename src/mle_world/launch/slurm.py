@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from mle_world.errors import UserError
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
-from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialRunner
+from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
 from mle_world.plan.config import ClusterConfig
 
 ALIVE_STATES = frozenset(
@@ -80,12 +80,12 @@ class SlurmTrial:
         self.job = job
         self.post_trial = post_trial
         self.requeue_wait_s = requeue_wait_s
-        self._runner: TrialRunner | None = None
+        self._supervisor: TrialSupervisor | None = None
         self._thread: threading.Thread | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_runner"] = None  # runtime handles never travel with the checkpoint
+        state["_supervisor"] = None  # runtime handles never travel with the checkpoint
         state["_thread"] = None
         return state
 
@@ -94,18 +94,18 @@ class SlurmTrial:
         restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         start = Start(job_id=job_id, array_id=array_id, restarts=restarts)
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
-        runner = TrialRunner(self.job, gpu=gpu, post_trial=self.post_trial, resume_state="submitted")
-        self._runner = runner
+        supervisor = TrialSupervisor(self.job, gpu=gpu, post_trial=self.post_trial, resume_state="submitted")
+        self._supervisor = supervisor
         box: list[Outcome | BaseException] = []
 
         def target() -> None:
             try:
-                box.append(runner.run(start))
+                box.append(supervisor.run(start))
             except BaseException as exc:  # surfaced in the main thread below
                 box.append(exc)
 
         def on_sigterm(signum: int, frame: FrameType | None) -> None:
-            runner.request_stop("SIGTERM", preempted=True)
+            supervisor.request_stop("SIGTERM", preempted=True)
 
         # submitit ignores SIGTERM; we forward it so the agent checkpoints before Slurm's SIGKILL.
         signal.signal(signal.SIGTERM, on_sigterm)
@@ -137,8 +137,8 @@ class SlurmTrial:
         starts (from SLURM_RESTART_COUNT), so requeues Slurm does on its own count the same way."""
         from submitit.helpers import DelayedSubmission
 
-        if self._runner is not None and self._thread is not None and self._thread.is_alive():
-            self._runner.request_stop("USR2", preempted=True)
+        if self._supervisor is not None and self._thread is not None and self._thread.is_alive():
+            self._supervisor.request_stop("USR2", preempted=True)
             self._thread.join(self.job.kill_grace_s + 30)
         job = self.job
         status = mark_checkpointed(

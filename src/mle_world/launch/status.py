@@ -97,7 +97,8 @@ def _launcher_alive(output_dir: Path) -> bool:
     return False
 
 
-def collect(output_dir: Path) -> SweepStatus:
+def read_sweep_status(output_dir: Path) -> SweepStatus:
+    """Every trial's status.json under an output dir of run_paper.py (else a UserError)."""
     if not output_dir.is_dir():
         raise UserError(f"{output_dir}: no such output dir")
     if not is_output_dir(output_dir):
@@ -234,7 +235,7 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
 
 def show_status(output_dir: Path, console: Console) -> int:
     """Print the sweep's state; exit 0 when every trial succeeded, 1 when some failed, else 0."""
-    view = status_view(output_dir, collect(output_dir), utcnow())
+    view = status_view(output_dir, read_sweep_status(output_dir), utcnow())
     for renderable in view.renderables:
         console.print(renderable)
     return 1 if view.failed else 0
@@ -250,11 +251,11 @@ def watch_status(
 
     Returns what `show_status` would return for the last state seen.
     """
-    collect(output_dir)  # a bad output dir is a user error before the screen is taken over
+    read_sweep_status(output_dir)  # a bad output dir is a user error before the screen is taken over
 
     def frame() -> tuple[Group, StatusView]:
         now = utcnow()
-        view = status_view(output_dir, collect(output_dir), now, strict=False)
+        view = status_view(output_dir, read_sweep_status(output_dir), now, strict=False)
         footer = Text(f"updated {now:%H:%M:%S} UTC · every {interval_s:g}s · Ctrl-C to leave", style="dim")
         return Group(*view.renderables, footer), view
 

@@ -189,9 +189,10 @@ def kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-class TrialRunner:
-    """Runs one TrialJob once; `request_stop` (from a signal handler or Ctrl-C) makes `run` stop the
-    command's process group and leave the trial resumable in `resume_state`."""
+class TrialSupervisor:
+    """Supervises one run of a TrialJob on this host: claims the trial, starts its command, enforces
+    the wall limit and records how it ended. `request_stop` (from a signal handler or Ctrl-C) makes
+    `run` stop the command's process group and leave the trial resumable in `resume_state`."""
 
     def __init__(
         self,

@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 
 from mle_world.launch.slurm import ALIVE_STATES, SlurmView, Submitter
 from mle_world.launch.state import mark_failed_infra, read_status
-from mle_world.plan.sweep_plan import PlannedRun
+from mle_world.plan.sweep_plan import TrialCommand
 from mle_world.records import TrialStatus
 
 
 def watch(
-    runs: Sequence[PlannedRun],
+    commands: Sequence[TrialCommand],
     submitter: Submitter,
     *,
     say: Callable[[str], None],
@@ -32,11 +32,11 @@ def watch(
     unknown_since: dict[str, float] = {}
     blind = False
     while True:
-        active: list[tuple[PlannedRun, TrialStatus]] = []
-        for run in runs:
-            status = read_status(run.trial.trial_dir, run.trial.trial_id)
+        active: list[tuple[TrialCommand, TrialStatus]] = []
+        for cmd in commands:
+            status = read_status(cmd.trial.trial_dir, cmd.trial.trial_id)
             if status.state in ("submitted", "running") and status.backend == "slurm":
-                active.append((run, status))
+                active.append((cmd, status))
         if not active:
             return
         ids = [s.slurm_job_id for _, s in active if s.slurm_job_id]
@@ -52,9 +52,9 @@ def watch(
         if blind:
             say("[launch] slurm: squeue/sacct answer again; watching")
             blind = False
-        for run, status in active:
+        for cmd, status in active:
             job = status.slurm_job_id
-            key = run.trial.trial_id
+            key = cmd.trial.trial_id
             if not job:
                 continue
             state = view.states.get(job)
@@ -65,7 +65,7 @@ def watch(
                     continue
                 first = unknown_since.setdefault(key, time.monotonic())
                 if time.monotonic() - first > lost_after_s:
-                    _lost(run, status, f"slurm job {job} unknown to squeue and sacct")
+                    _lost(cmd, status, f"slurm job {job} unknown to squeue and sacct")
                 continue
             unknown_since.pop(key, None)
             if state in ALIVE_STATES:
@@ -75,10 +75,10 @@ def watch(
             count = suspicious.get(key, 0) + 1
             suspicious[key] = count
             if count >= 2:
-                _lost(run, status, f"slurm job {job} {state} without a result")
+                _lost(cmd, status, f"slurm job {job} {state} without a result")
         time.sleep(poll_s)
 
 
-def _lost(run: PlannedRun, status: TrialStatus, cause: str) -> None:
+def _lost(cmd: TrialCommand, status: TrialStatus, cause: str) -> None:
     # Fenced by the token the watchdog saw: a trial resubmitted meanwhile is not touched.
-    mark_failed_infra(run.trial.trial_dir, run.trial.trial_id, token=status.token, cause=cause)
+    mark_failed_infra(cmd.trial.trial_dir, cmd.trial.trial_id, token=status.token, cause=cause)

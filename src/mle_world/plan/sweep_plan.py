@@ -15,8 +15,8 @@ from mle_world.records import LaunchRecord, Regime
 
 
 @dataclass(frozen=True)
-class PlannedRun:
-    """One trial and the command that runs its agent."""
+class TrialCommand:
+    """One trial and the rendered command that runs its agent (what the launcher hands a backend)."""
 
     trial: PlannedTrial
     command: str
@@ -45,7 +45,7 @@ class SweepPlan:
     output_dir: Path
     data_dir: Path
     regime: Regime
-    runs: tuple[PlannedRun, ...]
+    commands: tuple[TrialCommand, ...]
     runtime: RuntimeSpec
     cluster: ClusterConfig
     record: LaunchRecord

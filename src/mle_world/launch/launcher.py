@@ -1,4 +1,4 @@
-"""Sweep launching: pre-flight checks, resume/retry decisions from status files, and the local/Slurm runs.
+"""The sweep launcher: pre-flight checks, resume/retry decisions from status files, and the local/Slurm backends.
 
 Reads the plan and every trial's status.json; writes status.json, spec.json, `<output_dir>/.sweep-identity`
 and `<output_dir>/slurm/` (Slurm backend). The entry points the CLI calls are `run_sweep`,
@@ -49,7 +49,7 @@ from mle_world.launch.state import (
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
 from mle_world.launch.watchdog import watch
 from mle_world.plan.sweep import PlannedTrial
-from mle_world.plan.sweep_plan import LaunchOptions, PlannedRun, SweepPlan
+from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.records import TrialStatus
 from mle_world.storage import write_text_atomic
 
@@ -105,12 +105,12 @@ def launcher_lock(output_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def make_job(run: PlannedRun, plan: SweepPlan, backend: str, token: str | None = None) -> TrialJob:
+def make_job(cmd: TrialCommand, plan: SweepPlan, backend: str, token: str | None = None) -> TrialJob:
     return TrialJob(
-        trial=run.trial,
-        command=run.command,
+        trial=cmd.trial,
+        command=cmd.command,
         backend=backend,
-        budget_s=run.trial.spec.agent.budget.time_limit_s,
+        budget_s=cmd.trial.spec.agent.budget.time_limit_s,
         grace_s=plan.cluster.launch.wall_grace_s,
         max_attempts=plan.cluster.launch.max_attempts,
         token=token,
@@ -136,7 +136,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def decide(status: TrialStatus, options: LaunchOptions, max_attempts: int, slurm_state: str | None) -> Action:
+def resume_action(
+    status: TrialStatus, options: LaunchOptions, max_attempts: int, slurm_state: str | None
+) -> Action:
     """Resume rule per trial (documented in docs/launching.md):
     succeeded → skip; failed → run only if --retry-failed allows it (class and max_attempts);
     pending → run; submitted/running under Slurm with a live job → watch, with a dead job → stale
@@ -159,7 +161,10 @@ def decide(status: TrialStatus, options: LaunchOptions, max_attempts: int, slurm
 
 
 @dataclass
-class SweepRunner:
+class SweepLauncher:
+    """Launches (or resumes) one plan under the output dir's launcher lock: decides per trial, marks
+    and hands the trials to the local pool or to Slurm, then follows them to the end."""
+
     plan: SweepPlan
     options: LaunchOptions
     post_trial: PostTrial | None
@@ -178,8 +183,8 @@ class SweepRunner:
         # The CLI checked the dir's identity (check_sweep_identity) before planning; the lock comes
         # first here: a launcher refused by it has written nothing (launch.json included).
         with launcher_lock(plan.output_dir), sigterm_as_interrupt():
-            for run in plan.runs:
-                ensure_spec(run.trial)  # refuses a different science hash before anything starts
+            for cmd in plan.commands:
+                ensure_spec(cmd.trial)  # refuses a different science hash before anything starts
             if self.before_launch is not None:
                 self.before_launch()
             record_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
@@ -189,32 +194,32 @@ class SweepRunner:
 
     def _classify_all(
         self, slurm_states: dict[str, str]
-    ) -> dict[str, tuple[PlannedRun, TrialStatus, Action]]:
+    ) -> dict[str, tuple[TrialCommand, TrialStatus, Action]]:
         out = {}
-        for run in self.plan.runs:
-            status = read_status(run.trial.trial_dir, run.trial.trial_id)
+        for cmd in self.plan.commands:
+            status = read_status(cmd.trial.trial_dir, cmd.trial.trial_id)
             state = slurm_states.get(status.slurm_job_id or "")
-            action = decide(status, self.options, self.plan.cluster.launch.max_attempts, state)
-            out[run.trial.trial_id] = (run, status, action)
+            action = resume_action(status, self.options, self.plan.cluster.launch.max_attempts, state)
+            out[cmd.trial.trial_id] = (cmd, status, action)
         return out
 
-    def _submit_marks(self, runs: Sequence[PlannedRun], backend: str, token: str) -> dict[str, int]:
-        """Mark runs submitted under a new fencing token (attempt + 1, unless the earlier submission
+    def _submit_marks(self, todo: Sequence[TrialCommand], backend: str, token: str) -> dict[str, int]:
+        """Mark trials submitted under a new fencing token (attempt + 1, unless the earlier submission
         never reached Slurm); returns the previous attempt numbers (for Ctrl-C undo)."""
         prior: dict[str, int] = {}
-        for run in runs:
-            marked = mark_submitted(run.trial.trial_dir, run.trial.trial_id, token=token, backend=backend)
-            prior[run.trial.trial_id] = marked.attempt - 1
+        for cmd in todo:
+            marked = mark_submitted(cmd.trial.trial_dir, cmd.trial.trial_id, token=token, backend=backend)
+            prior[cmd.trial.trial_id] = marked.attempt - 1
         return prior
 
-    def _summary(self, runs: Sequence[PlannedRun]) -> int:
+    def _summary(self, commands: Sequence[TrialCommand]) -> int:
         counts: dict[str, int] = {}
-        for run in runs:
-            state = read_status(run.trial.trial_dir, run.trial.trial_id).state
+        for cmd in commands:
+            state = read_status(cmd.trial.trial_dir, cmd.trial.trial_id).state
             counts[state] = counts.get(state, 0) + 1
         text = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        self._say(f"[launch] {len(runs)} trials: {text}")
-        return 0 if counts.get("succeeded", 0) == len(runs) else 1
+        self._say(f"[launch] {len(commands)} trials: {text}")
+        return 0 if counts.get("succeeded", 0) == len(commands) else 1
 
     def _say(self, text: str) -> None:
         self.display.say(text)
@@ -222,20 +227,20 @@ class SweepRunner:
     # ---------------------------------------------------------------- local
     def _run_local(self) -> int:
         plan = self.plan
-        todo: list[PlannedRun] = []
-        for run, _status, action in self._classify_all({}).values():
+        todo: list[TrialCommand] = []
+        for cmd, _status, action in self._classify_all({}).values():
             if action == "stale":
-                release_orphan(run.trial.trial_dir, run.trial.trial_id)
-                todo.append(run)
+                release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
+                todo.append(cmd)
             elif action == "run":
-                todo.append(run)
-        skipped = len(plan.runs) - len(todo)
+                todo.append(cmd)
+        skipped = len(plan.commands) - len(todo)
         self._say(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
         if not todo:
-            return self._summary(plan.runs)
+            return self._summary(plan.commands)
         token = f"local-{uuid.uuid4().hex[:10]}"
         prior = self._submit_marks(todo, "local", token)
-        jobs = [make_job(run, plan, "local", token) for run in todo]
+        jobs = [make_job(cmd, plan, "local", token) for cmd in todo]
         result = run_pool(
             jobs,
             n_workers=self.options.n_workers,
@@ -245,19 +250,19 @@ class SweepRunner:
             display=self.display,
             show_progress=self.options.show_progress,
         )
-        for run in todo:
-            if result.outcomes.get(run.trial.trial_id) == "interrupted":
+        for cmd in todo:
+            if result.outcomes.get(cmd.trial.trial_id) == "interrupted":
                 # Ctrl-C: back to pending and the attempt does not count.
                 withdraw_attempt(
-                    run.trial.trial_dir,
-                    run.trial.trial_id,
+                    cmd.trial.trial_dir,
+                    cmd.trial.trial_id,
                     token=token,
-                    prior_attempt=prior[run.trial.trial_id],
+                    prior_attempt=prior[cmd.trial.trial_id],
                 )
         if result.interrupted:
             self._say("[launch] interrupted: running trials stopped and left resumable")
             return 130
-        return self._summary(plan.runs)
+        return self._summary(plan.commands)
 
     # ---------------------------------------------------------------- slurm
     def _run_slurm(self) -> int:
@@ -268,26 +273,26 @@ class SweepRunner:
         self._reconcile(submitter)
         job_ids = [
             s.slurm_job_id
-            for run in plan.runs
-            if (s := read_status(run.trial.trial_dir, run.trial.trial_id)).slurm_job_id
+            for cmd in plan.commands
+            if (s := read_status(cmd.trial.trial_dir, cmd.trial.trial_id)).slurm_job_id
             and s.state not in FINAL
         ]
         view = submitter.states(job_ids) if job_ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
-        todo: list[PlannedRun] = []
-        for run, status, action in self._classify_all(view.states).values():
+        todo: list[TrialCommand] = []
+        for cmd, status, action in self._classify_all(view.states).values():
             if action == "stale" and status.backend != "slurm":
-                release_orphan(run.trial.trial_dir, run.trial.trial_id)
-                todo.append(run)
+                release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
+                todo.append(cmd)
             elif action == "stale":
                 job = status.slurm_job_id
                 mark_failed_infra(
-                    run.trial.trial_dir,
-                    run.trial.trial_id,
+                    cmd.trial.trial_dir,
+                    cmd.trial.trial_id,
                     token=status.token,
                     cause=f"slurm job {job} {view.states.get(job or '', 'gone')} without a result",
                 )
             elif action == "run":
-                todo.append(run)
+                todo.append(cmd)
         if todo:
             self._submit_slurm(submitter, todo)
         else:
@@ -303,27 +308,27 @@ class SweepRunner:
                 f"Re-run the same command or `run_paper.py status {plan.output_dir}` to follow them."
             )
             return 130
-        return self._summary(plan.runs)
+        return self._summary(plan.commands)
 
     def _reconcile(self, submitter: Submitter) -> None:
-        line = reconcile(self.plan.output_dir, self.plan.runs, submitter)
+        line = reconcile(self.plan.output_dir, self.plan.commands, submitter)
         if line:
             self._say(line)
 
-    def _submit_slurm(self, submitter: Submitter, todo: list[PlannedRun]) -> None:
+    def _submit_slurm(self, submitter: Submitter, todo: list[TrialCommand]) -> None:
         plan = self.plan
         line = submit_recorded(
             plan,
             todo,
             submitter,
             mark=lambda token: self._submit_marks(todo, "slurm", token),
-            call=lambda run, token: SlurmTrial(make_job(run, plan, "slurm", token), self.post_trial),
+            call=lambda cmd, token: SlurmTrial(make_job(cmd, plan, "slurm", token), self.post_trial),
         )
         self._say(line)
 
     def _watch(self, submitter: Submitter) -> None:
         watch(
-            self.plan.runs,
+            self.plan.commands,
             submitter,
             say=self._say,
             poll_s=self.poll_s,
@@ -342,22 +347,22 @@ def run_sweep(
     """Launch (or resume) a sweep. Exit code: 0 all selected trials succeeded (now or before),
     1 some failed, 130 on Ctrl-C or SIGTERM. Call `check_prepared` first (the CLI does, before a
     real run); `before_launch` runs under the launcher lock before anything is written."""
-    runner = SweepRunner(plan, options, post_trial, display or PlainDisplay())
-    runner.before_launch = before_launch
-    return runner.run()
+    launcher = SweepLauncher(plan, options, post_trial, display or PlainDisplay())
+    launcher.before_launch = before_launch
+    return launcher.run()
 
 
 def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
     """--dry-run --backend slurm: write the sbatch script submitit would submit for this plan's
     array under `<output_dir>/slurm/preview/` (nothing is submitted, no status is touched)."""
-    if not plan.runs:
+    if not plan.commands:
         return []
     folder = plan.output_dir / "slurm"
-    budget = max(run.trial.spec.agent.budget.time_limit_s for run in plan.runs)
-    params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(plan.runs))
-    text = submitit_sbatch_text(folder.absolute(), params, len(plan.runs))
+    budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in plan.commands)
+    params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(plan.commands))
+    text = submitit_sbatch_text(folder.absolute(), params, len(plan.commands))
     path = folder / "preview" / f"mlew-{plan.regime}.sbatch"
     path.parent.mkdir(parents=True, exist_ok=True)
-    listing = "\n".join(f"# task {i}: {run.trial.trial_id}" for i, run in enumerate(plan.runs))
+    listing = "\n".join(f"# task {i}: {cmd.trial.trial_id}" for i, cmd in enumerate(plan.commands))
     write_text_atomic(path, text + "\n\n# array tasks (each runs one trial's command):\n" + listing + "\n")
     return [path]
