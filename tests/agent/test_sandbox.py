@@ -17,7 +17,7 @@ import pytest
 from mle_world.agent.interpreter import BoundedCapture, ProcessRunner
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import SandboxUnavailable, build_jail, effective_capabilities, is_mapped
-from mle_world.agent.workspace import TrialLayout, prepare, reset_run_submission, stage_submission
+from mle_world.agent.workspace import TrialLayout, reset_run_submission, set_up_trial_dir, stage_submission
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,7 +29,7 @@ def _layout(tmp_path: Path) -> TrialLayout:
     data.mkdir(parents=True)
     (data / "train.csv").write_text("id,y\n1,2\n")
     layout = TrialLayout(tmp_path / "trial", data)
-    prepare(layout)
+    set_up_trial_dir(layout)
     return layout
 
 

@@ -13,7 +13,7 @@ from mle_world.agent import gate
 from mle_world.agent.budget import Budget, stage_for
 from mle_world.agent.journal import Journal, Node, valid_metric
 from mle_world.agent.policy import select_parent, stage_of
-from mle_world.agent.prompts import extract_plan_and_code, render
+from mle_world.agent.prompts import extract_plan_and_code, render_sections
 from mle_world.agent.review import buggy_verdict
 from mle_world.agent.world import Comparison, parse_json_object, validate_prediction
 from mle_world.records import (
@@ -150,20 +150,20 @@ def test_rank_pointwise_ties_and_invalid():
     assert gate.rank_pointwise([preds[3], preds[0]], WM, lower_is_better=False) == [1, 0]
 
 
-def test_decide_gated_skips_then_forces_and_ungated_is_seeded():
+def test_choose_gated_skips_then_forces_and_ungated_is_seeded():
     rng = random.Random(1)
-    out = gate.decide(order=[1, 0], rejected=True, regime="gated", consecutive_skips=1, settings=WM, rng=rng)
+    out = gate.choose(order=[1, 0], rejected=True, regime="gated", consecutive_skips=1, settings=WM, rng=rng)
     assert out.chosen is None and out.labels == ("not_selected", "skip")
-    out = gate.decide(order=[1, 0], rejected=True, regime="gated", consecutive_skips=2, settings=WM, rng=rng)
+    out = gate.choose(order=[1, 0], rejected=True, regime="gated", consecutive_skips=2, settings=WM, rng=rng)
     assert out.chosen == 1 and out.labels == ("not_selected", "forced")
-    out = gate.decide(order=[1, 0], rejected=False, regime="gated", consecutive_skips=0, settings=WM, rng=rng)
+    out = gate.choose(order=[1, 0], rejected=False, regime="gated", consecutive_skips=0, settings=WM, rng=rng)
     assert out.chosen == 1 and out.labels == ("not_selected", "execute") and out.counterfactual is None
-    out = gate.decide(
+    out = gate.choose(
         order=[1, 0], rejected=True, regime="ungated", consecutive_skips=0, settings=WM, rng=rng, chosen=0
     )
     assert out.labels == ("not_gated", "not_selected") and out.counterfactual == ("not_selected", "skip")
     picks = [
-        gate.decide(
+        gate.choose(
             order=[0, 1, 2, 3],
             rejected=True,
             regime="ungated",
@@ -253,7 +253,7 @@ def test_extract_plan_and_code():
 
 
 def test_render_nested_sections():
-    text = render({"A": "x", "B": {"C": ["one", "two"]}, "Empty": None})
+    text = render_sections({"A": "x", "B": {"C": ["one", "two"]}, "Empty": None})
     assert text == "# A\n\nx\n\n# B\n\n## C\n\n- one\n- two"
 
 

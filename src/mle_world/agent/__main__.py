@@ -31,7 +31,7 @@ from mle_world.agent.llm import Backoff, EndpointClient
 from mle_world.agent.loop import Agent, CheckpointMismatch, Preempted, Services
 from mle_world.agent.redaction import RedactingFilter, Redactor
 from mle_world.agent.sandbox import Jail, SandboxUnavailable, build_jail
-from mle_world.agent.workspace import TrialLayout, prepare
+from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import AgentResult, GpuInfo, TrialSpec
 from mle_world.storage import read_model, write_model
 
@@ -75,7 +75,7 @@ def build_runner(
     spec: TrialSpec, layout: TrialLayout, redactor: Redactor, kill_grace_s: float
 ) -> ProcessRunner:
     """The script runner: inside the inner sandbox (probed once here) unless the spec turns it off."""
-    prepare(layout)
+    set_up_trial_dir(layout)
     jail: Jail | None = None
     if spec.sandbox.enabled:
         jail = build_jail(layout.workspace, layout.data_dir, spec.sandbox)

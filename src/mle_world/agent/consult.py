@@ -121,7 +121,7 @@ class Consultant:
             rejected = gate.rejects(predictions[order[0]], wm)
         else:
             order, rejected = self._pairwise(ctx, nodes, journal, timeout, group, ungated)
-        outcome = gate.decide(
+        outcome = gate.choose(
             order=order,
             rejected=rejected,
             regime=self.regime,

@@ -163,7 +163,7 @@ def _gated(order: Sequence[int], rejected: bool, forced: bool) -> tuple[int | No
     return None, tuple(labels)
 
 
-def decide(
+def choose(
     *,
     order: Sequence[int],
     rejected: bool,

@@ -46,8 +46,8 @@ from mle_world.agent.workspace import (
     TrialLayout,
     copy_atomic,
     file_sha256,
-    prepare,
     reset_run_submission,
+    set_up_trial_dir,
     stage_submission,
 )
 from mle_world.records import AgentResult, ExecutionEvent, Stage, TrialSpec
@@ -109,9 +109,9 @@ class Agent:
         self.spec = spec
         self.settings = spec.agent
         self.layout = layout
-        self.s = services
+        self.services = services
         self.rng = random.Random(spec.seed)
-        prepare(layout)
+        set_up_trial_dir(layout)
         self.task = task_description(layout.data_dir)
         self.preview = data_preview(layout.data_dir) if self.settings.data_preview else None
         loaded = load_checkpoint(layout.journal)
@@ -195,7 +195,7 @@ class Agent:
             log.error("endpoint failure: %s", error)
             status, reason = "failed", f"endpoint_unavailable: {error}"
         except Preempted:
-            self.s.runner.terminate()
+            self.services.runner.terminate()
             self._end_outages("preempted")
             self.ckpt.execution_started_s = None  # the time of the cut run is in time_used_s now
             self.checkpoint(compact=True)
@@ -204,7 +204,7 @@ class Agent:
             log.exception("agent error")
             status, reason = "failed", f"error: {type(error).__name__}: {error}"
         finally:
-            self.s.runner.terminate()
+            self.services.runner.terminate()
         self._end_outages(reason)
         self._rng_at_step = None
         self.checkpoint(compact=True)
@@ -257,7 +257,7 @@ class Agent:
             self.journal.append(node)
         if consultant is not None:
             for node in nodes:
-                self.s.events.emit(consultant.prediction_event(node, prev_best, self.journal))
+                self.services.events.emit(consultant.prediction_event(node, prev_best, self.journal))
         # Any executed node (also of a stage the gate does not apply to) breaks a run of skips.
         self.ckpt.consecutive_skips = 0 if executed is not None else self.ckpt.consecutive_skips + 1
         self.ckpt.groups = group + 1
@@ -327,7 +327,7 @@ class Agent:
         return self.prompt_context(index, k, group, room)
 
     def generate(self, stage: Stage, parent: Node | None, k: int, group: int) -> list[Node]:
-        limit = prompt_chars(self.s.coder)
+        limit = prompt_chars(self.services.coder)
 
         def one(index: int) -> Node:
             node = Node(
@@ -351,7 +351,7 @@ class Agent:
                     for _ in range(CODE_TRIES):
                         seed = request_seed(self.spec.seed, group, index, attempt, stage)
                         attempt += 1
-                        reply = self.s.coder.chat(
+                        reply = self.services.coder.chat(
                             messages, purpose=stage, timeout_s=self._llm_timeout(), seed=seed
                         )
                         raw = reply.content
@@ -382,8 +382,8 @@ class Agent:
         return self.budget.left()
 
     def _end_outages(self, cause: str) -> None:
-        if self.s.downtime is not None:
-            self.s.downtime.end(cause)
+        if self.services.downtime is not None:
+            self.services.downtime.end(cause)
 
     # ---- execution and review ----------------------------------------------------------
     def _run(self, node: Node, debug: bool) -> ExecResult | None:
@@ -399,14 +399,14 @@ class Agent:
         self.ckpt.execution_started_wall = time.time()
         # Against a SIGKILL during the run the page cache suffices; the step's own checkpoint fsyncs.
         self.checkpoint(sync=False)
-        result = self.s.runner.run(
+        result = self.services.runner.run(
             node.code, args=["--debug"] if debug else [], timeout_s=timeout, log_path=log_path
         )
         self.ckpt.execution_started_s = self.ckpt.execution_timeout_s = self.ckpt.execution_started_wall = (
             None
         )
         self.ckpt.exec_time_s += result.exec_time
-        self.s.events.emit(
+        self.services.events.emit(
             ExecutionEvent(
                 ts=datetime.now(UTC),
                 node_id=node.id,
@@ -415,7 +415,7 @@ class Agent:
                 timeout_s=timeout,
                 timed_out=result.timed_out,
                 exit_code=result.exit_code,
-                gpu=self.s.gpu,
+                gpu=self.services.gpu,
                 output_bytes=result.output_bytes,
                 workspace_bytes=result.workspace_bytes,
             )
@@ -544,9 +544,9 @@ class Agent:
         """
         self.ckpt.nodes = self.journal.nodes
         self.ckpt.time_used_s = self.budget.used()
-        self.ckpt.llm_time_s = self._llm_carried + self.s.llm_time()
-        if self.s.downtime is not None:
-            self.ckpt.downtime_s = self._downtime_carried + self.s.downtime.paused_s()
+        self.ckpt.llm_time_s = self._llm_carried + self.services.llm_time()
+        if self.services.downtime is not None:
+            self.ckpt.downtime_s = self._downtime_carried + self.services.downtime.paused_s()
         self.ckpt.rng_state = self._rng_at_step if self._rng_at_step is not None else _rng_state(self.rng)
         self.ckpt.lower_is_better = self.journal.lower_is_better
         self.journal_writer.save(self.ckpt, compact=compact, sync=sync)

@@ -40,7 +40,7 @@ RESPONSE_FORMAT = (
 )
 
 
-def render(sections: Sections | Sequence[Any] | str, depth: int = 1) -> str:
+def render_sections(sections: Sections | Sequence[Any] | str, depth: int = 1) -> str:
     """AIDE's prompt compiler: dict keys become headers of increasing depth, lists become bullets."""
     if isinstance(sections, str):
         return sections.strip()
@@ -49,7 +49,7 @@ def render(sections: Sections | Sequence[Any] | str, depth: int = 1) -> str:
         for key, value in sections.items():
             if value is None or value == "":
                 continue
-            parts.append(f"{'#' * depth} {key}\n\n{render(value, depth + 1)}")
+            parts.append(f"{'#' * depth} {key}\n\n{render_sections(value, depth + 1)}")
         return "\n\n".join(parts)
     return "\n".join(f"- {item}" for item in sections)
 
@@ -264,7 +264,7 @@ def debug_messages(ctx: PromptContext, parent: Node) -> list[dict[str, str]]:
 
 def _as_messages(sections: Sections) -> list[dict[str, str]]:
     # The fork's "<none>" user message: some chat templates refuse a conversation without one.
-    return [{"role": "system", "content": render(sections)}, {"role": "user", "content": "<none>"}]
+    return [{"role": "system", "content": render_sections(sections)}, {"role": "user", "content": "<none>"}]
 
 
 # ---- review -----------------------------------------------------------------------------
@@ -430,7 +430,10 @@ def pointwise_messages(ctx: WorldContext, candidate: Node) -> list[dict[str, str
             '- "rationale": one or two sentences.'
         ),
     }
-    return [{"role": "system", "content": WORLD_SYSTEM}, {"role": "user", "content": render(sections)}]
+    return [
+        {"role": "system", "content": WORLD_SYSTEM},
+        {"role": "user", "content": render_sections(sections)},
+    ]
 
 
 def pairwise_messages(
@@ -454,7 +457,10 @@ def pairwise_messages(
             'one JSON object with keys "better" ("A" or "B"), "confidence" (0-1) and "rationale".'
         ),
     }
-    return [{"role": "system", "content": WORLD_SYSTEM}, {"role": "user", "content": render(sections)}]
+    return [
+        {"role": "system", "content": WORLD_SYSTEM},
+        {"role": "user", "content": render_sections(sections)},
+    ]
 
 
 # ---- response parsing -------------------------------------------------------------------

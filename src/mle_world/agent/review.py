@@ -115,10 +115,6 @@ class Reviewer:
         self._use_tools = use_tools
         self._lock = threading.Lock()
 
-    @property
-    def uses_tools(self) -> bool:
-        return self._use_tools
-
     def review(
         self,
         node: Node,

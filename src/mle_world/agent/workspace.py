@@ -120,7 +120,7 @@ def build_data_view(data_dir: Path, view: Path) -> None:
         os.chmod(dirpath, 0o555)
 
 
-def prepare(layout: TrialLayout) -> None:
+def set_up_trial_dir(layout: TrialLayout) -> None:
     """Create the trial's directories and a fresh data view (idempotent, also on resume)."""
     for path in (layout.logs, layout.node_logs, layout.workspace):
         path.mkdir(parents=True, exist_ok=True)
