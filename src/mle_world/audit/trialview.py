@@ -68,10 +68,6 @@ class NodeView:
     first node was generated (wall clock)."""
     metric_mismatch: str
     """'' or what the script printed against what the reviewer reported, when they disagree."""
-    rejected: bool | None
-    """The world model's verdict alone would veto the candidate (newer journals)."""
-    counterfactual_gate: str | None
-    """Ungated runs: what the gated regime would have decided (newer journals)."""
     extra: tuple[tuple[str, str], ...]
     """Fields the page has no special place for (newer journal versions), as text."""
 
@@ -82,6 +78,16 @@ class NodeView:
     @property
     def prediction(self) -> Prediction | None:
         return self.node.prediction
+
+    @property
+    def rejected(self) -> bool | None:
+        """The world model's verdict alone would veto the candidate (journals that record it)."""
+        return self.node.prediction.rejected if self.node.prediction else None
+
+    @property
+    def counterfactual_gate(self) -> str | None:
+        """Ungated runs: what the gated regime would have decided (journals that record it)."""
+        return self.node.prediction.counterfactual_gate if self.node.prediction else None
 
     @property
     def label(self) -> str:
@@ -298,8 +304,6 @@ def load_trial_view(
     for node, raw in zip(nodes, raws, strict=True):
         x, y = coords[node.id]
         parent = by_id.get(node.parent_id) if node.parent_id else None
-        prediction = raw.get("prediction")
-        verdict: dict[str, Any] = prediction if isinstance(prediction, dict) else {}
         if budget_clock:
             offset = raw.get("budget_time_s") if isinstance(raw.get("budget_time_s"), int | float) else None
         else:
@@ -325,11 +329,7 @@ def load_trial_view(
                 output_tail=output_tail(node.term_out),
                 observed=_observed(node, predictions.get(node.id)),
                 offset_s=offset,
-                rejected=verdict.get("rejected") if isinstance(verdict.get("rejected"), bool) else None,
                 metric_mismatch=mismatch,
-                counterfactual_gate=str(verdict["counterfactual_gate"])
-                if verdict.get("counterfactual_gate")
-                else None,
                 extra=extra,
             )
         )
