@@ -23,6 +23,7 @@ from mle_world.audit.stats import (
     mean_sem,
     seed_rates,
 )
+from mle_world.records import improves
 
 RATE_METRICS: tuple[str, ...] = (
     "valid_submission",
@@ -386,7 +387,7 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
         for t in grid:
             while index < len(curve) and curve[index][0] <= t:
                 m = curve[index][1]
-                best = m if best is None or (m < best if lower else m > best) else best
+                best = m if improves(m, best, lower) else best
                 index += 1
             if best is None:
                 values.append(0.0)
