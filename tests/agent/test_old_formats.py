@@ -159,11 +159,10 @@ def test_resume_from_an_old_journal_and_events(tmp_path: Path, competition, serv
     assert ["prediction" in e for e in lines if e["type"] == "prediction"] == [False] * 4 + [True] * 2
 
 
-def nested(event: dict[str, Any]) -> dict[str, Any]:
-    """An auditkit prediction line in the nested shape the agent writes now."""
+def flat(event: dict[str, Any]) -> dict[str, Any]:
+    """An auditkit prediction line (the shape the agent writes now) in the old shape: fields at the top."""
     rest = dict(event)
-    said = {key: rest.pop(key) for key in FLAT if key in event}
-    return {**rest, "prediction": said}
+    return {**rest.pop("prediction"), **rest}
 
 
 def test_world_table_is_the_same_from_old_and_new_event_lines(tmp_path: Path) -> None:
@@ -176,7 +175,8 @@ def test_world_table_is_the_same_from_old_and_new_event_lines(tmp_path: Path) ->
         prediction("not_selected", 0.7, None, executed=False),
     ]
     tables = []
-    for shape, events in (("old", lines), ("new", [nested(e) for e in lines])):
+    assert all("prediction" in e for e in lines) and not any("prediction" in flat(e) for e in lines)
+    for shape, events in (("old", [flat(e) for e in lines]), ("new", lines)):
         out = tmp_path / shape
         write_launch(out, "ungated", [tid("ungated", "wm-point", "A", 34)])
         write_report(out, "ungated", "wm-point", "A", 34, score=0.5)

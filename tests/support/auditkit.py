@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mle_world.grading.report import GradingReport
+from mle_world.records import Prediction
 
 TS = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
 HEADER = (
@@ -86,13 +87,15 @@ def write_status(
 
 
 def prediction(gate: str, p_improves: float | None, improved: bool | None, **extra: Any) -> dict[str, Any]:
-    event = {
-        "type": "prediction", "ts": TS, "node_id": "n", "stage": "improve", "mode": "pointwise",
-        "valid": True, "p_improves": p_improves, "gate": gate, "executed": gate != "skip",
-        "actual_improved": improved,
+    """A prediction line of events.jsonl as the agent writes it; `extra` sets event or prediction fields."""
+    said: dict[str, Any] = {"mode": "pointwise", "valid": True, "p_improves": p_improves}
+    event: dict[str, Any] = {
+        "type": "prediction", "ts": TS, "node_id": "n", "stage": "improve", "gate": gate,
+        "executed": gate != "skip", "actual_improved": improved,
     }  # fmt: skip
-    event.update(extra)
-    return event
+    for key, value in extra.items():
+        (said if key in Prediction.model_fields else event)[key] = value
+    return {**event, "prediction": said}
 
 
 def write_events(out: Path, cfg: str, task: str, seed: int, events: list[dict[str, Any] | str]) -> None:

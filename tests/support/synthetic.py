@@ -65,8 +65,8 @@ def make_sweep(root: Path, n_reports: int, events: bool, seed: int = 0) -> list[
                             gate = "not_gated" if regime == "ungated" else rng.choice(["execute", "skip"])
                             lines.append(json.dumps({
                                 "type": "prediction", "ts": "2026-01-01T00:00:00Z", "node_id": "n",
-                                "stage": "improve", "mode": "pointwise", "valid": True, "p_improves": p,
-                                "gate": gate, "executed": gate != "skip",
+                                "stage": "improve", "gate": gate, "executed": gate != "skip",
+                                "prediction": {"mode": "pointwise", "valid": True, "p_improves": p},
                                 "actual_improved": rng.random() < p if gate != "skip" else None,
                             }))  # fmt: skip
                         (base / "events.jsonl").write_text("\n".join(lines) + "\n")
