@@ -1,10 +1,11 @@
 """The AIDE loop: each step's parent, candidates, execution, review and promotion, within the budget.
 
 Reads spec settings, the journal checkpoint and the data dir; writes journal.json, events, the best
-submission and code (atomically, whenever the best improves), node logs and result.json. The world
-model's part of a step (prompts, calls, the gate's decision) is agent/consult.py.
+submission and code (atomically, whenever the best improves), node logs and result.json. A step's
+candidates come from agent/coder.py; the world model's part of a step (its prompts, calls and the
+gate's choice) is agent/consult.py.
 
-Longer than 400 lines because generation, execution, review and promotion all update one trial's
+Longer than 400 lines because execution, review, promotion and checkpointing all update one trial's
 state (journal, budget, checkpoint, RNG, the best submission on disk); split further, that state
 would be handed around piecemeal.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,25 +23,17 @@ from typing import Any
 
 from mle_world.agent import gate
 from mle_world.agent.budget import Budget, Clock
+from mle_world.agent.coder import Coder
 from mle_world.agent.consult import Consultant, TaskFacts
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
-from mle_world.agent.fanout import fan_out
 from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, Journal, JournalWriter, Node, load_checkpoint
 from mle_world.agent.llm import ChatModel, ContextOverflow, EndpointFailure
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.preview import data_preview, task_description
-from mle_world.agent.prompts import (
-    PromptContext,
-    debug_messages,
-    draft_messages,
-    extract_plan_and_code,
-    improve_messages,
-)
 from mle_world.agent.review import Reviewer, printed_metric
 from mle_world.agent.seeds import request_seed
-from mle_world.agent.window import SHRINK, prompt_chars, size
 from mle_world.agent.workspace import (
     TrialLayout,
     copy_atomic,
@@ -50,11 +42,10 @@ from mle_world.agent.workspace import (
     set_up_trial_dir,
     stage_submission,
 )
-from mle_world.records import AgentResult, ExecutionEvent, Stage, TrialSpec
+from mle_world.records import AgentResult, ExecutionEvent, TrialSpec
 from mle_world.storage import write_model, write_text_atomic
 
 log = logging.getLogger(__name__)
-CODE_TRIES = 3
 
 
 class Preempted(BaseException):
@@ -146,6 +137,15 @@ class Agent:
         )
         self._llm_carried = self.ckpt.llm_time_s
         self._rng_at_step: list[Any] | None = None
+        self.coder = Coder(
+            services.coder,
+            self.settings,
+            self.journal,
+            self.budget,
+            task=self.task,
+            preview=self.preview,
+            seed=spec.seed,
+        )
         self.reviewer = Reviewer(services.feedback, self.task, obfuscate=self.settings.obfuscate)
         wm = self.settings.world_model
         self.consultant = (
@@ -222,7 +222,7 @@ class Agent:
         k = wm.candidates if consultant is not None else 1
         group = self.ckpt.groups
         log.info("step %d (group %d): %s with %d candidate(s)", self.steps_used, group, stage, k)
-        nodes = self.generate(stage, parent, k, group)
+        nodes = self.coder.generate(stage, parent, k, group)
         overflowed = [i for i, n in enumerate(nodes) if n.context_overflow]
         if overflowed:
             # The prompt did not fit even shrunk: record one buggy node for the step, no world model.
@@ -263,119 +263,6 @@ class Agent:
         self.ckpt.groups = group + 1
         self._rng_at_step = None
         self.checkpoint()
-
-    # ---- generation --------------------------------------------------------------------
-    def prompt_context(
-        self,
-        candidate: int,
-        candidates: int,
-        group: int,
-        memory_chars: int | None = None,
-        ensemble_chars: int | None = None,
-        *,
-        empty: bool = False,
-    ) -> PromptContext:
-        view = self.budget.view(self.steps_used, self.settings.stages)
-        ensemble: tuple[Node, ...] = ()
-        if not empty and view.stage is not None and view.stage.ensemble_top_k > 0:
-            ensemble = tuple(self.journal.top_nodes(view.stage.ensemble_top_k))
-        return PromptContext(
-            task=self.task,
-            memory="" if empty else self.journal.memory(memory_chars),
-            budget=view,
-            exec_timeout_s=self.budget.exec_timeout(debug=False),
-            debug_timeout_s=self.budget.exec_timeout(debug=True),
-            data_preview=self.preview,
-            obfuscate=self.settings.obfuscate,
-            ensemble=ensemble,
-            candidate=candidate,
-            candidates=candidates,
-            rng_seed=self.spec.seed * 100_003 + group,
-            ensemble_chars=ensemble_chars,
-        )
-
-    def coder_messages(self, stage: Stage, parent: Node | None, ctx: PromptContext) -> list[dict[str, str]]:
-        if stage == "draft":
-            return draft_messages(ctx)
-        if parent is None:
-            raise ValueError(f"stage {stage} needs a parent")
-        return debug_messages(ctx, parent) if stage == "debug" else improve_messages(ctx, parent)
-
-    def fitted_context(
-        self,
-        stage: Stage,
-        parent: Node | None,
-        index: int,
-        k: int,
-        group: int,
-        limit: int | None,
-        share: float,
-    ) -> PromptContext:
-        """The prompt context whose Memory and ensemble code fit `limit` characters (times `share`).
-
-        The fixed sections (task, parent code, guidelines) are measured first; Memory and the
-        ensemble split what is left. Without a known limit the full sections are used (AIDE).
-        """
-        if limit is None:
-            return self.prompt_context(index, k, group)
-        fixed = size(self.coder_messages(stage, parent, self.prompt_context(index, k, group, empty=True)))
-        room = max(0, int((limit - fixed) * share))
-        view_stage = self.budget.view(self.steps_used, self.settings.stages).stage
-        top_k = len(self.journal.top_nodes(view_stage.ensemble_top_k)) if view_stage else 0
-        if top_k:
-            return self.prompt_context(index, k, group, room // 2, max(0, room // 2 // top_k - 200))
-        return self.prompt_context(index, k, group, room)
-
-    def generate(self, stage: Stage, parent: Node | None, k: int, group: int) -> list[Node]:
-        limit = prompt_chars(self.services.coder)
-
-        def one(index: int) -> Node:
-            node = Node(
-                id=uuid.uuid4().hex,
-                step=-1,
-                stage=stage,
-                parent_id=parent.id if parent else None,
-                group=group,
-                candidate=index,
-                ctime=time.time(),
-                debug_depth=parent.debug_depth + 1 if stage == "debug" and parent else 0,
-            )
-            plan, code, raw = "", "", ""
-            attempt = 0
-            known = limit
-            for share in SHRINK:
-                messages = self.coder_messages(
-                    stage, parent, self.fitted_context(stage, parent, index, k, group, known, share)
-                )
-                try:
-                    for _ in range(CODE_TRIES):
-                        seed = request_seed(self.spec.seed, group, index, attempt, stage)
-                        attempt += 1
-                        reply = self.services.coder.chat(
-                            messages, purpose=stage, timeout_s=self._llm_timeout(), seed=seed
-                        )
-                        raw = reply.content
-                        plan, code = extract_plan_and_code(raw)
-                        if code:
-                            break
-                    break
-                except ContextOverflow as error:
-                    log.warning("coder prompt of %d chars over the context window: %s", size(messages), error)
-                    known = known if known is not None else size(messages)
-            else:
-                node.context_overflow = True
-                node.is_buggy = True
-                node.exec_time = 0.0
-                node.term_out = "ContextOverflow: the prompt did not fit the model's context window."
-                node.analysis = "Not generated: the prompt exceeded the context length even when shrunk."
-                return node
-            if not code:
-                # AIDE's fallback: the raw completion fails at run time and becomes a debug target.
-                code = raw
-            node.plan, node.code = plan, code
-            return node
-
-        return fan_out(one, list(range(k)))
 
     def _llm_timeout(self) -> float:
         # The client adds its outage window: a request never outlives the trial by more than that.
