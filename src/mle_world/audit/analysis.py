@@ -1,6 +1,6 @@
 """Audit tables computed from a collected sweep: medal rates, paired deltas, costs, world model.
 
-Reads the `Sweep` built by `collect` (and events/journals through it); writes nothing.
+Reads the `Sweep` built by `collect.load_sweep` (and events/journals through it); writes nothing.
 
 Longer than 400 lines because every paper table's rows come from the same collected trials here; the
 budget and world-model tables are the ones to move into modules of their own.
@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mle_world.audit.collect import Sweep, Trial, journal_curve, trial_events
+from mle_world.audit.collect import Sweep, Trial, trial_predictions
+from mle_world.audit.journals import journal_curve
 from mle_world.audit.stats import (
     CalibrationBin,
     MeanSem,
@@ -289,12 +290,11 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
         bug_y: list[bool] = []
         vetoes: list[tuple[bool, bool]] = []
         for trial in trials:
-            events = trial_events(trial)
+            events = trial_predictions(trial)
             row.bad_event_lines += events.bad_lines
             for pred in events.predictions:
-                said = pred.prediction
                 row.predictions += 1
-                row.invalid += 0 if said.valid else 1
+                row.invalid += 0 if pred.valid else 1
                 # One decision per consulted step: every label but "not_selected" marks one.
                 if pred.gate == "not_selected":
                     row.not_selected += 1
@@ -302,21 +302,21 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
                     row.decisions += 1
                     row.skipped += pred.gate == "skip"
                     row.forced += pred.gate == "forced"
-                    row.would_skip += said.counterfactual_gate == "skip"
+                    row.would_skip += pred.counterfactual_gate == "skip"
                 if (
                     pred.executed
-                    and said.counterfactual_gate is not None
+                    and pred.counterfactual_gate is not None
                     and pred.actual_improved is not None
                 ):
                     # Would the gated regime have left this node unrun (vetoed, or ranked below another)?
-                    vetoes.append((said.counterfactual_gate != "execute", not pred.actual_improved))
-                if regime != "ungated" or not said.valid or not pred.executed:
+                    vetoes.append((pred.counterfactual_gate != "execute", not pred.actual_improved))
+                if regime != "ungated" or not pred.valid or not pred.executed:
                     continue
-                if said.p_improves is not None and pred.actual_improved is not None:
-                    probs.append(said.p_improves)
+                if pred.p_improves is not None and pred.actual_improved is not None:
+                    probs.append(pred.p_improves)
                     outcomes.append(pred.actual_improved)
-                if said.p_bug is not None and pred.actual_buggy is not None:
-                    bug_p.append(said.p_bug)
+                if pred.p_bug is not None and pred.actual_buggy is not None:
+                    bug_p.append(pred.p_bug)
                     bug_y.append(pred.actual_buggy)
         if row.predictions == 0:
             continue
@@ -460,16 +460,15 @@ def calibration_rows(sweep: Sweep, n_bins: int = 10) -> list[CalibrationRow]:
     for trial in sweep.trials:
         if trial.regime != "ungated":
             continue
-        for pred in trial_events(trial).predictions:
-            said = pred.prediction
-            if not said.valid or not pred.executed:
+        for pred in trial_predictions(trial).predictions:
+            if not pred.valid or not pred.executed:
                 continue
-            key: tuple[str, str] = (pred.stage, said.mode)
-            if said.p_improves is not None and pred.actual_improved is not None:
-                improves[key][0].append(said.p_improves)
+            key: tuple[str, str] = (pred.stage, pred.mode)
+            if pred.p_improves is not None and pred.actual_improved is not None:
+                improves[key][0].append(pred.p_improves)
                 improves[key][1].append(pred.actual_improved)
-            if said.p_bug is not None and pred.actual_buggy is not None:
-                bugs[key][0].append(said.p_bug)
+            if pred.p_bug is not None and pred.actual_buggy is not None:
+                bugs[key][0].append(pred.p_bug)
                 bugs[key][1].append(pred.actual_buggy)
     rows = []
     for group in sorted(set(improves) | set(bugs)):
@@ -502,3 +501,10 @@ class AuditResult:
     curves: list[Curve]
     pad_missing: bool
     budgets: list[BudgetRow] = field(default_factory=list)
+    calibration: list[CalibrationRow] | None = None
+    """Calibration per stage and mode (`calibration_rows`), when computed already."""
+
+    def calibration_per_stage(self) -> list[CalibrationRow]:
+        if self.calibration is None:
+            self.calibration = calibration_rows(self.sweep)
+        return self.calibration

@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world import layout
-from mle_world.agent.journal import load_journal_data
-from mle_world.costs.summary import read_cost_rows
+from mle_world.audit.cost_totals import read_cost_totals
+from mle_world.audit.predictions import PredictionLines, read_predictions
 from mle_world.grading.report import GradingReport
 from mle_world.records import AgentResult, LaunchRecord, TrialStatus
 from mle_world.trial_events import TrialEvents, read_events
@@ -33,9 +33,10 @@ class Trial:
     task: str
     seed: int
     output_dir: Path
-    trial_dir: Path
-    report_path: Path
-    """Where its grading report lives (`layout.report_beside` the canonical trial dir)."""
+    dir_text: str
+    """Its trial dir (the one launch.json records, else the canonical one), as a string."""
+    report_text: str
+    """Where its grading report lives (`layout.report_beside` the canonical trial dir), as a string."""
     report: GradingReport | None = None
     problem: str | None = None
     """'missing' or 'invalid: …' when there is no usable report."""
@@ -50,12 +51,32 @@ class Trial:
     gpu_hours: float | None = None
     dir_missing: bool = field(default=False, repr=False, compare=False)
     """The listing of its configuration dir has no trial dir: skip reading files inside it."""
+    files: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    """Names in its trial dir, listed once (None: not listed; look for each file)."""
     result: AgentResult | None = None
     """The agent's result.json (stop reason, counts), when readable."""
     events_cache: TrialEvents | None = field(default=None, repr=False, compare=False)
-    """events.jsonl parsed once (tables and pages share it)."""
+    """events.jsonl parsed once (trial pages)."""
+    predictions_cache: PredictionLines | None = field(default=None, repr=False, compare=False)
+    """events.jsonl's predictions read once (the tables)."""
     journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
     """(journal.json data or None,) read once (curves and pages share it)."""
+
+    @property
+    def trial_dir(self) -> Path:
+        return Path(self.dir_text)
+
+    @property
+    def report_path(self) -> Path:
+        return Path(self.report_text)
+
+    def file(self, name: str) -> str:
+        """A file in the trial dir, as a string (no Path built per trial and file)."""
+        return f"{self.dir_text}/{name}"
+
+    def may_have(self, name: str) -> bool:
+        """False when the trial dir is known to hold no `name` (saves a failing open or stat)."""
+        return not self.dir_missing and (self.files is None or name in self.files)
 
     @property
     def settled_without_report(self) -> bool:
@@ -63,7 +84,9 @@ class Trial:
         return (
             self.report is None
             and self.state == "failed"
-            and not (self.trial_dir / "submission" / "submission.csv").is_file()
+            and not (
+                self.may_have("submission") and (self.trial_dir / "submission" / "submission.csv").is_file()
+            )
         )
 
 
@@ -100,23 +123,21 @@ class Sweep:
         return [t for t in self.trials if t.state == "failed"]
 
 
-def _expected_from_launch(output_dir: Path, sweep: Sweep) -> list[tuple[str, Path | None]]:
+def _expected_from_launch(output_dir: Path, sweep: Sweep) -> list[tuple[str, str | Path | None]]:
+    """(trial id, trial dir) of every trial launch.json lists: the dir as recorded (a string, relative to
+    `output_dir` unless absolute); from the files on disk (a Path or None) when launch.json is unusable."""
     path = output_dir / layout.LAUNCH
     if path.is_file():
         try:
-            record = LaunchRecord.model_validate_json(path.read_text(encoding="utf-8"))
-            out: list[tuple[str, Path | None]] = []
-            for trial in record.trials:
-                trial_dir = Path(trial.trial_dir)
-                out.append((trial.trial_id, trial_dir if trial_dir.is_absolute() else output_dir / trial_dir))
-            return out
+            record = LaunchRecord.model_validate_json(path.read_bytes())
+            return [(trial.trial_id, trial.trial_dir) for trial in record.trials]
         except (OSError, ValueError, ValidationError) as exc:
             sweep.problems.append(
                 f"{path}: unreadable launch.json ({type(exc).__name__}); using files on disk"
             )
     else:
         sweep.problems.append(f"{path}: missing; expected trials taken from the files on disk")
-    return _expected_from_disk(output_dir)
+    return list(_expected_from_disk(output_dir))
 
 
 def _expected_from_disk(output_dir: Path) -> list[tuple[str, Path | None]]:
@@ -144,7 +165,7 @@ def load_report(trial: Trial, listed: bool | None = None, path: str | None = Non
     `path`: the report's path as a string when the caller has it (saves building a Path).
     """
     if path is None:
-        path = str(trial.report_path)
+        path = trial.report_text
     if listed is False or (listed is None and not os.path.exists(path)):
         trial.problem = "missing"
         return
@@ -172,10 +193,10 @@ def load_report(trial: Trial, listed: bool | None = None, path: str | None = Non
 
 def load_status(trial: Trial) -> None:
     """Attach state and cause from status.json when readable."""
-    if trial.dir_missing:
+    if not trial.may_have(layout.STATUS):
         return
     try:
-        with open(os.path.join(trial.trial_dir, layout.STATUS), encoding="utf-8") as handle:
+        with open(trial.file(layout.STATUS), encoding="utf-8") as handle:
             text = handle.read()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return
@@ -207,14 +228,22 @@ def _listing(directory: Path) -> dict[str, bool]:
         return {}
 
 
+def _names(directory: str) -> frozenset[str] | None:
+    """The names in `directory`, or None when it cannot be listed."""
+    try:
+        return frozenset(os.listdir(directory))
+    except OSError:
+        return None
+
+
 def load_result(trial: Trial) -> None:
     """Attach the agent's result.json when readable (stop reason and counters for the budget table)."""
-    if trial.dir_missing:
+    if not trial.may_have("result.json"):
         return
     try:
-        trial.result = AgentResult.model_validate_json(
-            (trial.trial_dir / "result.json").read_text(encoding="utf-8")
-        )
+        with open(trial.file("result.json"), encoding="utf-8") as handle:
+            text = handle.read()
+        trial.result = AgentResult.model_validate_json(text)
     except (OSError, ValueError, ValidationError):
         trial.result = None
 
@@ -226,36 +255,49 @@ def attach_costs(sweep: Sweep) -> None:
         costs_dir = layout.costs_dir(output_dir)
         if not costs_dir.is_dir():
             continue
-        rows, bad = read_cost_rows(costs_dir)
+        totals, bad = read_cost_totals(str(costs_dir))
         sweep.problems.extend(f"{costs_dir / name}: unreadable cost CSV" for name in bad)
-        totals: dict[str, dict[str, Any]] = {}
-        for row in rows:
-            total = totals.setdefault(row["trial_id"], {"cost": 0.0, "known": True, "tokens": 0, "gpu": 0.0})
-            cost = row.get("cost_usd", "")
-            if cost in ("", None):
-                total["known"] = False
-            else:
-                total["cost"] += float(cost)
-            for column in ("prompt_tokens", "completion_tokens"):
-                if row.get(column):
-                    total["tokens"] += int(float(row[column]))
-            if row.get("gpu_hours"):
-                total["gpu"] += float(row["gpu_hours"])
         for trial_id, total in totals.items():
-            trial = by_id.get(trial_id)
+            trial = by_id.get(trial_id)  # type: ignore[arg-type]
             if trial is None or trial.output_dir != output_dir:
                 continue
             trial.has_costs = True
-            trial.cost_known = bool(total["known"])
-            trial.cost_usd = total["cost"] if total["known"] else None
-            trial.tokens = int(total["tokens"])
-            trial.gpu_hours = float(total["gpu"])
+            trial.cost_known = total.known
+            trial.cost_usd = total.cost if total.known else None
+            trial.tokens = total.tokens
+            trial.gpu_hours = total.gpu
 
 
-def collect(dirs: Iterable[Path]) -> Sweep:
+@dataclass
+class _Canonical:
+    """Where `layout` puts the trial dirs and reports of one output dir's configuration, as strings."""
+
+    output_dir: Path
+    configuration: str
+    names: dict[str, bool]
+    """The listing of the configuration's dir."""
+    parent: str | None = None
+    """`runs/<configuration>` when `layout`'s names are `<task>_seed<seed>` beside it (checked once)."""
+
+    def dir_and_report(self, task: str, seed: int) -> tuple[str, str, str]:
+        """(trial dir, its name, report path) as `layout.trial_dir` and `layout.report_beside` give them."""
+        if self.parent is not None:
+            name = f"{task}_seed{seed}"
+            directory = f"{self.parent}/{name}"
+            return directory, name, f"{directory}{layout.REPORT_SUFFIX}"
+        canonical = layout.trial_dir(self.output_dir, self.configuration, task, seed)
+        directory, report = str(canonical), str(layout.report_beside(canonical))
+        parent = str(canonical.parent)
+        if directory == f"{parent}/{task}_seed{seed}" and report == f"{directory}{layout.REPORT_SUFFIX}":
+            self.parent = parent  # string building gives the same paths from now on
+        return directory, canonical.name, report
+
+
+def load_sweep(dirs: Iterable[Path]) -> Sweep:
     """Read every input dir into one Sweep; nothing here raises for a bad file.
 
-    Each `runs/<configuration>/` is listed once, so a trial costs file reads, not extra stat calls.
+    Each `runs/<configuration>/` is listed once, so a trial costs file reads, not extra stat calls;
+    paths are strings (no Path object per trial and file).
     """
     sweep = Sweep(dirs=list(dirs))
     seen: set[str] = set()
@@ -268,8 +310,9 @@ def collect(dirs: Iterable[Path]) -> Sweep:
         return listings[directory]
 
     for output_dir in sweep.dirs:
-        cfg_dirs: dict[str, Path] = {}
-        for trial_id, trial_dir in _expected_from_launch(output_dir, sweep):
+        out = str(output_dir)
+        places: dict[str, _Canonical] = {}
+        for trial_id, recorded in _expected_from_launch(output_dir, sweep):
             key = layout.parse_trial_id(trial_id)
             if key is None:
                 sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")
@@ -278,15 +321,24 @@ def collect(dirs: Iterable[Path]) -> Sweep:
                 sweep.duplicates.append(trial_id)
                 continue
             seen.add(trial_id)
-            canonical_dir = layout.trial_dir(output_dir, key.configuration, key.task, key.seed)
-            cfg_dir = cfg_dirs.get(key.configuration)
-            if cfg_dir is None:
-                cfg_dir = cfg_dirs[key.configuration] = canonical_dir.parent
-            names = listing(cfg_dir)
-            canonical = str(canonical_dir)
+            place = places.get(key.configuration)
+            if place is None:
+                cfg_dir = layout.trial_dir(output_dir, key.configuration, key.task, key.seed).parent
+                place = places[key.configuration] = _Canonical(
+                    output_dir, key.configuration, listing(cfg_dir)
+                )
+            names = place.names
+            canonical, name, report = place.dir_and_report(key.task, key.seed)
             # A recorded dir that is not a directory falls back to the canonical one (no stat when equal).
-            if trial_dir is None or (str(trial_dir) != canonical and not trial_dir.is_dir()):
-                trial_dir = canonical_dir
+            if recorded is None:
+                directory = canonical
+            elif isinstance(recorded, str) and f"{out}/{recorded}" == canonical:
+                directory = canonical  # what launch.json records for the canonical layout
+            else:
+                path = recorded if isinstance(recorded, Path) else output_dir / recorded
+                directory = str(path)
+                if directory != canonical and not path.is_dir():
+                    directory = canonical
             trial = Trial(
                 trial_id=trial_id,
                 regime=key.regime,
@@ -294,16 +346,17 @@ def collect(dirs: Iterable[Path]) -> Sweep:
                 task=key.task,
                 seed=key.seed,
                 output_dir=output_dir,
-                trial_dir=trial_dir,
-                report_path=layout.report_beside(canonical_dir),
-                dir_missing=str(trial_dir) == canonical and not names.get(canonical_dir.name),
+                dir_text=directory,
+                report_text=report,
+                dir_missing=directory == canonical and not names.get(name),
             )
-            report_path = trial.report_path
-            load_report(trial, listed=report_path.name in names, path=str(report_path))
+            if directory == canonical and names.get(name):
+                trial.files = _names(directory)
+            load_report(trial, listed=report.rpartition("/")[2] in names, path=report)
             load_status(trial)
             load_result(trial)
             sweep.trials.append(trial)
-            expected_paths.add(str(report_path))
+            expected_paths.add(report)
     for output_dir in sweep.dirs:
         runs = output_dir / layout.RUNS
         # what layout.report_paths globs, from the listings already made
@@ -323,58 +376,16 @@ def trial_events(trial: Trial) -> TrialEvents:
     """The trial's events.jsonl (tolerant), read on first use."""
     if trial.events_cache is None:
         missing = TrialEvents(missing=True)
-        trial.events_cache = missing if trial.dir_missing else read_events(trial.trial_dir / "events.jsonl")
+        absent = not trial.may_have("events.jsonl")
+        trial.events_cache = missing if absent else read_events(Path(trial.file("events.jsonl")))
     return trial.events_cache
 
 
-def trial_journal(trial: Trial) -> Any:
-    """The trial's journal (journal.json + journal.jsonl) as parsed JSON, or None when absent or corrupt.
-
-    Read on first use.
-    """
-    if trial.journal_cache is None:
-        try:
-            if trial.dir_missing:
-                raise FileNotFoundError(trial.trial_dir)
-            data = load_journal_data(trial.trial_dir / "journal.json")
-        except (OSError, ValueError):
-            data = None
-        trial.journal_cache = (data,)
-    return trial.journal_cache[0]
-
-
-def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]:
-    """(hours since the first node, metric) of good executed nodes in the journal, and direction.
-
-    Tolerant: an absent or corrupt journal gives an empty curve. Times come from the node's budget
-    clock (`budget_time_s`), else from `ctime` (older journals); without times the node's step
-    stands in for hours.
-    """
-    data = trial_journal(trial)
-    try:
-        nodes = data["nodes"]
-    except (KeyError, TypeError):
-        return [], None
-    points: list[tuple[float, float]] = []
-    ctimes = [float(n.get("ctime") or 0.0) for n in nodes if isinstance(n, dict)]
-    origin = min((c for c in ctimes if c > 0), default=0.0)
-    for index, node in enumerate(nodes):
-        if not isinstance(node, dict) or node.get("is_buggy") or not node.get("executed", True):
-            continue
-        metric = node.get("metric")
-        if isinstance(metric, dict):
-            metric = metric.get("value")
-        if not isinstance(metric, int | float) or isinstance(metric, bool) or metric != metric:
-            continue
-        budget = node.get("budget_time_s")
-        ctime = float(node.get("ctime") or 0.0)
-        if isinstance(budget, int | float) and not isinstance(budget, bool):
-            # The trial's budget clock: carried over resumes, so a requeue gap is not counted.
-            hours = float(budget) / 3600.0
-        elif origin > 0 and ctime > 0:
-            hours = (ctime - origin) / 3600.0
-        else:
-            hours = float(node.get("step", index))
-        points.append((hours, float(metric)))
-    lower = data.get("lower_is_better") if isinstance(data, dict) else None
-    return sorted(points), lower if isinstance(lower, bool) else None
+def trial_predictions(trial: Trial) -> PredictionLines:
+    """The trial's valid prediction events and bad event lines (what the tables use), read on first use."""
+    if trial.predictions_cache is None:
+        missing = trial.dir_missing
+        trial.predictions_cache = (
+            PredictionLines() if missing else read_predictions(trial.file("events.jsonl"))
+        )
+    return trial.predictions_cache

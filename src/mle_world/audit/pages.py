@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from mle_world.audit.analysis import CalibrationRow, Curve, WorldRow, baseline_delta_rows, calibration_rows
-from mle_world.audit.collect import Sweep, Trial, trial_events, trial_journal
+from mle_world.audit.analysis import CalibrationRow, Curve, WorldRow, baseline_delta_rows
+from mle_world.audit.collect import Sweep, Trial, trial_events
+from mle_world.audit.journals import trial_journal
 from mle_world.audit.report import (
     AuditResult,
     budget_table,
@@ -298,7 +299,7 @@ def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:
 def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: dict[str, str]) -> IndexView:
     figures = {FIGURES[name]: _data_uri(out_dir / name) for name in plots if name in FIGURES}
     sweep = result.sweep
-    calibration = calibration_rows(sweep)
+    calibration = result.calibration_per_stage()
     trials = [_trial_row(t, links.get(t.trial_id)) for t in sweep.trials]
     deltas = baseline_delta_rows(sweep, BASELINE)
     tables = [

@@ -1,86 +1,210 @@
 """The audit's plots: medal rates per configuration and regime, world-model calibration, best metric over time.
 
-Reads the computed audit tables; writes `medal_rates.png`, `calibration.png` and
-`best_metric_over_time.png` into the audit dir (only those that have data).
+Reads the computed audit tables (and the PNGs it wrote before); writes `medal_rates.png`, `calibration.png`
+and `best_metric_over_time.png` into the audit dir (only those that have data), atomically.
+
+Each PNG carries a digest of what it draws (the plotted numbers and this module's code) in a text
+chunk: when the PNG already in the audit dir carries the same digest it is the same picture and is kept,
+so re-auditing an unchanged sweep neither imports nor runs matplotlib.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import struct
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from mle_world.audit.analysis import LABELS, Curve, RateRow, WorldRow
+
+DIGEST_KEY = "mle-world-plot-inputs"
+"""PNG text chunk holding the digest of the figure's inputs."""
+PNG_MODE = 0o644
+"""Readable by a static web server running as another user (as the HTML pages)."""
+MEDAL_METRICS = ("any_medal", "gold_medal", "silver_medal", "bronze_medal")
+
+
+def medal_rates_data(rates: Sequence[RateRow]) -> dict[str, Any] | None:
+    """Bars per metric and regime: x positions, heights (mean %) and error bars (SEM)."""
+    rates = [r for r in rates if r.rates["any_medal"].mean is not None]
+    if not rates:
+        return None
+    configs = sorted({r.configuration for r in rates})
+    regimes = sorted({r.regime for r in rates})
+    width = 0.8 / max(1, len(regimes))
+    bars = []
+    for metric in MEDAL_METRICS:
+        for j, regime in enumerate(regimes):
+            xs, ys, errs = [], [], []
+            for i, cfg in enumerate(configs):
+                row = next((r for r in rates if r.regime == regime and r.configuration == cfg), None)
+                if row is None or row.rates[metric].mean is None:
+                    continue
+                xs.append(i + (j - (len(regimes) - 1) / 2) * width)
+                ys.append(row.rates[metric].mean)
+                errs.append(row.rates[metric].sem or 0.0)
+            bars.append({"metric": metric, "regime": regime, "xs": xs, "ys": ys, "errs": errs})
+    return {"configs": configs, "width": width, "bars": bars}
+
+
+def calibration_data(world: Sequence[WorldRow]) -> dict[str, Any] | None:
+    """One reliability line per configuration with calibration bins."""
+    calibrated = [w for w in world if w.bins]
+    if not calibrated:
+        return None
+    lines = []
+    for w in calibrated:
+        pts = [
+            (b.mean_predicted, b.observed_rate)
+            for b in w.bins
+            if b.mean_predicted is not None and b.observed_rate is not None
+        ]
+        if pts:
+            lines.append(
+                {
+                    "label": f"{w.configuration} (n={w.labelled})",
+                    "xs": [p for p, _ in pts],
+                    "ys": [o for _, o in pts],
+                    "linewidth": 2 if w.configuration == "all" else 1,
+                }
+            )
+    return {"lines": lines}
+
+
+def curves_data(curves: Sequence[Curve]) -> dict[str, Any] | None:
+    """The best-so-far curves per regime x configuration."""
+    if not curves:
+        return None
+    lines = [
+        {
+            "style": "-" if c.regime == "gated" else "--",
+            "label": f"{c.regime}/{c.configuration} (n={c.trials})",
+            "times": c.times,
+            "values": c.values,
+        }
+        for c in curves
+    ]
+    return {"lines": lines}
+
+
+def draw_medal_rates(data: dict[str, Any]) -> Any:
+    from matplotlib.figure import Figure
+
+    configs = data["configs"]
+    fig = Figure(figsize=(4 * len(MEDAL_METRICS), 3.8))
+    axes = fig.subplots(1, len(MEDAL_METRICS), sharey=True)
+    for ax, metric in zip(axes, MEDAL_METRICS, strict=True):
+        for bar in data["bars"]:
+            if bar["metric"] == metric:
+                ax.bar(
+                    bar["xs"],
+                    bar["ys"],
+                    width=data["width"],
+                    yerr=bar["errs"],
+                    capsize=3,
+                    label=bar["regime"],
+                )
+        ax.set_title(LABELS[metric])
+        ax.set_xticks(range(len(configs)))
+        ax.set_xticklabels(configs, rotation=45, ha="right", fontsize=8)
+    axes[0].set_ylabel("% of tasks (mean ± SEM over seeds)")
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+def draw_calibration(data: dict[str, Any]) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4.8, 4.5))
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
+    for line in data["lines"]:
+        ax.plot(line["xs"], line["ys"], marker="o", linewidth=line["linewidth"], label=line["label"])
+    ax.set_xlabel("predicted p_improves")
+    ax.set_ylabel("observed improvement rate")
+    ax.set_title("World-model calibration (ungated)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def draw_curves(data: dict[str, Any]) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
+    for line in data["lines"]:
+        ax.plot(line["times"], line["values"], line["style"], label=line["label"])
+    ax.set_xlabel("hours since first node (steps when the journal has no times)")
+    ax.set_ylabel("best metric so far (normalised per task)")
+    ax.set_title("Best metric over time")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def digest(data: dict[str, Any]) -> str:
+    """What a figure shows, and the code drawing it, as one hex digest."""
+    code = Path(__file__).read_bytes()
+    blob = json.dumps(data, sort_keys=True, allow_nan=True).encode() + b"\0" + code
+    return hashlib.sha256(blob).hexdigest()
+
+
+def png_text(path: Path, keyword: str) -> str | None:
+    """The `keyword` text chunk of a complete PNG file, or None (no file, no such chunk, truncated)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    found, pos, prefix = None, 8, keyword.encode("latin-1") + b"\0"
+    while pos + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if len(body) < length:
+            return None
+        if kind == b"tEXt" and body.startswith(prefix):
+            found = body[len(prefix) :].decode("latin-1")
+        if kind == b"IEND":
+            return found
+        pos += 12 + length
+    return None
+
+
+def save_png(fig: Any, path: Path, key: str) -> None:
+    """Draw `fig` to `path` atomically, its inputs' digest in a text chunk."""
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, format="png", dpi=120, metadata={DIGEST_KEY: key})
+        os.chmod(tmp, PNG_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_plots(
     rates: Sequence[RateRow], world: Sequence[WorldRow], curves: Sequence[Curve], out_dir: Path
 ) -> list[str]:
-    """Write the PNGs that have data; returns their file names."""
-    # Figure without pyplot: no backend selection or global figure registry to import (Agg renders PNGs).
-    from matplotlib.figure import Figure
-
-    written: list[str] = []
-    rates = [r for r in rates if r.rates["any_medal"].mean is not None]
-    if rates:
-        configs = sorted({r.configuration for r in rates})
-        regimes = sorted({r.regime for r in rates})
-        metrics = ("any_medal", "gold_medal", "silver_medal", "bronze_medal")
-        fig = Figure(figsize=(4 * len(metrics), 3.8))
-        axes = fig.subplots(1, len(metrics), sharey=True)
-        width = 0.8 / max(1, len(regimes))
-        for ax, metric in zip(axes, metrics, strict=True):
-            for j, regime in enumerate(regimes):
-                xs, ys, errs = [], [], []
-                for i, cfg in enumerate(configs):
-                    row = next((r for r in rates if r.regime == regime and r.configuration == cfg), None)
-                    if row is None or row.rates[metric].mean is None:
-                        continue
-                    xs.append(i + (j - (len(regimes) - 1) / 2) * width)
-                    ys.append(row.rates[metric].mean)
-                    errs.append(row.rates[metric].sem or 0.0)
-                ax.bar(xs, ys, width=width, yerr=errs, capsize=3, label=regime)
-            ax.set_title(LABELS[metric])
-            ax.set_xticks(range(len(configs)))
-            ax.set_xticklabels(configs, rotation=45, ha="right", fontsize=8)
-        axes[0].set_ylabel("% of tasks (mean ± SEM over seeds)")
-        axes[0].legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "medal_rates.png", dpi=120)
-        written.append("medal_rates.png")
-    calibrated = [w for w in world if w.bins]
-    if calibrated:
-        fig = Figure(figsize=(4.8, 4.5))
-        ax = fig.subplots()
-        ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
-        for w in calibrated:
-            pts = [
-                (b.mean_predicted, b.observed_rate)
-                for b in w.bins
-                if b.mean_predicted is not None and b.observed_rate is not None
-            ]
-            if pts:
-                label = f"{w.configuration} (n={w.labelled})"
-                ax.plot([p for p, _ in pts], [o for _, o in pts], marker="o", linewidth=2 if w.configuration == "all" else 1, label=label)  # fmt: skip
-        ax.set_xlabel("predicted p_improves")
-        ax.set_ylabel("observed improvement rate")
-        ax.set_title("World-model calibration (ungated)")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "calibration.png", dpi=120)
-        written.append("calibration.png")
-    if curves:
-        fig = Figure(figsize=(6.4, 4.2))
-        ax = fig.subplots()
-        for c in curves:
-            style = "-" if c.regime == "gated" else "--"
-            ax.plot(c.times, c.values, style, label=f"{c.regime}/{c.configuration} (n={c.trials})")
-        ax.set_xlabel("hours since first node (steps when the journal has no times)")
-        ax.set_ylabel("best metric so far (normalised per task)")
-        ax.set_title("Best metric over time")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "best_metric_over_time.png", dpi=120)
-        written.append("best_metric_over_time.png")
+    """Write the PNGs that have data (keeping those already drawn from the same inputs); their file names."""
+    figures = (
+        ("medal_rates.png", medal_rates_data(rates), draw_medal_rates),
+        ("calibration.png", calibration_data(world), draw_calibration),
+        ("best_metric_over_time.png", curves_data(curves), draw_curves),
+    )
+    written = []
+    for name, data, draw in figures:
+        if data is None:
+            continue
+        key, path = digest(data), out_dir / name
+        if png_text(path, DIGEST_KEY) != key:
+            save_png(draw(data), path, key)
+        written.append(name)
     return written

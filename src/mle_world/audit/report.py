@@ -22,7 +22,6 @@ from mle_world.audit.analysis import (
     DeltaRow,
     RateRow,
     WorldRow,
-    calibration_rows,
 )
 from mle_world.audit.collect import Sweep
 from mle_world.audit.plots import write_plots
@@ -365,7 +364,7 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     if result.world:
         parts += ["", "## World model", "", WORLD_NOTE, ""]
         parts.append(markdown(world_table(result.world)))
-        stages = calibration_rows(sweep)
+        stages = result.calibration_per_stage()
         if stages:
             parts += ["", "Calibration per stage and mode (executed, valid ungated predictions):", ""]
             parts.append(markdown(stage_table(stages)))

@@ -1,0 +1,72 @@
+"""A trial's journal as the audit reads it: parsed once, tolerant, and its best-metric curve.
+
+Reads `<trial>/journal.json` and `journal.jsonl`; writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mle_world.agent.journal import load_journal_data, log_path
+from mle_world.audit.collect import Trial
+
+JOURNAL_LOG = log_path(Path("journal.json")).name
+"""The journal's append log beside journal.json (journal.jsonl)."""
+
+
+def trial_journal(trial: Trial) -> Any:
+    """The trial's journal (journal.json + journal.jsonl) as parsed JSON, or None when absent or corrupt.
+
+    Read on first use.
+    """
+    if trial.journal_cache is None:
+        snapshot, log = trial.file("journal.json"), trial.file(JOURNAL_LOG)
+        try:
+            if not (trial.may_have("journal.json") or trial.may_have(JOURNAL_LOG)):
+                raise FileNotFoundError(snapshot)
+            if trial.files is None and not (os.path.exists(snapshot) or os.path.exists(log)):
+                raise FileNotFoundError(snapshot)  # cheaper than load_journal_data's Path checks
+            data = load_journal_data(Path(snapshot))
+        except (OSError, ValueError):
+            data = None
+        trial.journal_cache = (data,)
+    return trial.journal_cache[0]
+
+
+def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]:
+    """(hours since the first node, metric) of good executed nodes in the journal, and direction.
+
+    Tolerant: an absent or corrupt journal gives an empty curve. Times come from the node's budget
+    clock (`budget_time_s`), else from `ctime` (older journals); without times the node's step
+    stands in for hours.
+    """
+    data = trial_journal(trial)
+    try:
+        nodes = data["nodes"]
+    except (KeyError, TypeError):
+        return [], None
+    points: list[tuple[float, float]] = []
+    ctimes = [float(n.get("ctime") or 0.0) for n in nodes if isinstance(n, dict)]
+    origin = min((c for c in ctimes if c > 0), default=0.0)
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or node.get("is_buggy") or not node.get("executed", True):
+            continue
+        metric = node.get("metric")
+        if isinstance(metric, dict):
+            metric = metric.get("value")
+        if not isinstance(metric, int | float) or isinstance(metric, bool) or metric != metric:
+            continue
+        budget = node.get("budget_time_s")
+        ctime = float(node.get("ctime") or 0.0)
+        if isinstance(budget, int | float) and not isinstance(budget, bool):
+            # The trial's budget clock: carried over resumes, so a requeue gap is not counted.
+            hours = float(budget) / 3600.0
+        elif origin > 0 and ctime > 0:
+            hours = (ctime - origin) / 3600.0
+        else:
+            hours = float(node.get("step", index))
+        points.append((hours, float(metric)))
+    lower = data.get("lower_is_better") if isinstance(data, dict) else None
+    return sorted(points), lower if isinstance(lower, bool) else None

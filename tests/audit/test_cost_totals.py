@@ -1,0 +1,73 @@
+"""The audit's per-trial cost totals equal the sums over `costs.summary.read_cost_rows`' rows, for plain cost
+CSVs (read on a fast path) and for every kind of file that path hands to the csv module.
+
+Reads nothing; writes cost CSVs under tmp_path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mle_world.audit.cost_totals import read_cost_totals
+from mle_world.costs.summary import read_cost_rows
+
+HEADER = "trial_id,role,cost_usd,prompt_tokens,completion_tokens,gpu_hours"
+FILES: dict[str, bytes] = {
+    "a.plain.csv": f"{HEADER}\nt1,coder,0.25,100,10,\nt1,world,0.5,1000,20,0.1\n".encode(),
+    "b.unknown.csv": f"{HEADER}\nt2,coder,,5,5,\nt2,world,1.5,7.0,1,0.2\n".encode(),
+    "c.crlf.csv": f"{HEADER}\r\nt3,coder,0.1,1,1,\r\n\r\nt3,world,0.2,2,2,0.5\r\n".encode(),
+    "d.quoted.csv": f'{HEADER}\n"t4",coder,"0.3","1,0",2,\n'.replace('"1,0"', "10").encode(),
+    "e.comma-in-quotes.csv": f'{HEADER},model\nt5,coder,0.3,1,2,,"a,b"\n'.encode(),
+    "f.short-row.csv": f"{HEADER}\nt6,coder\nt6,world,0.4,1,1,0.1\n".encode(),
+    "g.long-row.csv": f"{HEADER}\nt7,coder,0.4,1,1,0.1,extra,cells\n".encode(),
+    "h.no-cost-column.csv": b"trial_id,role\nt8,coder\n",
+    "i.blank-first-line.csv": f"\n{HEADER}\nt9,coder,0.1,1,1,\n".encode(),
+    "j.repeated-column.csv": b"trial_id,role,cost_usd,cost_usd\nt10,coder,0.1,0.7\n",
+    "k.bad-utf8.csv": f"{HEADER}\nt11,coder,0.1,1,1,\n".encode() + b"t11,world,\xff,1,1,\n",
+    "l.nul.csv": f"{HEADER}\nt12,coder,0.1,1,1,\n".encode() + b"t12,wo\0rld,0.1,1,1,\n",
+    "m.empty.csv": b"",
+    "n.blank-lines.csv": f"{HEADER}\n\n\nt13,coder,0.1,1,1,\n\n".encode(),
+    "o.spaces.csv": f"{HEADER}\nt14,coder, 0.5 ,1,1,\n".encode(),
+}
+
+
+def reference(costs_dir: Path) -> tuple[dict[Any, tuple[float, bool, int, float]], list[str]]:
+    """What the audit summed before the fast path: read_cost_rows' dicts, added up per trial."""
+    rows, bad = read_cost_rows(costs_dir)
+    totals: dict[Any, list[Any]] = {}
+    for row in rows:
+        total = totals.setdefault(row["trial_id"], [0.0, True, 0, 0.0])
+        cost = row.get("cost_usd", "")
+        if cost in ("", None):
+            total[1] = False
+        else:
+            total[0] += float(cost)
+        for column in ("prompt_tokens", "completion_tokens"):
+            if row.get(column):
+                total[2] += int(float(row[column]))
+        if row.get("gpu_hours"):
+            total[3] += float(row["gpu_hours"])
+    return {k: tuple(v) for k, v in totals.items()}, bad  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_each_kind_of_cost_file_sums_as_before(tmp_path: Path, name: str) -> None:
+    (tmp_path / name).write_bytes(FILES[name])
+    totals, bad = read_cost_totals(str(tmp_path))
+    got = {k: (t.cost, t.known, t.tokens, t.gpu) for k, t in totals.items()}
+    assert (got, bad) == reference(tmp_path)
+
+
+def test_a_folder_of_them_sums_as_before(tmp_path: Path) -> None:
+    for name, data in FILES.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "summary.csv").write_text(f"{HEADER}\nnot,a,trial,,,\n")  # costs/summary.csv is skipped
+    totals, bad = read_cost_totals(str(tmp_path))
+    got = {k: (t.cost, t.known, t.tokens, t.gpu) for k, t in totals.items()}
+    expected, expected_bad = reference(tmp_path)
+    assert (got, bad) == (expected, expected_bad)
+    assert got["t1"] == (0.75, True, 1130, 0.1) and got["t2"][1] is False
+    assert "h.no-cost-column.csv" in bad and "k.bad-utf8.csv" in bad and "m.empty.csv" in bad
