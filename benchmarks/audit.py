@@ -2,8 +2,9 @@
 
 Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, events) under a temp
 dir (or --keep DIR) and prints a table of whole-process runs (median wall and CPU of --repeats):
-`run_paper.py audit` (every table, summary.csv, report.md, plots and index.html) against baselines
-measured in the same run: bare `python -c pass`, and MLE-bench's own aggregator
+`run_paper.py audit` (every table, summary.csv, report.md, plots and index.html) into the same --out
+each run (a re-audit: PNGs whose inputs did not change are kept) and into an emptied --out each run
+(every PNG drawn), against baselines measured in the same run: bare `python -c pass`, and MLE-bench's own aggregator
 (`experiments/aggregate_grading_reports.py`) over the same reports. With `MLEBENCH_VENV` set, that is
 the installed one (its checkout from `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
 scripts/install_mlebench.sh puts it) run by the venv's python; otherwise the verbatim copy in
@@ -48,10 +49,16 @@ def mlebench_reports(dirs: list[Path], root: Path) -> tuple[list[str], Path]:
     return paths, split
 
 
-def whole_process(cmd: list[str], repeats: int) -> tuple[float, float]:
-    """Median wall and CPU seconds (user + sys of the child) of `repeats` runs after one warm-up."""
+def whole_process(cmd: list[str], repeats: int, fresh: Path | None = None) -> tuple[float, float]:
+    """Median wall and CPU seconds (user + sys of the child) of `repeats` runs after one warm-up.
+
+    `fresh`: a dir removed before each run (untimed), e.g. the audit's output dir, so that nothing
+    from an earlier run (the PNGs it keeps when their inputs are unchanged) is reused.
+    """
     walls, cpus = [], []
     for i in range(repeats + 1):
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=REPO)
@@ -102,16 +109,19 @@ def main() -> None:
               f"(generated in {time.perf_counter() - t0:.1f} s)")  # fmt: skip
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
               f"medians of {args.repeats} whole-process runs")  # fmt: skip
+        audit = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "audit")]
+        fresh = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "fresh")]
         cases = {
-            "python -c pass": [py, "-c", "pass"],
-            "run_paper.py audit (tables, summary.csv, report.md, plots, index.html)": [
-                py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "audit")
-            ],
+            "python -c pass": ([py, "-c", "pass"], None),
+            "run_paper.py audit again (tables, summary.csv, report.md, index.html; unchanged plots kept)": (
+                audit, None
+            ),
+            "run_paper.py audit into an empty --out (everything written, plots drawn)": (fresh, root / "fresh"),
         }  # fmt: skip
         baseline = aggregator_command(dirs, root)
         if baseline is not None:
-            cases[baseline[0]] = baseline[1]
-        results = {name: whole_process(cmd, args.repeats) for name, cmd in cases.items()}
+            cases[baseline[0]] = (baseline[1], None)
+        results = {name: whole_process(cmd, args.repeats, out) for name, (cmd, out) in cases.items()}
         base_wall, base_cpu = results["python -c pass"]
         reference = results[baseline[0]] if baseline is not None else None
         print()
