@@ -262,7 +262,8 @@ class TrialStatus(Record):
     requeues: int = 0
     """Times the trial was checkpointed and requeued (preemption/timeout) within its attempts."""
     wall_used_s: float = 0.0
-    """Wall time of earlier interrupted runs of this attempt, carried over into the wall limit."""
+    """Wall time of this attempt's runs that have ended: while running, the earlier (interrupted)
+    runs, carried over into the wall limit; once final, what the whole attempt took."""
     downtime_s: float = 0.0
     """Endpoint downtime the agent excluded from its budget (from result.json; extends the wall limit)."""
     exit_code: int | None = None

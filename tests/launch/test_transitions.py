@@ -34,6 +34,7 @@ from mle_world.launch.state import (
     utcnow,
     withdraw_attempt,
 )
+from mle_world.launch.status import SweepStatus
 from mle_world.records import TrialStatus
 
 T = "t"
@@ -79,7 +80,7 @@ def test_mark_submitted_resets_the_previous_attempt(tmp_path: Path) -> None:
     record_pid(tmp_path, T, token="a", pid=4242)
     mark_finished(
         tmp_path, T, token="a", outcome="failed", failure_class="agent", cause="agent failed: x",
-        exit_code=1, ran_s=5.0, downtime_s=2.0,
+        exit_code=1, wall_used_s=5.0, downtime_s=2.0,
     )  # fmt: skip
     update_status(tmp_path, T, requeues=1, preemptions=1, slurm_restarts=1)
     failed = read_status(tmp_path, T)
@@ -98,7 +99,7 @@ def test_mark_submitted_resets_the_previous_attempt(tmp_path: Path) -> None:
 def test_mark_submitted_keeps_interrupted_time_and_a_never_submitted_attempt(tmp_path: Path) -> None:
     running(tmp_path, job=None)
     mark_interrupted(
-        tmp_path, T, token="a", to="pending", reason="Ctrl-C", preempted=False, ran_s=3.0, exit_code=143
+        tmp_path, T, token="a", to="pending", reason="Ctrl-C", preempted=False, wall_used_s=3.0, exit_code=143
     )
     again = mark_submitted(tmp_path, T, token="b", backend="local")
     assert (again.attempt, again.wall_used_s, again.cause, again.exit_code) == (2, 3.0, None, None)
@@ -146,7 +147,7 @@ def test_revert_submission_restores_the_attempt(tmp_path: Path) -> None:
 def test_claim_sets_the_run_and_resets_the_last_one(tmp_path: Path) -> None:
     running(tmp_path)
     mark_interrupted(
-        tmp_path, T, token="a", to="submitted", reason="USR2", preempted=True, ran_s=4.0, exit_code=143
+        tmp_path, T, token="a", to="submitted", reason="USR2", preempted=True, wall_used_s=4.0, exit_code=143
     )
     claimed = claim(tmp_path, T, "a", Start("7_0", "7", restarts=1), 3, host="node2", gpu="1")
     assert isinstance(claimed, TrialStatus)
@@ -177,7 +178,7 @@ def test_mark_interrupted_carries_time_and_counts_preemptions(
     running(tmp_path)
     update_status(tmp_path, T, wall_used_s=10.0, pid=4242)
     assert mark_interrupted(
-        tmp_path, T, token="b", to="pending", reason="x", preempted=True, ran_s=1.0, exit_code=143
+        tmp_path, T, token="b", to="pending", reason="x", preempted=True, wall_used_s=1.0, exit_code=143
     ) is None  # fmt: skip
     status = mark_interrupted(
         tmp_path,
@@ -186,7 +187,7 @@ def test_mark_interrupted_carries_time_and_counts_preemptions(
         to=to,
         reason="SIGTERM",
         preempted=preempted,
-        ran_s=2.5,
+        wall_used_s=12.5,  # the claim's 10 s + this run's 2.5 s
         exit_code=143,  # type: ignore[arg-type]
     )
     assert status and (status.state, status.wall_used_s, status.preemptions) == (to, 12.5, int(preempted))
@@ -197,7 +198,7 @@ def test_mark_interrupted_carries_time_and_counts_preemptions(
 def test_mark_finished_sets_the_verdict_and_counts_all_runs(tmp_path: Path) -> None:
     running(tmp_path)
     update_status(tmp_path, T, wall_used_s=4.0, pid=4242)
-    kwargs = {"failure_class": None, "cause": None, "exit_code": 0, "ran_s": 6.0, "downtime_s": 1.5}
+    kwargs = {"failure_class": None, "cause": None, "exit_code": 0, "wall_used_s": 10.0, "downtime_s": 1.5}
     assert mark_finished(tmp_path, T, token="b", outcome="succeeded", **kwargs) is None  # type: ignore[arg-type]
     done = mark_finished(tmp_path, T, token="a", outcome="succeeded", **kwargs)  # type: ignore[arg-type]
     assert done and (done.state, done.exit_code, done.downtime_s, done.wall_used_s) == (
@@ -211,19 +212,23 @@ def test_mark_finished_sets_the_verdict_and_counts_all_runs(tmp_path: Path) -> N
 
 def test_a_late_success_after_the_watchdog_gave_up_is_recorded(tmp_path: Path) -> None:
     running(tmp_path)
+    update_status(tmp_path, T, started_at=utcnow() - timedelta(seconds=30))
     lost = mark_failed_infra(tmp_path, T, token="a", cause="slurm job 7_0 unknown to squeue and sacct")
     assert lost and (lost.state, lost.failure_class) == ("failed", "infra")
+    assert lost.wall_used_s >= 30  # the lost run's time so far: no supervisor will count it
     done = mark_finished(
         tmp_path, T, token="a", outcome="succeeded", failure_class=None, cause=None, exit_code=0,
-        ran_s=1.0, downtime_s=0.0,
+        wall_used_s=31.0, downtime_s=0.0,
     )  # fmt: skip
     assert done and (done.state, done.failure_class, done.cause) == ("succeeded", None, None)
+    assert done.wall_used_s == 31.0  # the supervisor's measure, not added to the watchdog's estimate
 
 
 def test_mark_failed_infra_keeps_a_recorded_end_and_never_touches_a_final_trial(tmp_path: Path) -> None:
     running(tmp_path)
     now = mark_failed_infra(tmp_path, T, token="a", cause="spec mismatch")
     assert now and now.ended_at and now.started_at and now.ended_at >= now.started_at
+    assert now.wall_used_s == (now.ended_at - now.started_at).total_seconds()  # the run, ended now
     before = unchanged(tmp_path)
     assert mark_failed_infra(tmp_path, T, token="a", cause="again") is None  # failed is final
     assert unchanged(tmp_path) == before
@@ -232,12 +237,20 @@ def test_mark_failed_infra_keeps_a_recorded_end_and_never_touches_a_final_trial(
     record_job_id(tmp_path, T, token="b", job_id="8_0")
     claim(tmp_path, T, "b", Start("8_0", "8"), 3, host="n", gpu=None)
     interrupted = mark_interrupted(
-        tmp_path, T, token="b", to="submitted", reason="SIGTERM", preempted=True, ran_s=1.0, exit_code=143
+        tmp_path,
+        T,
+        token="b",
+        to="submitted",
+        reason="SIGTERM",
+        preempted=True,
+        wall_used_s=1.0,
+        exit_code=143,
     )
     assert interrupted and interrupted.ended_at
     assert mark_failed_infra(tmp_path, T, token="a", cause="stale token") is None
     gone = mark_failed_infra(tmp_path, T, token="b", cause="terminated by SIGTERM and not requeued")
     assert gone and gone.ended_at == interrupted.ended_at  # the run's end, not the giving up
+    assert gone.wall_used_s == 1.0  # the interrupted run was counted when it ended, not again
     assert (gone.state, gone.failure_class, gone.cause) == (
         "failed",
         "infra",
@@ -288,3 +301,16 @@ def test_every_write_stamps_updated_at(tmp_path: Path) -> None:
     status = mark_submitted(tmp_path, T, token="a", backend="local")
     assert status.updated_at and status.updated_at > t0
     assert read_status(tmp_path, T) == status
+
+
+def test_the_eta_counts_a_finished_trials_runs_once(tmp_path: Path) -> None:
+    """A final trial's wall_used_s already holds its last run: the ETA does not add ended − started."""
+    running(tmp_path)
+    update_status(tmp_path, T, started_at=utcnow() - timedelta(seconds=60))
+    done = mark_finished(
+        tmp_path, T, token="a", outcome="succeeded", failure_class=None, cause=None, exit_code=0,
+        wall_used_s=100.0, downtime_s=0.0,
+    )  # fmt: skip
+    assert done is not None
+    waiting = TrialStatus(trial_id="u")
+    assert SweepStatus((done, waiting), ()).eta_s(parallelism=1) == 100.0

@@ -85,8 +85,10 @@ def test_parallelism_levels_around_the_configured_one():
 def test_measured_times_read_a_finished_sweep(tmp_path: Path):
     start = datetime(2026, 1, 1, tzinfo=UTC)
     trials = []
-    states = {"t1": ("succeeded", 30.0, 0.0), "t2": ("failed", 10.0, 5.0), "t3": ("running", 50.0, 0.0)}
-    for task, (state, seconds, earlier) in states.items():
+    # (state, last run's seconds, wall_used_s): a final trial's wall_used_s holds all its runs, the
+    # last one included (t2 ran 5 s before a requeue, then 10 s); a running one only the earlier runs.
+    states = {"t1": ("succeeded", 30.0, 30.0), "t2": ("failed", 10.0, 15.0), "t3": ("running", 50.0, 0.0)}
+    for task, (state, seconds, wall_used) in states.items():
         trial_dir = tmp_path / "runs" / "aide" / f"{task}_seed0"
         trial_id = f"gated/aide/{task}/seed0"
         trials.append(
@@ -94,7 +96,7 @@ def test_measured_times_read_a_finished_sweep(tmp_path: Path):
         )
         end = start + timedelta(seconds=seconds) if state != "running" else None
         write_model(trial_dir / "status.json", TrialStatus(
-            trial_id=trial_id, state=state, started_at=start, ended_at=end, wall_used_s=earlier))  # type: ignore[arg-type]  # fmt: skip
+            trial_id=trial_id, state=state, started_at=start, ended_at=end, wall_used_s=wall_used))  # type: ignore[arg-type]  # fmt: skip
     record = LaunchRecord(
         argv=("x",), harness_version="0", git_sha=None, created_at=start, regime="gated", config_path="c",
         config_hash="h", cluster_path=None, backend="slurm", runtime="process", dry_run=False, sandbox=False,
@@ -117,7 +119,8 @@ def finished_sweep(out: Path, regime: str, seconds: dict[int, float]) -> Path:
             LaunchedTrial(trial_id=trial_id, science_hash="h", trial_dir=str(trial_dir), command="x")
         )
         write_model(trial_dir / "status.json", TrialStatus(
-            trial_id=trial_id, state="succeeded", started_at=start, ended_at=start + timedelta(seconds=took)))  # fmt: skip
+            trial_id=trial_id, state="succeeded", started_at=start, ended_at=start + timedelta(seconds=took),
+            wall_used_s=took))  # fmt: skip
     write_model(out / "launch.json", LaunchRecord(
         argv=("x",), harness_version="0", git_sha=None, created_at=start, regime=regime, config_path="c",  # type: ignore[arg-type]
         config_hash="h", cluster_path=None, backend="slurm", runtime="process", dry_run=False, sandbox=False,

@@ -336,12 +336,13 @@ def mark_interrupted(
     to: ResumeState,
     reason: str,
     preempted: bool,
-    ran_s: float,
+    wall_used_s: float,
     exit_code: int | None,
 ) -> TrialStatus | None:
     """A run stopped by Ctrl-C, SIGTERM or a preemption, resumable: running → `to`.
 
-    Sets `wall_used_s` (+ `ran_s`: carried into the next run's wall limit), `preemptions` (+1 when
+    Sets `wall_used_s` (the attempt's run time with this run, measured by the supervisor: carried
+    into the next run's wall limit), `preemptions` (+1 when
     Slurm asked for the stop), `exit_code`, `ended_at` and `cause` ("interrupted (<reason>);
     resumable"). Resets `pid`. Refused when the trial's token is not `token`.
     """
@@ -352,7 +353,7 @@ def mark_interrupted(
         return {
             "state": to,
             "preemptions": cur.preemptions + int(preempted),
-            "wall_used_s": cur.wall_used_s + ran_s,
+            "wall_used_s": wall_used_s,
             "exit_code": exit_code,
             "pid": None,
             "ended_at": utcnow(),
@@ -371,15 +372,16 @@ def mark_finished(
     failure_class: Literal["infra", "agent"] | None,
     cause: str | None,
     exit_code: int | None,
-    ran_s: float,
+    wall_used_s: float,
     downtime_s: float,
 ) -> TrialStatus | None:
     """The command ended and was classified: running → succeeded | failed (also failed →
     succeeded: a job the watchdog gave up on finished after all, recorded truthfully).
 
     Sets `failure_class` and `cause` (None for a success), `exit_code`, `downtime_s`,
-    `wall_used_s` (+ `ran_s`: then the time of all runs of the attempt) and `ended_at`. Resets
-    `pid`. Refused when the trial's token is not `token`.
+    `wall_used_s` (the attempt's run time with this run, measured by the supervisor: what the trial
+    took; absolute, so a run the watchdog already counted as lost is not counted twice) and
+    `ended_at`. Resets `pid`. Refused when the trial's token is not `token`.
     """
 
     def change(cur: TrialStatus) -> StatusFields | None:
@@ -391,7 +393,7 @@ def mark_finished(
             "cause": cause,
             "exit_code": exit_code,
             "downtime_s": downtime_s,
-            "wall_used_s": cur.wall_used_s + ran_s,
+            "wall_used_s": wall_used_s,
             "ended_at": utcnow(),
             "pid": None,
         }
@@ -400,16 +402,27 @@ def mark_finished(
 
 
 def _failed_infra(cur: TrialStatus, cause: str) -> StatusFields:
-    # A run that recorded its end keeps it (an interrupted run); else the trial ends now.
-    return {"state": "failed", "failure_class": "infra", "cause": cause, "ended_at": cur.ended_at or utcnow()}
+    # A run that recorded its end keeps it (an interrupted run, already in wall_used_s); a run still
+    # marked running ends now, and its time so far joins wall_used_s (no supervisor will add it).
+    now = utcnow()
+    fields: StatusFields = {
+        "state": "failed",
+        "failure_class": "infra",
+        "cause": cause,
+        "ended_at": cur.ended_at or now,
+    }
+    if cur.state == "running" and cur.started_at is not None:
+        fields["wall_used_s"] = cur.wall_used_s + max(0.0, (now - cur.started_at).total_seconds())
+    return fields
 
 
 def mark_failed_infra(trial_dir: Path, trial_id: str, *, token: str | None, cause: str) -> TrialStatus | None:
     """The infrastructure ended the trial — its Slurm job died or vanished, a SIGTERM was not
     followed by a requeue, spec.json was refused at start: pending | submitted | running → failed.
 
-    Sets `failure_class` infra, `cause` and `ended_at` (kept when the last run recorded its end).
-    Refused when the trial is final or its token is not `token`.
+    Sets `failure_class` infra, `cause` and `ended_at` (kept when the last run recorded its end);
+    from running also `wall_used_s` (+ the run's time until now). Refused when the trial is final
+    or its token is not `token`.
     """
 
     def change(cur: TrialStatus) -> StatusFields | None:

@@ -47,11 +47,7 @@ class SweepStatus:
     def eta_s(self, parallelism: int | None = None, now: datetime | None = None) -> float | None:
         """Remaining trials × mean duration of finished ones ÷ observed parallelism."""
         now = now or utcnow()
-        durations = [
-            (t.ended_at - t.started_at).total_seconds() + t.wall_used_s
-            for t in self.trials
-            if t.state == "succeeded" and t.started_at and t.ended_at
-        ]
+        durations = [t.wall_used_s for t in self.trials if t.state == "succeeded"]  # all runs, once
         left = sum(1 for t in self.trials if t.state in ("pending", "submitted", "running"))
         if not left:
             return 0.0

@@ -281,6 +281,9 @@ class TrialSupervisor:
             exit_code = proc.returncode
             elapsed = self.clock() - started
             log.write(f"[launcher] {utcnow().isoformat()} exit {exit_code} after {elapsed:.1f} s\n".encode())
+        # Absolute, from the claim: if the watchdog declared this run lost meanwhile (and counted
+        # its time so far), a late end still counts it once.
+        wall_used = status.wall_used_s + elapsed
 
         if exit_code in CHECKPOINT_EXITS and not timed_out and not self._stop.is_set():
             # The agent saw the preemption signal before we did; give ours a moment to arrive.
@@ -293,7 +296,7 @@ class TrialSupervisor:
                 to=self.resume_state,
                 reason=self._stop_reason,
                 preempted=self._preempted,
-                ran_s=elapsed,
+                wall_used_s=wall_used,
                 exit_code=exit_code,
             )
             return "interrupted"
@@ -323,7 +326,7 @@ class TrialSupervisor:
             failure_class=verdict.failure_class,
             cause=verdict.cause,
             exit_code=exit_code,
-            ran_s=elapsed,
+            wall_used_s=wall_used,
             downtime_s=result.downtime_s if result is not None else recorded_downtime_s(job.trial_dir),
         )
         return verdict.state

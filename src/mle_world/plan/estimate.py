@@ -85,7 +85,7 @@ def trial_key(trial_id: str) -> str:
 
 
 def measured_times(output_dir: Path) -> dict[str, float]:
-    """Seconds each finished trial of a sweep ran (start to end, plus earlier requeued runs), by key.
+    """Seconds each finished trial of a sweep ran (`wall_used_s`: all its runs), by key.
 
     Reads `launch.json` for the trial list and each trial's `status.json`; unfinished trials are
     left out. Raises UserError when launch.json is missing or unreadable.
@@ -106,8 +106,8 @@ def measured_times(output_dir: Path) -> dict[str, float]:
             continue
         if status.state not in ("succeeded", "failed") or not (status.started_at and status.ended_at):
             continue
-        seconds = (status.ended_at - status.started_at).total_seconds() + status.wall_used_s
-        times[trial_key(trial.trial_id)] = max(0.0, seconds)
+        # wall_used_s of a final trial already holds its last run (ended_at − started_at): not added.
+        times[trial_key(trial.trial_id)] = max(0.0, status.wall_used_s)
     return times
 
 
