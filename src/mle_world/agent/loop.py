@@ -1,13 +1,12 @@
-"""The AIDE loop: each step's parent, candidates, execution, review and promotion, within the budget.
+"""The AIDE loop: each step's parent, candidates, execution and review, within the budget.
 
-Reads spec settings, the journal checkpoint and the data dir; writes journal.json, events, the best
-submission and code (atomically, whenever the best improves), node logs and result.json. A step's
-candidates come from agent/coder.py; the world model's part of a step (its prompts, calls and the
-gate's choice) is agent/consult.py.
+Reads spec settings, the journal checkpoint and the data dir; writes journal.json, events, node logs
+and result.json. A step's candidates come from agent/coder.py, the world model's part of a step
+(its prompts, calls and the gate's choice) from agent/consult.py; agent/best.py keeps the best
+submission and code on disk.
 
-Longer than 400 lines because execution, review, promotion and checkpointing all update one trial's
-state (journal, budget, checkpoint, RNG, the best submission on disk); split further, that state
-would be handed around piecemeal.
+Longer than 400 lines because the step, the executions it charges to the budget, the checkpoint
+that must replay it and the final result share one trial's state (journal, budget, checkpoint, RNG).
 """
 
 from __future__ import annotations
@@ -18,10 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from mle_world.agent import gate
+from mle_world.agent.best import BestSolution
 from mle_world.agent.budget import Budget, Clock
 from mle_world.agent.coder import Coder
 from mle_world.agent.consult import Consultant, TaskFacts
@@ -36,14 +35,12 @@ from mle_world.agent.review import Reviewer, printed_metric
 from mle_world.agent.seeds import request_seed
 from mle_world.agent.workspace import (
     TrialLayout,
-    copy_atomic,
-    file_sha256,
     reset_run_submission,
     set_up_trial_dir,
     stage_submission,
 )
 from mle_world.records import AgentResult, ExecutionEvent, TrialSpec
-from mle_world.storage import write_model, write_text_atomic
+from mle_world.storage import write_model
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +143,7 @@ class Agent:
             preview=self.preview,
             seed=spec.seed,
         )
+        self.best = BestSolution(layout, self.journal, self.ckpt)
         self.reviewer = Reviewer(services.feedback, self.task, obfuscate=self.settings.obfuscate)
         wm = self.settings.world_model
         self.consultant = (
@@ -358,14 +356,7 @@ class Agent:
         node.reviewer_metric, node.printed_metric = review.reviewer_metric, review.printed_metric
         node.metric_mismatch = review.mismatch
         node.lower_is_better = review.lower_is_better
-        if not node.is_buggy:
-            self._update_direction(node)
-        # The promoted best, not `prev_best`: a direction flip above may have changed it.
-        best = self.journal.get(self.ckpt.best_node_id)
-        if not node.is_buggy and self.journal.improves(node.metric, best.metric if best else None):
-            self.promote(node)
-        elif not node.is_buggy and self.ckpt.direction_source != "task":
-            self._keep_submission(node)
+        self.best.consider(node)
         log.info(
             "node %s: buggy=%s metric=%s exec=%.1fs",
             node.id[:8],
@@ -373,55 +364,6 @@ class Agent:
             node.metric,
             node.exec_time or 0,
         )
-
-    def _update_direction(self, node: Node) -> None:
-        """Unknown task direction: the majority of the reviews of good nodes (ties keep the current)."""
-        if self.ckpt.direction_source == "task":
-            return
-        votes = [n.lower_is_better for n in [*self.journal.good_nodes, node] if n.lower_is_better is not None]
-        lower, higher = votes.count(True), votes.count(False)
-        current = self.journal.lower_is_better
-        direction = current if lower == higher and current is not None else lower > higher
-        if current is not None and direction != current:
-            log.warning("metric direction flipped by the majority of reviews: lower_is_better=%s", direction)
-            self.journal.lower_is_better = direction
-            self._repromote(exclude=node)
-        self.journal.lower_is_better = direction
-        self.ckpt.lower_is_better = direction
-        self.ckpt.direction_source = "reviews"
-
-    def _kept_submission(self, node: Node) -> Path:
-        return self.layout.node_logs / f"{node.id}.submission.csv"
-
-    def _keep_submission(self, node: Node) -> None:
-        """Unknown direction only: keep each good node's CSV, in case a flip makes it the best.
-
-        From the agent's staged copy (never the workspace, which the script controls).
-        """
-        if node.submission_sha256 is not None and self.layout.staged_submission.is_file():
-            copy_atomic(self.layout.staged_submission, self._kept_submission(node))
-
-    def _repromote(self, exclude: Node) -> None:
-        best = self.journal.best_node()
-        if best is not None and best.id != self.ckpt.best_node_id and self._kept_submission(best).is_file():
-            copy_atomic(self._kept_submission(best), self.layout.submission_csv)
-            write_text_atomic(self.layout.best_solution, best.code)
-            self.ckpt.best_node_id = best.id
-
-    def promote(self, node: Node) -> None:
-        """Copy the new best's submission and code out atomically, before the checkpoint names it.
-
-        The copy comes from the agent's staged file (taken from the workspace without following links),
-        never from the workspace itself; its hash is the node's, which the grader checks.
-        """
-        if self.ckpt.direction_source != "task":
-            self._keep_submission(node)
-        copy_atomic(self.layout.staged_submission, self.layout.submission_csv)
-        if file_sha256(self.layout.submission_csv) != node.submission_sha256:
-            raise RuntimeError("the copied submission does not match the staged one")
-        write_text_atomic(self.layout.best_solution, node.code)
-        self.ckpt.best_node_id = node.id
-        log.info("new best node %s: metric %s", node.id[:8], node.metric)
 
     # ---- persistence -------------------------------------------------------------------
     def checkpoint(self, *, compact: bool = False, sync: bool = True) -> None:

@@ -1,0 +1,91 @@
+"""The best solution on disk: a better node promoted, and the metric direction when the task has none.
+
+Reads the agent's staged copy of the last run's submission and the journal; writes
+submission/submission.csv and best_solution.py (atomically, before the checkpoint names the node)
+and, while the direction comes from the reviews, each good node's CSV in logs/nodes/ (for a flip).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from mle_world.agent.journal import Checkpoint, Journal, Node
+from mle_world.agent.workspace import TrialLayout, copy_atomic, file_sha256
+from mle_world.storage import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+
+class BestSolution:
+    """Keeps submission/submission.csv and best_solution.py on the journal's best node.
+
+    The checkpoint's `best_node_id`, `lower_is_better` and `direction_source` are updated in place.
+    """
+
+    def __init__(self, layout: TrialLayout, journal: Journal, ckpt: Checkpoint) -> None:
+        self.layout = layout
+        self.journal = journal
+        self.ckpt = ckpt
+
+    def consider(self, node: Node) -> None:
+        """A reviewed node: a good one votes on the direction, then is promoted when it improves on
+        the best (else, while the direction may still flip, its submission is kept)."""
+        if node.is_buggy:
+            return
+        self._update_direction(node)
+        # The promoted best, not the best before the step: a direction flip above may have changed it.
+        best = self.journal.get(self.ckpt.best_node_id)
+        if self.journal.improves(node.metric, best.metric if best else None):
+            self.promote(node)
+        elif self.ckpt.direction_source != "task":
+            self._keep_submission(node)
+
+    def _update_direction(self, node: Node) -> None:
+        """Unknown task direction: the majority of the reviews of good nodes (ties keep the current)."""
+        if self.ckpt.direction_source == "task":
+            return
+        votes = [n.lower_is_better for n in [*self.journal.good_nodes, node] if n.lower_is_better is not None]
+        lower, higher = votes.count(True), votes.count(False)
+        current = self.journal.lower_is_better
+        direction = current if lower == higher and current is not None else lower > higher
+        if current is not None and direction != current:
+            log.warning("metric direction flipped by the majority of reviews: lower_is_better=%s", direction)
+            self.journal.lower_is_better = direction
+            self._repromote(exclude=node)
+        self.journal.lower_is_better = direction
+        self.ckpt.lower_is_better = direction
+        self.ckpt.direction_source = "reviews"
+
+    def _kept_submission(self, node: Node) -> Path:
+        return self.layout.node_logs / f"{node.id}.submission.csv"
+
+    def _keep_submission(self, node: Node) -> None:
+        """Unknown direction only: keep each good node's CSV, in case a flip makes it the best.
+
+        From the agent's staged copy (never the workspace, which the script controls).
+        """
+        if node.submission_sha256 is not None and self.layout.staged_submission.is_file():
+            copy_atomic(self.layout.staged_submission, self._kept_submission(node))
+
+    def _repromote(self, exclude: Node) -> None:
+        best = self.journal.best_node()
+        if best is not None and best.id != self.ckpt.best_node_id and self._kept_submission(best).is_file():
+            copy_atomic(self._kept_submission(best), self.layout.submission_csv)
+            write_text_atomic(self.layout.best_solution, best.code)
+            self.ckpt.best_node_id = best.id
+
+    def promote(self, node: Node) -> None:
+        """Copy the new best's submission and code out atomically, before the checkpoint names it.
+
+        The copy comes from the agent's staged file (taken from the workspace without following links),
+        never from the workspace itself; its hash is the node's, which the grader checks.
+        """
+        if self.ckpt.direction_source != "task":
+            self._keep_submission(node)
+        copy_atomic(self.layout.staged_submission, self.layout.submission_csv)
+        if file_sha256(self.layout.submission_csv) != node.submission_sha256:
+            raise RuntimeError("the copied submission does not match the staged one")
+        write_text_atomic(self.layout.best_solution, node.code)
+        self.ckpt.best_node_id = node.id
+        log.info("new best node %s: metric %s", node.id[:8], node.metric)
