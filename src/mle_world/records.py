@@ -450,9 +450,9 @@ class PairwiseMatch(Record):
 class Prediction(Record):
     """What the world model said about one candidate: the parsed reply, then its place in the step.
 
-    One shape everywhere: the world model's parser returns it (pointwise), the loop adds `rank`,
-    `rejected` and `counterfactual_gate` (copies: it is frozen), journal.json keeps it on the node
-    and each `PredictionEvent` in events.jsonl carries it.
+    One shape everywhere: the world model's parser returns it (pointwise; agent/consult.py builds the
+    pairwise one from the matches) and consult adds `rank`, `rejected` and `counterfactual_gate` (as
+    copies: it is frozen); journal.json keeps it on the node and each `PredictionEvent` carries it.
     """
 
     mode: Literal["pointwise", "pairwise"]
