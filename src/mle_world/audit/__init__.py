@@ -22,6 +22,7 @@ from mle_world.audit.analysis import (
     rate_rows,
     world_rows,
 )
+from mle_world.audit.cache import ParsedInputs, open_parsed_inputs
 from mle_world.audit.collect import Sweep as Sweep
 from mle_world.audit.collect import load_sweep as load_sweep
 from mle_world.audit.report import show_tables, write_outputs
@@ -42,10 +43,16 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def audit(dirs: Sequence[Path], *, pad_missing: bool = False, curves: bool = True) -> AuditResult:
-    """Collect and compute every audit table (no output)."""
+def audit(
+    dirs: Sequence[Path],
+    *,
+    pad_missing: bool = False,
+    curves: bool = True,
+    parsed: ParsedInputs | None = None,
+) -> AuditResult:
+    """Collect and compute every audit table (no output); `parsed`: input files an earlier audit parsed."""
     with no_cyclic_gc():
-        sweep = load_sweep(dirs)
+        sweep = load_sweep(dirs, parsed)
         return AuditResult(
             sweep=sweep,
             rates=rate_rows(sweep, pad_missing),
@@ -84,14 +91,16 @@ def run_audit(
     for directory in dirs:
         if not directory.is_dir():
             raise UserError(f"audit: {directory}: no such directory")
-    result = audit(dirs, pad_missing=pad_missing)
     target = out_dir if out_dir is not None else default_out_dir(dirs)
+    parsed = open_parsed_inputs(target)
+    result = audit(dirs, pad_missing=pad_missing, parsed=parsed)
     from mle_world.audit.pages import write_pages
 
     with no_cyclic_gc():
         written = write_outputs(result, target, plots=plots)
         pngs = [p.name for p in written if p.suffix == ".png"]
         written += write_pages(result, target, pngs, pages=trial_pages)
+        parsed.save()
         out = display if display is not None else SilentDisplay()
         show_tables(result, out)
     out.say(f"wrote {', '.join(str(p) for p in written)}")

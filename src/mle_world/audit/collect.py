@@ -16,8 +16,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world import layout
+from mle_world.audit.cache import ParsedInputs
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.audit.predictions import PredictionLines, read_predictions
+from mle_world.audit.predictions import decode as decode_events
+from mle_world.audit.predictions import encode as encode_events
 from mle_world.grading.report import GradingReport
 from mle_world.records import AgentResult, LaunchRecord, TrialStatus
 from mle_world.trial_events import TrialEvents, read_events
@@ -248,14 +251,14 @@ def load_result(trial: Trial) -> None:
         trial.result = None
 
 
-def attach_costs(sweep: Sweep) -> None:
+def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
     """Per-trial totals from costs/*.csv: cost (known only if every row is), tokens, GPU-hours."""
     by_id = {t.trial_id: t for t in sweep.trials}
     for output_dir in sweep.dirs:
         costs_dir = layout.costs_dir(output_dir)
         if not costs_dir.is_dir():
             continue
-        totals, bad = read_cost_totals(str(costs_dir))
+        totals, bad = read_cost_totals(str(costs_dir), parsed)
         sweep.problems.extend(f"{costs_dir / name}: unreadable cost CSV" for name in bad)
         for trial_id, total in totals.items():
             trial = by_id.get(trial_id)  # type: ignore[arg-type]
@@ -293,11 +296,12 @@ class _Canonical:
         return directory, canonical.name, report
 
 
-def load_sweep(dirs: Iterable[Path]) -> Sweep:
+def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Sweep:
     """Read every input dir into one Sweep; nothing here raises for a bad file.
 
     Each `runs/<configuration>/` is listed once, so a trial costs file reads, not extra stat calls;
-    paths are strings (no Path object per trial and file).
+    paths are strings (no Path object per trial and file). `parsed`: cost CSVs and events.jsonl files
+    an earlier audit parsed, used while unchanged (events are then read here, not on first use).
     """
     sweep = Sweep(dirs=list(dirs))
     seen: set[str] = set()
@@ -368,7 +372,14 @@ def load_sweep(dirs: Iterable[Path]) -> Sweep:
                     report = os.path.join(runs, cfg, name)
                     if report not in expected_paths:
                         sweep.unexpected.append(report)
-    attach_costs(sweep)
+    attach_costs(sweep, parsed)
+    if parsed is not None:
+        for trial in sweep.trials:
+            if trial.may_have("events.jsonl"):
+                events = trial.file("events.jsonl")
+                trial.predictions_cache = parsed.get(
+                    "events", events, read_predictions, encode_events, decode_events
+                )
     return sweep
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from mle_world import layout
+from mle_world.audit.cache import ParsedInputs
 
 
 @dataclass
@@ -39,8 +42,24 @@ PLAIN_TEXT_SPECIALS = ('"', "\r", "\0")
 """Without these, a CSV's rows are its lines split on commas (no quoting, one line ending, no NUL)."""
 
 
-def _add_rows(header: list[str], rows: Iterable[list[str]], totals: dict[str | None, CostTotal]) -> bool:
-    """Add rows under `header` to `totals`; False when the header lacks a required column.
+class CostRow(NamedTuple):
+    """One row's part of its trial's totals: cost (None: unknown), tokens (prompt + completion), GPU-hours."""
+
+    trial_id: str | None
+    cost: float | None
+    tokens: int
+    gpu: float | None
+
+
+class CostFile(NamedTuple):
+    """The rows of one cost CSV, and whether it was readable to its end (its rows count either way)."""
+
+    readable: bool
+    rows: list[CostRow]
+
+
+def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> bool:
+    """Append the rows under `header` to `out`; False when the header lacks a required column.
 
     The same cells `costs.summary.read_cost_rows` gives as dicts (blank rows skipped, short rows
     padded with None, a repeated header name keeping its last column), read by column index.
@@ -51,69 +70,107 @@ def _add_rows(header: list[str], rows: Iterable[list[str]], totals: dict[str | N
     width = len(header)
     at_id, at_cost, at_gpu = index["trial_id"], index["cost_usd"], index.get("gpu_hours")
     at_prompt, at_completion = index.get("prompt_tokens"), index.get("completion_tokens")
-    last: object = totals  # no trial id is this object
-    total = CostTotal()
     for row in rows:
         if len(row) < width:
             if not row:
                 continue
             row = row + [None] * (width - len(row))  # type: ignore[list-item]
-        if row[at_id] != last:
-            last = row[at_id]
-            total = totals.get(row[at_id]) or totals.setdefault(row[at_id], CostTotal())
         cost = row[at_cost]
-        if cost:
-            total.cost += float(cost)
-        else:  # "" or a short row's None
-            total.known = False
+        tokens = 0
         if at_prompt is not None and row[at_prompt]:
-            total.tokens += int(float(row[at_prompt]))
+            tokens += int(float(row[at_prompt]))
         if at_completion is not None and row[at_completion]:
-            total.tokens += int(float(row[at_completion]))
-        if at_gpu is not None and row[at_gpu]:
-            total.gpu += float(row[at_gpu])
+            tokens += int(float(row[at_completion]))
+        gpu = row[at_gpu] if at_gpu is not None else None
+        out.append(CostRow(row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None))
     return True
 
 
-def _add_cost_file(path: str, totals: dict[str | None, CostTotal]) -> bool:
-    """Add one cost CSV's rows to `totals` (by trial id); False when the file is unreadable.
+def parse_cost_file(path: str) -> CostFile:
+    """One cost CSV's rows.
 
     The audit reads one such file per trial: a plain file (the usual one) is split on lines and
     commas, which gives the csv module's rows for it; anything else goes through the csv module, read
     as `read_cost_rows` reads it (rows before an undecodable byte still count).
     """
+    rows: list[CostRow] = []
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             text = handle.read()
     except UnicodeDecodeError:
-        return _add_cost_file_csv(path, totals)
+        return _parse_with_csv(path)
     except OSError:
-        return False
+        return CostFile(False, rows)
     if any(special in text for special in PLAIN_TEXT_SPECIALS):
         try:
             reader = csv.reader(io.StringIO(text, newline=""))
             header = next(reader, None)
-            return header is not None and _add_rows(header, reader, totals)
+            return CostFile(header is not None and _rows(header, reader, rows), rows)
         except csv.Error:
-            return False
+            return CostFile(False, rows)
     lines = text.split("\n")
     if not lines[0]:  # csv.reader's first row is the first non-blank line: let it decide
-        return _add_cost_file_csv(path, totals)
-    return _add_rows(lines[0].split(","), (line.split(",") if line else [] for line in lines[1:]), totals)
+        return _parse_with_csv(path)
+    readable = _rows(lines[0].split(","), (line.split(",") if line else [] for line in lines[1:]), rows)
+    return CostFile(readable, rows)
 
 
-def _add_cost_file_csv(path: str, totals: dict[str | None, CostTotal]) -> bool:
+def _parse_with_csv(path: str) -> CostFile:
+    rows: list[CostRow] = []
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
-            return header is not None and _add_rows(header, reader, totals)
+            return CostFile(header is not None and _rows(header, reader, rows), rows)
     except (OSError, csv.Error, UnicodeDecodeError):
-        return False
+        return CostFile(False, rows)
 
 
-def read_cost_totals(costs_dir: str) -> tuple[dict[str | None, CostTotal], list[str]]:
-    """Totals by trial id of every cost CSV in `costs_dir`, and the names of the unreadable files."""
+def add_rows(rows: Iterable[CostRow], totals: dict[str | None, CostTotal]) -> None:
+    """Sum rows into `totals` by trial id, row by row (the float sums of read_cost_rows' order)."""
+    for row in rows:
+        total = totals.get(row.trial_id)
+        if total is None:
+            total = totals[row.trial_id] = CostTotal()
+        if row.cost is None:
+            total.known = False
+        else:
+            total.cost += row.cost
+        total.tokens += row.tokens
+        if row.gpu is not None:
+            total.gpu += row.gpu
+
+
+def encode(parsed: CostFile) -> Any:
+    """A CostFile as JSON (None when a number would not survive JSON: not kept)."""
+    numbers = [x for row in parsed.rows for x in (row.cost, row.gpu) if x is not None]
+    if not all(math.isfinite(x) for x in numbers):
+        return None
+    return [parsed.readable, [list(row) for row in parsed.rows]]
+
+
+def decode(data: Any) -> CostFile:
+    readable, rows = data
+    return CostFile(bool(readable), [CostRow(*row) for row in rows])
+
+
+def read_cost_totals(
+    costs_dir: str, parsed: ParsedInputs | None = None
+) -> tuple[dict[str | None, CostTotal], list[str]]:
+    """Totals by trial id of every cost CSV in `costs_dir`, and the names of the unreadable files.
+
+    `parsed`: files an earlier audit parsed, used while unchanged.
+    """
     totals: dict[str | None, CostTotal] = {}
-    bad = [name for name in _cost_names(costs_dir) if not _add_cost_file(f"{costs_dir}/{name}", totals)]
+    bad = []
+    for name in _cost_names(costs_dir):
+        path = f"{costs_dir}/{name}"
+        cost_file = (
+            parse_cost_file(path)
+            if parsed is None
+            else parsed.get("cost", path, parse_cost_file, encode, decode)
+        )
+        add_rows(cost_file.rows, totals)
+        if not cost_file.readable:
+            bad.append(name)
     return totals, bad

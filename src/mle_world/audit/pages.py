@@ -151,6 +151,12 @@ TRIAL_COLUMNS: list[Column[TrialRow]] = [
 ]
 
 
+def filled_columns(columns: list[Column[TrialRow]], trials: list[TrialRow]) -> list[Column[TrialRow]]:
+    """The trial id and the columns that hold anything in this sweep (a big sweep without journals or
+    costs renders a narrower, faster table)."""
+    return [columns[0], *(c for c in columns[1:] if any(c.cell(t) for t in trials))]
+
+
 @dataclass
 class IndexView:
     """Everything index.html shows: its tables come from the same definitions as report.md's."""
@@ -310,7 +316,7 @@ def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: 
         gate_table(result.world),
         stage_table(calibration),
         rates_table(result.rates, result.pad_missing),
-        build("trials", "Trials", TRIAL_COLUMNS, trials, links=lambda t: t.href).without_empty_columns(),
+        build("trials", "Trials", filled_columns(TRIAL_COLUMNS, trials), trials, links=lambda t: t.href),
     ]
     return IndexView(
         result=result,

@@ -9,6 +9,7 @@ through the same pydantic validator `read_events` uses.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -269,3 +270,16 @@ def read_predictions(path: str) -> PredictionLines:
     except OSError:
         return PredictionLines()
     return parse_predictions(text)
+
+
+def encode(parsed: PredictionLines) -> Any:
+    """PredictionLines as JSON (None when a number would not survive JSON: not kept)."""
+    numbers = [x for p in parsed.predictions for x in (p.p_improves, p.p_bug) if x is not None]
+    if not all(math.isfinite(x) for x in numbers):
+        return None
+    return [parsed.bad_lines, [list(p) for p in parsed.predictions]]
+
+
+def decode(data: Any) -> PredictionLines:
+    bad_lines, rows = data
+    return PredictionLines([PredictionLine(*row) for row in rows], int(bad_lines))

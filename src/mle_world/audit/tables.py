@@ -7,11 +7,12 @@ Reads computed audit rows; writes strings (and, in `show`, calls the display it 
 from __future__ import annotations
 
 import csv
-import html as html_text
 import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from markupsafe import escape as markup_escape
 
 from mle_world.audit.stats import MeanSem
 from mle_world.launch.display import Display
@@ -143,9 +144,14 @@ def csv_text(table: Table) -> str:
     return buffer.getvalue()
 
 
+def _escape(text: str) -> str:
+    """HTML-escaped text (markupsafe's C escape: the trial table has tens of thousands of cells)."""
+    return str(markup_escape(text))
+
+
 def html(table: Table) -> str:
     """An HTML `<table id="<name>-table">`, every cell escaped; left-aligned cells have class 'l'."""
-    escape = html_text.escape
+    escape = _escape
     out = [f'<table id="{escape(table.name)}-table"><tr>']
     out += [('<th class="l">' if c.left else "<th>") + escape(c.header) + "</th>" for c in table.columns]
     out.append("</tr>\n")
