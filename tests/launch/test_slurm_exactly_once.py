@@ -39,6 +39,10 @@ def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def starts_of(events: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [e for e in events if e["event"] == "start"]
+
+
 def job_names(out: Path) -> list[str]:
     return [json.loads(p.read_text())["job_name"] for p in (out / "slurm" / "intents").glob("*.json")]
 
@@ -73,18 +77,22 @@ def test_launcher_killed_during_submission_then_rerun_runs_every_trial_once(
         )
 
     plan = make_plan(out, data, 2, seconds=3)
-    starts = [[e for e in events if e["event"] == "start"] for events in timelines(plan)]
+    starts = [starts_of(events) for events in timelines(plan)]
     assert [len(s) for s in starts] == [1, 1]  # every trial's agent started exactly once
     final = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.commands]
     assert [(s.state, s.attempt) for s in final] == [("succeeded", 1)] * 2
     names = job_names(out)
-    queued = subprocess.run(
-        ["squeue", "-h", "-n", ",".join(names), "-o", "%i %T"], capture_output=True, text=True, check=True
-    )
-    # No orphan array left: nothing pending or running. A task that just ended may still be listed as
-    # COMPLETING for a moment (slurmd tearing its step down) on a busy node; sacct below checks it.
-    live = [line for line in queued.stdout.splitlines() if line.split()[1:] != ["COMPLETING"]]
-    assert live == [], queued.stdout
+
+    def queued() -> list[str]:
+        cmd = ["squeue", "-h", "-n", ",".join(names), "-o", "%i %T"]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()
+
+    # No orphan array left: nothing pending. A task whose trial has just succeeded may still be listed
+    # as RUNNING or COMPLETING while its batch script exits on a busy node, so wait for the queue to
+    # drain; a stray task that ran a trial again would show as a second start below.
+    assert [line for line in queued() if "PENDING" in line] == []
+    wait_until(lambda: queued() == [], 120, "the queue to drain")
+    assert [len(s) for s in (starts_of(events) for events in timelines(plan))] == [1, 1]
     # Every allocation Slurm gave these submissions ran a trial: one task per trial, all completed.
     wait_until(lambda: sorted(s for _, s in slurm_tasks(names)) == ["COMPLETED"] * 2, 60, "accounting")
     assert sorted(j for j, _ in slurm_tasks(names)) == sorted(s.slurm_job_id or "" for s in final)
