@@ -40,6 +40,10 @@ def no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            # Into the oldest generation: the young-generation pass due right after gc.enable() would
+            # otherwise walk all of them once more (they are still freed by reference counting).
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 

@@ -1,10 +1,11 @@
-"""What an earlier audit parsed from each cost CSV and events.jsonl, kept so that a re-audit parses only the
-files that changed.
+"""What an earlier audit read from each input file (cost CSVs and events.jsonl parsed, grading reports'
+text, trial dir listings), kept so that a re-audit reads only the files that changed.
 
-Reads and writes `<audit dir>/.parsed-inputs.json` (atomically). An entry is used only while its file has
-the same size, inode, modification and change time (files are replaced atomically or appended to, so
-any change shows there), and the whole file is dropped when the code that parses the inputs changes.
-Plain JSON, so a tampered file can at worst be ignored (a bad entry is re-parsed), never run.
+Reads and writes `<audit dir>/.parsed-inputs.json` (atomically). An entry is used only while its file (or
+dir) has the same size, inode, modification and change time (files are replaced atomically or appended
+to, entries added or removed, so any change shows there), and the whole file is dropped when the code
+that parses the inputs changes. Plain JSON: an entry that does not decode is read again, and a file
+someone edits by hand can make the audit wrong (as editing report.md can) but never runs anything.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ Stamp = list[int]
 def code_digest() -> str:
     """Digest of the modules whose parsing the entries hold (a change there drops every entry)."""
     here = Path(__file__).parent
-    sources = [here / "cost_totals.py", here / "predictions.py", here.parent / "records.py", Path(__file__)]
+    sources = [
+        here / "collect.py",
+        here / "cost_totals.py",
+        here / "predictions.py",
+        here.parent / "records.py",
+    ]
+    sources.append(Path(__file__))
     digest = hashlib.sha256()
     for path in sources:
         digest.update(path.read_bytes())
@@ -52,6 +59,8 @@ class ParsedInputs:
     digest: str
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     used: dict[str, dict[str, Any]] = field(default_factory=dict)
+    read: int = 0
+    """Files read (not taken from an entry) by this audit."""
 
     def get(
         self,
@@ -73,14 +82,20 @@ class ParsedInputs:
             except (TypeError, ValueError, KeyError, IndexError):
                 value = parse(path)
                 entry = [stamp, encode(value)]
+                self.read += 1
         else:
             value = parse(path)
             entry = [stamp, encode(value)]
+            self.read += 1
         if entry[1] is not None:  # encode gives None for what JSON would not carry faithfully
             self.used.setdefault(kind, {})[path] = entry
         return value
 
     def save(self) -> None:
+        """Keep what this audit used, unless that is exactly what was kept already."""
+        kept = sum(len(b) for b in self.entries.values() if isinstance(b, dict))
+        if not self.read and sum(len(b) for b in self.used.values()) == kept:
+            return
         if self.path is not None:
             data = {"digest": self.digest, "entries": self.used}
             write_text_atomic(self.path, orjson.dumps(data).decode())

@@ -161,11 +161,25 @@ def _expected_from_disk(output_dir: Path) -> list[tuple[str, Path | None]]:
     return list(found.items())
 
 
-def load_report(trial: Trial, listed: bool | None = None, path: str | None = None) -> None:
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _text(data: object) -> str:
+    if type(data) is not str:
+        raise TypeError("not a text")
+    return data
+
+
+def load_report(
+    trial: Trial, listed: bool | None = None, path: str | None = None, parsed: ParsedInputs | None = None
+) -> None:
     """Attach the trial's report, or record why there is none (never raises).
 
     `listed`: whether its directory listing has the report (saves a stat per trial); None to look.
     `path`: the report's path as a string when the caller has it (saves building a Path).
+    `parsed`: the texts an earlier audit read, used while the file is unchanged (validated the same).
     """
     if path is None:
         path = trial.report_text
@@ -173,8 +187,7 @@ def load_report(trial: Trial, listed: bool | None = None, path: str | None = Non
         trial.problem = "missing"
         return
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = _read_text(path) if parsed is None else parsed.get("report", path, _read_text, str, _text)
         report = GradingReport.model_validate_json(text)
     except FileNotFoundError:
         trial.problem = "missing"
@@ -237,6 +250,16 @@ def _names(directory: str) -> frozenset[str] | None:
         return frozenset(os.listdir(directory))
     except OSError:
         return None
+
+
+def _name_list(names: frozenset[str] | None) -> list[str] | None:
+    return None if names is None else sorted(names)
+
+
+def _name_set(data: object) -> frozenset[str]:
+    if not isinstance(data, list) or not all(type(name) is str for name in data):
+        raise TypeError("not a listing")
+    return frozenset(data)
 
 
 def load_result(trial: Trial) -> None:
@@ -355,8 +378,11 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                 dir_missing=directory == canonical and not names.get(name),
             )
             if directory == canonical and names.get(name):
-                trial.files = _names(directory)
-            load_report(trial, listed=report.rpartition("/")[2] in names, path=report)
+                if parsed is None:
+                    trial.files = _names(directory)
+                else:
+                    trial.files = parsed.get("dir", directory, _names, _name_list, _name_set)
+            load_report(trial, listed=report.rpartition("/")[2] in names, path=report, parsed=parsed)
             load_status(trial)
             load_result(trial)
             sweep.trials.append(trial)
