@@ -6,42 +6,49 @@ Reads argv; writes nothing itself (each command's module does). User errors prin
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
 
-from mle_world.cli import estimate, results, setup
 from mle_world.cli.options import PROG, Parser
-from mle_world.cli.sweep import build_run_parser, cmd_run
 from mle_world.errors import UserError
 
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: its flags and its handler (returns the exit code)."""
+    """A subcommand: the module (under mle_world.cli) holding its flags and its handler (returns the exit
+    code), imported when the command runs: `audit` does not load the sweep planner's configs."""
 
-    add_flags: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, Console], int]
+    module: str
+    add_flags: str
+    run: str
+
+    def load(
+        self,
+    ) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace, Console], int]]:
+        module = importlib.import_module(f"mle_world.cli.{self.module}")
+        return getattr(module, self.add_flags), getattr(module, self.run)
 
 
 COMMANDS: dict[str, Command] = {
-    "status": Command(results.add_status_flags, results.cmd_status),
-    "audit": Command(results.add_audit_flags, results.cmd_audit),
-    "show": Command(results.add_show_flags, results.cmd_show),
-    "grade": Command(results.add_grade_flags, results.cmd_grade),
-    "estimate": Command(estimate.add_estimate_flags, estimate.cmd_estimate),
-    "prepare": Command(setup.add_prepare_flags, setup.cmd_prepare),
-    "check-endpoints": Command(setup.add_check_endpoints_flags, setup.cmd_check_endpoints),
+    "status": Command("results", "add_status_flags", "cmd_status"),
+    "audit": Command("results", "add_audit_flags", "cmd_audit"),
+    "show": Command("results", "add_show_flags", "cmd_show"),
+    "grade": Command("results", "add_grade_flags", "cmd_grade"),
+    "estimate": Command("estimate", "add_estimate_flags", "cmd_estimate"),
+    "prepare": Command("setup", "add_prepare_flags", "cmd_prepare"),
+    "check-endpoints": Command("setup", "add_check_endpoints_flags", "cmd_check_endpoints"),
 }
 
 
 def dispatch(name: str, rest: list[str], console: Console) -> int:
-    command = COMMANDS[name]
+    add_flags, run = COMMANDS[name].load()
     parser = Parser(prog=f"{PROG} {name}")
-    command.add_flags(parser)
-    return command.run(parser.parse_args(rest), console)
+    add_flags(parser)
+    return run(parser.parse_args(rest), console)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] in COMMANDS:
             return dispatch(argv[0], argv[1:], console)
+        from mle_world.cli.sweep import build_run_parser, cmd_run
+
         args = build_run_parser(tuple(COMMANDS)).parse_args(argv)
         return cmd_run(args, argv, console, err)
     except UserError as exc:

@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
-from mle_world.plan.config import PaperConfig, packaged_config, read_endpoints_file
 from mle_world.records import ROLES, EndpointSettings, Role
+
+if TYPE_CHECKING:
+    from mle_world.plan.config import PaperConfig
 
 PROG = "run_paper.py"
 
@@ -21,6 +24,8 @@ PROG = "run_paper.py"
 def default_config_path(name: str) -> Path:
     """`configs/<name>` of the working directory when there is one, else the package's default."""
     local = Path("configs") / name
+    from mle_world.plan.config import packaged_config  # the configs' models: not for every command
+
     return local if local.exists() else packaged_config(name)
 
 
@@ -90,6 +95,8 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
 
 def endpoint_overrides(config: PaperConfig, args: argparse.Namespace) -> dict[Role, EndpointSettings]:
     """The config's endpoints, then the endpoints file's URLs, then `--<role>-url/--<role>-model`."""
+    from mle_world.plan.config import read_endpoints_file
+
     listed = read_endpoints_file(args.endpoints_file) if getattr(args, "endpoints_file", None) else None
     out: dict[Role, EndpointSettings] = {}
     for role in ROLES:

@@ -15,7 +15,6 @@ from rich.console import Console
 from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import default_config_path, default_data_dir, positive_float
 from mle_world.errors import UserError
-from mle_world.tasks.registry import load_registry
 
 
 def add_status_flags(p: argparse.ArgumentParser) -> None:
@@ -61,6 +60,7 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     from mle_world.costs.prices import load_prices
     from mle_world.costs.summary import cost_output_dir
     from mle_world.grading.grader import grade_output_dir
+    from mle_world.tasks.registry import load_registry
 
     require_output_dir(args.output_dir.absolute(), "grade")
     prices = load_prices(args.prices or default_config_path("prices.yaml"))
