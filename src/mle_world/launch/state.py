@@ -21,6 +21,7 @@ from typing import Literal, TypedDict, get_args
 
 from pydantic import ValidationError
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.records import TrialStatus
 from mle_world.storage import write_model
@@ -81,7 +82,7 @@ def utcnow() -> datetime:
 
 
 def status_path(trial_dir: Path) -> Path:
-    return trial_dir / "status.json"
+    return trial_dir / layout.STATUS
 
 
 def read_status(trial_dir: Path, trial_id: str) -> TrialStatus:

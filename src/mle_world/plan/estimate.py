@@ -101,7 +101,7 @@ def measured_times(output_dir: Path) -> dict[str, float]:
         if not trial_dir.is_absolute():
             trial_dir = output_dir / trial_dir
         try:
-            status = TrialStatus.model_validate_json((trial_dir / "status.json").read_text(encoding="utf-8"))
+            status = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8"))
         except (OSError, ValidationError):
             continue
         if status.state not in ("succeeded", "failed") or not (status.started_at and status.ended_at):
