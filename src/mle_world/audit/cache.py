@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
-
-from mle_world.storage import write_text_atomic
 
 NAME = ".parsed-inputs.json"
 T = TypeVar("T")
@@ -29,17 +28,26 @@ Stamp = list[int]
 def code_digest() -> str:
     """Digest of the modules whose parsing the entries hold (a change there drops every entry)."""
     here = Path(__file__).parent
-    sources = [
-        here / "collect.py",
-        here / "cost_totals.py",
-        here / "predictions.py",
-        here.parent / "records.py",
-    ]
-    sources.append(Path(__file__))
+    names = ("collect.py", "listing.py", "cost_totals.py", "predictions.py", "cache.py")
+    sources = [*(here / name for name in names), here.parent / "records.py"]
     digest = hashlib.sha256()
     for path in sources:
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def write_bytes_replacing(path: Path, data: bytes) -> None:
+    """Write `data` to a temp file beside `path` and rename it over `path`. Not fsynced: a crash can
+    leave an unreadable file, which the next audit ignores (it reads every input again)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def stamp_of(path: str) -> Stamp | None:
@@ -97,8 +105,7 @@ class ParsedInputs:
         if not self.read and sum(len(b) for b in self.used.values()) == kept:
             return
         if self.path is not None:
-            data = {"digest": self.digest, "entries": self.used}
-            write_text_atomic(self.path, orjson.dumps(data).decode())
+            write_bytes_replacing(self.path, orjson.dumps({"digest": self.digest, "entries": self.used}))
 
 
 def open_parsed_inputs(audit_dir: Path | None) -> ParsedInputs:

@@ -6,7 +6,6 @@ Reads `launch.json`, `runs/<cfg>/<task>_seed<seed>_grading_report.json`, `status
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,11 +17,13 @@ from pydantic import ValidationError
 from mle_world import layout
 from mle_world.audit.cache import ParsedInputs
 from mle_world.audit.cost_totals import read_cost_totals
+from mle_world.audit.listing import Canonical, expected_from_launch, name_list, name_set, names_in
+from mle_world.audit.listing import listing as listing_of
 from mle_world.audit.predictions import PredictionLines, read_predictions
 from mle_world.audit.predictions import decode as decode_events
 from mle_world.audit.predictions import encode as encode_events
 from mle_world.grading.report import GradingReport
-from mle_world.records import AgentResult, LaunchRecord, TrialStatus
+from mle_world.records import AgentResult, TrialStatus
 from mle_world.trial_events import TrialEvents, read_events
 
 
@@ -126,41 +127,6 @@ class Sweep:
         return [t for t in self.trials if t.state == "failed"]
 
 
-def _expected_from_launch(output_dir: Path, sweep: Sweep) -> list[tuple[str, str | Path | None]]:
-    """(trial id, trial dir) of every trial launch.json lists: the dir as recorded (a string, relative to
-    `output_dir` unless absolute); from the files on disk (a Path or None) when launch.json is unusable."""
-    path = output_dir / layout.LAUNCH
-    if path.is_file():
-        try:
-            record = LaunchRecord.model_validate_json(path.read_bytes())
-            return [(trial.trial_id, trial.trial_dir) for trial in record.trials]
-        except (OSError, ValueError, ValidationError) as exc:
-            sweep.problems.append(
-                f"{path}: unreadable launch.json ({type(exc).__name__}); using files on disk"
-            )
-    else:
-        sweep.problems.append(f"{path}: missing; expected trials taken from the files on disk")
-    return list(_expected_from_disk(output_dir))
-
-
-def _expected_from_disk(output_dir: Path) -> list[tuple[str, Path | None]]:
-    """Fallback: trials with a spec.json or a report; the regime comes from spec.json when present."""
-    found: dict[str, Path | None] = {}
-    for spec in layout.spec_paths(output_dir):
-        try:
-            data = json.loads(spec.read_text(encoding="utf-8"))
-            found[str(data["trial_id"])] = spec.parent
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    for report in layout.report_paths(output_dir):
-        try:
-            data = json.loads(report.read_text(encoding="utf-8"))
-            found.setdefault(str(data["trial_id"]), None)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return list(found.items())
-
-
 def _read_text(path: str) -> str:
     with open(path, encoding="utf-8") as handle:
         return handle.read()
@@ -229,39 +195,6 @@ def load_status(trial: Trial) -> None:
     trial.downtime_s = status.downtime_s
 
 
-def _listing(directory: Path) -> dict[str, bool]:
-    """Names in `directory` → is a directory (following symlinks); empty when it cannot be listed."""
-    try:
-        with os.scandir(directory) as entries:
-            out = {}
-            for entry in entries:
-                try:
-                    out[entry.name] = entry.is_dir()
-                except OSError:
-                    out[entry.name] = False
-            return out
-    except OSError:
-        return {}
-
-
-def _names(directory: str) -> frozenset[str] | None:
-    """The names in `directory`, or None when it cannot be listed."""
-    try:
-        return frozenset(os.listdir(directory))
-    except OSError:
-        return None
-
-
-def _name_list(names: frozenset[str] | None) -> list[str] | None:
-    return None if names is None else sorted(names)
-
-
-def _name_set(data: object) -> frozenset[str]:
-    if not isinstance(data, list) or not all(type(name) is str for name in data):
-        raise TypeError("not a listing")
-    return frozenset(data)
-
-
 def load_result(trial: Trial) -> None:
     """Attach the agent's result.json when readable (stop reason and counters for the budget table)."""
     if not trial.may_have("result.json"):
@@ -294,31 +227,6 @@ def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
             trial.gpu_hours = total.gpu
 
 
-@dataclass
-class _Canonical:
-    """Where `layout` puts the trial dirs and reports of one output dir's configuration, as strings."""
-
-    output_dir: Path
-    configuration: str
-    names: dict[str, bool]
-    """The listing of the configuration's dir."""
-    parent: str | None = None
-    """`runs/<configuration>` when `layout`'s names are `<task>_seed<seed>` beside it (checked once)."""
-
-    def dir_and_report(self, task: str, seed: int) -> tuple[str, str, str]:
-        """(trial dir, its name, report path) as `layout.trial_dir` and `layout.report_beside` give them."""
-        if self.parent is not None:
-            name = f"{task}_seed{seed}"
-            directory = f"{self.parent}/{name}"
-            return directory, name, f"{directory}{layout.REPORT_SUFFIX}"
-        canonical = layout.trial_dir(self.output_dir, self.configuration, task, seed)
-        directory, report = str(canonical), str(layout.report_beside(canonical))
-        parent = str(canonical.parent)
-        if directory == f"{parent}/{task}_seed{seed}" and report == f"{directory}{layout.REPORT_SUFFIX}":
-            self.parent = parent  # string building gives the same paths from now on
-        return directory, canonical.name, report
-
-
 def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Sweep:
     """Read every input dir into one Sweep; nothing here raises for a bad file.
 
@@ -333,13 +241,13 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
 
     def listing(directory: Path) -> dict[str, bool]:
         if directory not in listings:
-            listings[directory] = _listing(directory)
+            listings[directory] = listing_of(directory)
         return listings[directory]
 
     for output_dir in sweep.dirs:
         out = str(output_dir)
-        places: dict[str, _Canonical] = {}
-        for trial_id, recorded in _expected_from_launch(output_dir, sweep):
+        places: dict[str, Canonical] = {}
+        for trial_id, recorded in expected_from_launch(output_dir, sweep.problems):
             key = layout.parse_trial_id(trial_id)
             if key is None:
                 sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")
@@ -351,9 +259,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
             place = places.get(key.configuration)
             if place is None:
                 cfg_dir = layout.trial_dir(output_dir, key.configuration, key.task, key.seed).parent
-                place = places[key.configuration] = _Canonical(
-                    output_dir, key.configuration, listing(cfg_dir)
-                )
+                place = places[key.configuration] = Canonical(output_dir, key.configuration, listing(cfg_dir))
             names = place.names
             canonical, name, report = place.dir_and_report(key.task, key.seed)
             # A recorded dir that is not a directory falls back to the canonical one (no stat when equal).
@@ -379,9 +285,9 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
             )
             if directory == canonical and names.get(name):
                 if parsed is None:
-                    trial.files = _names(directory)
+                    trial.files = names_in(directory)
                 else:
-                    trial.files = parsed.get("dir", directory, _names, _name_list, _name_set)
+                    trial.files = parsed.get("dir", directory, names_in, name_list, name_set)
             load_report(trial, listed=report.rpartition("/")[2] in names, path=report, parsed=parsed)
             load_status(trial)
             load_result(trial)
