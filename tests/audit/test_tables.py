@@ -51,9 +51,3 @@ def test_one_definition_gives_the_same_cells_everywhere() -> None:
         "<script>\t–\t-1.0\t",
     ]
     assert table.right == ["mean ± SEM", "Δ", "empty"]
-
-
-def test_empty_columns_can_be_left_out() -> None:
-    table = build("demo", "Demo", COLUMNS, ROWS).without_empty_columns()
-    assert table.headers == ["name", "mean ± SEM", "Δ"]
-    assert table.rows[1] == ("<script>", "–", "-1.0") and table.tones[0] == ("", "", "pos")

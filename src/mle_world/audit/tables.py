@@ -64,18 +64,6 @@ class Table:
     def tone(self, row: int, column: int) -> str:
         return self.tones[row][column] if row < len(self.tones) else ""
 
-    def without_empty_columns(self, keep: int = 1) -> Table:
-        """The table without the columns (after the first `keep`) whose every cell is empty."""
-        kept = [i for i, _ in enumerate(self.columns) if i < keep or any(row[i] for row in self.rows)]
-        return Table(
-            self.name,
-            self.title,
-            tuple(self.columns[i] for i in kept),
-            tuple(tuple(row[i] for i in kept) for row in self.rows),
-            self.links,
-            tuple(tuple(row[i] for i in kept) for row in self.tones),
-        )
-
 
 def build(
     name: str,
