@@ -4,11 +4,10 @@ Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, ev
 dir (or --keep DIR) and prints a table of whole-process runs (median wall and CPU of --repeats):
 `run_paper.py audit` (every table, summary.csv, report.md, plots and index.html) into the same --out
 each run (a re-audit: PNGs whose inputs did not change are kept) and into an emptied --out each run
-(every PNG drawn), against baselines measured in the same run: bare `python -c pass`, and MLE-bench's own aggregator
-(`experiments/aggregate_grading_reports.py`) over the same reports. With `MLEBENCH_VENV` set, that is
-the installed one (its checkout from `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
-scripts/install_mlebench.sh puts it) run by the venv's python; otherwise the verbatim copy in
-`benchmarks/vendor/` run by this python (it needs numpy and scipy only). The table says which.
+(every PNG drawn), against baselines measured in the same run: bare `python -c pass`, and, when MLE-bench
+is installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
+scripts/install_mlebench.sh puts them), MLE-bench's own aggregator
+(`experiments/aggregate_grading_reports.py`) over the same reports, run by the venv's python.
 
 Usage: python benchmarks/audit.py [--reports 10000] [--repeats 5] [--no-events] [--keep DIR]
 """
@@ -16,7 +15,6 @@ Usage: python benchmarks/audit.py [--reports 10000] [--repeats 5] [--no-events] 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -29,7 +27,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-VENDORED_AGGREGATOR = REPO / "benchmarks" / "vendor" / "mlebench_aggregate_grading_reports.py"
 sys.path.insert(0, str(REPO / "tests" / "support"))  # the tests' helpers
 
 from synthetic import TASKS, make_sweep  # noqa: E402
@@ -71,23 +68,22 @@ def whole_process(cmd: list[str], repeats: int, fresh: Path | None = None) -> tu
 
 
 def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | None:
-    """(table label, command) of MLE-bench's aggregator over the same reports, or None when it cannot run.
-
-    The installed aggregator under `MLEBENCH_VENV`, else the vendored copy run by this python.
-    """
+    """(table label, command) of MLE-bench's installed aggregator over the same reports, or None."""
     venv = os.environ.get("MLEBENCH_VENV")
     checkout = Path(os.environ.get("MLEBENCH_DIR") or Path.home() / ".local/share/mle-bench")
-    installed = checkout / "experiments" / "aggregate_grading_reports.py"
-    if venv and installed.is_file():
-        label = "MLE-bench aggregate_grading_reports.py, installed (MLEBENCH_VENV)"
-        python, script = str(Path(venv) / "bin" / "python"), str(installed)
-    else:
-        if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("numpy") is None:
-            return None
-        label = "MLE-bench aggregate_grading_reports.py, vendored copy @2df84b7 (this python)"
-        python, script = sys.executable, str(VENDORED_AGGREGATOR)
+    script = checkout / "experiments" / "aggregate_grading_reports.py"
+    if not venv or not script.is_file():
+        return None
+    commit = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    label = f"MLE-bench aggregate_grading_reports.py @{commit or '?'} (MLEBENCH_VENV)"
+    python = str(Path(venv) / "bin" / "python")
     paths, split = mlebench_reports(dirs, root)
-    return label, [python, script, "--grading-reports", *paths, "--split", str(split), "--pad-missing"]
+    return label, [python, str(script), "--grading-reports", *paths, "--split", str(split), "--pad-missing"]
 
 
 def main() -> None:
@@ -128,7 +124,9 @@ def main() -> None:
         print("| process | wall s | CPU s | CPU vs python -c pass | CPU vs MLE-bench aggregator |")
         print("|---|---:|---:|---:|---:|")
         for name, (wall, cpu) in results.items():
-            versus = f"{cpu / reference[1]:.2f}x" if reference else "n/a (no numpy/scipy for the aggregator)"
+            versus = (
+                f"{cpu / reference[1]:.2f}x" if reference else "n/a (MLE-bench not installed: MLEBENCH_VENV)"
+            )
             print(f"| {name} | {wall:.2f} | {cpu:.2f} | {cpu / base_cpu:.1f}x | {versus} |")
     finally:
         if args.keep is None:
