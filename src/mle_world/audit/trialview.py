@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, load_journal_data
 from mle_world.audit.timeline import Timeline, budget_timeline
-from mle_world.layout import report_beside
+from mle_world.layout import STATUS, report_beside
 from mle_world.records import Prediction, PredictionEvent, improves
 from mle_world.trial_events import TrialEvents, read_events
 
@@ -267,7 +267,7 @@ def load_trial_view(
         view.problems.append("events.jsonl: missing")
     elif events.bad_lines:
         view.problems.append(f"events.jsonl: {events.bad_lines} unreadable lines")
-    status, _ = read_json(trial_dir / "status.json")
+    status, _ = read_json(trial_dir / STATUS)
     result, _ = read_json(trial_dir / "result.json")
     spec, _ = read_json(trial_dir / "spec.json")
     if report is None:

@@ -120,7 +120,7 @@ def grade_trial(
 
 def _final_state(trial_dir: Path) -> Literal["succeeded", "failed"] | None:
     try:
-        state = TrialStatus.model_validate_json((trial_dir / "status.json").read_text(encoding="utf-8")).state
+        state = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8")).state
     except (OSError, ValueError):
         return None
     return state if state in ("succeeded", "failed") else None
