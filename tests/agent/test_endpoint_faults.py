@@ -69,6 +69,20 @@ def test_protocol_garbage_is_retried_as_an_endpoint_fault(garbage):
     assert first.prompt_tokens is None and second.outcome == "ok"
 
 
+def test_unusable_tool_arguments_are_resampled_with_the_next_seed_and_outages_keep_it():
+    """A seeded request samples the same broken output again: retry it with seed + 1, + 2, ...;
+    a server fault (500) is not the model's output, so its retry keeps the seed."""
+    with FakeOpenAIServer() as server:
+        good = Reply(tool_call=("submit_review", {"is_bug": False}), usage=(3, 2))
+        server.push(Reply(garbage="bad_tool_args"), Reply(status=500), Reply(garbage="bad_tool_args"), good)
+        client = make_client(server.url, MemorySink(), outage_window_s=30)
+        reply = client.chat(
+            MSG, purpose="review", tools=[REVIEW_TOOL], tool_choice=REVIEW_TOOL_CHOICE, seed=40
+        )
+    assert reply.tool_arguments == '{"is_bug": false}'
+    assert [r["seed"] for r in server.chat_requests] == [40, 41, 41, 42]
+
+
 def test_persistent_garbage_fails_with_the_cause_after_the_window():
     sink = MemorySink()
     with FakeOpenAIServer(default=Reply(garbage="html")) as server:

@@ -126,10 +126,12 @@ class _NoListener:
 class _Fault(Exception):
     """One failed attempt that is the endpoint's fault: outage, overload, hang or protocol garbage."""
 
-    def __init__(self, cause: str, retry_after_s: float | None = None) -> None:
+    def __init__(self, cause: str, retry_after_s: float | None = None, *, resample: bool = False) -> None:
         super().__init__(cause)
         self.cause = cause
         self.retry_after_s = retry_after_s
+        self.resample = resample
+        """The server answered but the model's output is unusable: retry with the next seed."""
 
 
 def _retryable_status(error: openai.APIStatusError) -> bool:
@@ -224,7 +226,7 @@ def _parse_completion(raw: Any, wants_tool: bool) -> tuple[ChatCompletion, Any]:
             try:
                 json.loads(arguments if isinstance(arguments, str) else "")
             except ValueError:
-                raise _Fault("protocol garbage: tool call arguments are not JSON") from None
+                raise _Fault("protocol garbage: tool call arguments are not JSON", resample=True) from None
     return completion, message
 
 
@@ -237,6 +239,9 @@ class _Call:
     deadline: float
     first_fault: float | None = None
     attempts: int = 0
+    resamples: int = 0
+    """Replies whose content was unusable so far: a seeded request is retried with seed + resamples
+    (the same seed would sample the same broken output; the sequence stays reproducible)."""
     pending: dict[str, Any] = field(default_factory=dict)
     """The last failed attempt's event, emitted as `retry` before the next or as `error` on giving up."""
 
@@ -376,6 +381,8 @@ class EndpointClient:
         except openai.APIConnectionError as error:  # also APITimeoutError: a hung server
             self._fault(call, lease, f"{replica.url}: {_describe(error)}", None, self._clock() - start)
         except _Fault as fault:
+            if fault.resample:
+                call.resamples += 1
             self._fault(call, lease, f"{replica.url}: {fault.cause}", None, self._clock() - start)
         except BaseException:
             self.pool.released(lease)
@@ -509,6 +516,8 @@ class EndpointClient:
         def send(client: openai.OpenAI, timeout: float) -> tuple[ChatCompletion, Any]:
             nonlocal latency
             start = self._clock()
+            if seed is not None:
+                kwargs["seed"] = seed + call.resamples
             raw = client.chat.completions.with_raw_response.create(**kwargs, timeout=timeout)
             parsed = _parse_completion(raw, bool(tools))
             latency = self._clock() - start
