@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on one machine: a tiny real sweep of configs/demo.yaml in both regimes (local backend,
 # sandboxed `process` runtime, local competitions, a real llama.cpp model on loopback), then the audit.
-# Re-running resumes: finished trials are skipped. Knobs: OUT (runs/demo), DATA_DIR, PORT (8011),
+# Re-running resumes: finished trials are skipped, infrastructure failures (e.g. an endpoint that gave
+# up) are retried while attempts are left (--retry-failed infra).
+# Knobs: OUT (runs/demo), DATA_DIR, PORT (8011),
 # N_WORKERS (2), CODER_URL/FEEDBACK_URL/WORLD_URL (use your own servers instead of llama.cpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +48,7 @@ python3 run_paper.py check-endpoints --config configs/demo.yaml \
 
 RUN_OPTIONS=(--config configs/demo.yaml --grade --runtime process --backend local
   --coder-url "$CODER_URL" --feedback-url "$FEEDBACK_URL" --world-url "${WORLD_URL:-$CODER_URL}"
-  --data-dir "$DATA_DIR" --n-workers "$N_WORKERS" --gpu-device none)
+  --data-dir "$DATA_DIR" --n-workers "$N_WORKERS" --gpu-device none --retry-failed infra)
 rc=0
 for regime in ungated gated; do
   log "sweep: $regime"
