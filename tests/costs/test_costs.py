@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from gradekit import spec_for
 
 from mle_world.costs.account import COST_COLUMNS, CostRow, write_trial_costs
 from mle_world.costs.prices import DEFAULT_PRICES, load_prices
@@ -27,27 +28,6 @@ self_hosted:
 execution: {usd_per_gpu_hour: 2.0}
 """
 TS = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
-
-
-def spec_for(task: str, seed: int, configuration: str = "wm-point", regime: str = "gated") -> TrialSpec:
-    return TrialSpec.model_validate(
-        {
-            "trial_id": f"{regime}/{configuration}/{task}/seed{seed}",
-            "science_hash": "0" * 12,
-            "regime": regime,
-            "configuration": configuration,
-            "task": task,
-            "seed": seed,
-            "agent": {
-                "endpoints": {"coder": {"url": "http://x/v1"}},
-                "budget": {},
-                "search": {},
-                "stages": [],
-                "world_model": {},
-            },
-            "paths": {"trial_dir": "/t", "data_dir": "/d"},
-        }
-    )
 
 
 def llm(role: str, model: str, prompt: int | None, completion: int | None, latency: float) -> str:

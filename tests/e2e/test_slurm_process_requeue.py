@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,19 +19,11 @@ import scripted
 import yaml
 from e2ekit import REPO
 from fakeserver import FakeOpenAIServer
+from launchkit import wait_until
 
 from mle_world.agent.journal import Checkpoint, load_checkpoint
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def read_json(path: Path) -> dict:  # type: ignore[type-arg]

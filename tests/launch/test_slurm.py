@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launchkit import fast_cluster, make_plan, max_overlap, release_requeued, timelines
+from launchkit import fast_cluster, make_plan, max_overlap, release_requeued, timelines, wait_until
 
 from mle_world.launch import run_sweep, write_sbatch_preview
 from mle_world.launch.display import SilentDisplay
@@ -37,15 +37,6 @@ def agent_ran_for(trial_dir: Path, seconds: float) -> bool:
     except (OSError, IndexError, ValueError):
         return False
     return time.time() - float(first["t"]) >= seconds
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_sbatch_preview_is_submitits_script(dirs: tuple[Path, Path]) -> None:

@@ -12,11 +12,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from launchkit import fast_cluster, make_plan, release_requeued, timelines
+from launchkit import fast_cluster, make_plan, release_requeued, timelines, wait_until
 from rich.console import Console
 
 from mle_world.launch import run_sweep, show_status
@@ -28,15 +27,6 @@ from mle_world.plan.sweep_plan import LaunchOptions
 pytestmark = pytest.mark.slurm
 DRIVE = Path(__file__).parents[1] / "support" / "drive.py"
 SLURM = LaunchOptions(backend="slurm", show_progress=False)
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def starts_of(events: list[dict[str, object]]) -> list[dict[str, object]]:

@@ -177,3 +177,13 @@ def release_requeued(job: str, timeout: float = 120.0) -> None:
                 return
         time.sleep(0.5)
     raise AssertionError(f"job {job} not pending again after {timeout} s")
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    """Poll `predicate` every 0.5 s until it is true; fail naming `what` after `timeout` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
