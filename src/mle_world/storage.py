@@ -16,21 +16,31 @@ from pydantic import BaseModel
 M = TypeVar("M", bound=BaseModel)
 
 
-def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Write `text` to `path` so that a reader sees either the old or the new file, never half."""
+def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, durable: bool = True) -> None:
+    """Write `data` to `path` so that a reader sees either the old or the new file, never half.
+
+    `durable=False` skips the fsync, for outputs that are rebuilt from their inputs anyway (a crash
+    can then leave an empty or partial file under the new name, never a half-written old one).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """Write `text` (UTF-8) to `path` atomically and durably."""
+    write_bytes_atomic(path, text.encode("utf-8"), mode)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

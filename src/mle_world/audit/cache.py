@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
+
+from mle_world.storage import write_bytes_atomic
 
 NAME = ".parsed-inputs.json"
 T = TypeVar("T")
@@ -34,20 +35,6 @@ def code_digest() -> str:
     for path in sources:
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def write_bytes_replacing(path: Path, data: bytes) -> None:
-    """Write `data` to a temp file beside `path` and rename it over `path`. Not fsynced: a crash can
-    leave an unreadable file, which the next audit ignores (it reads every input again)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def stamp_of(path: str) -> Stamp | None:
@@ -105,7 +92,10 @@ class ParsedInputs:
         if not self.read and sum(len(b) for b in self.used.values()) == kept:
             return
         if self.path is not None:
-            write_bytes_replacing(self.path, orjson.dumps({"digest": self.digest, "entries": self.used}))
+            # Not fsynced: a file left unreadable by a crash is ignored (the next audit reads every input).
+            write_bytes_atomic(
+                self.path, orjson.dumps({"digest": self.digest, "entries": self.used}), durable=False
+            )
 
 
 def open_parsed_inputs(audit_dir: Path | None) -> ParsedInputs:

@@ -11,15 +11,15 @@ so re-auditing an unchanged sweep neither imports nor runs matplotlib.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
 import struct
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mle_world.audit.analysis import LABELS, Curve, RateRow, WorldRow
+from mle_world.storage import write_bytes_atomic
 
 DIGEST_KEY = "mle-world-plot-inputs"
 """PNG text chunk holding the digest of the figure's inputs."""
@@ -179,15 +179,9 @@ def png_text(path: Path, keyword: str) -> str | None:
 def save_png(fig: Any, path: Path, key: str) -> None:
     """Draw `fig` to `path` atomically, its inputs' digest in a text chunk."""
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format="png", dpi=120, metadata={DIGEST_KEY: key})
-        os.chmod(tmp, PNG_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120, metadata={DIGEST_KEY: key})
+    write_bytes_atomic(path, buffer.getvalue(), PNG_MODE, durable=False)
 
 
 def write_plots(
