@@ -71,3 +71,16 @@ def test_a_folder_of_them_sums_as_before(tmp_path: Path) -> None:
     assert (got, bad) == (expected, expected_bad)
     assert got["t1"] == (0.75, True, 1130, 0.1) and got["t2"][1] is False
     assert "h.no-cost-column.csv" in bad and "k.bad-utf8.csv" in bad and "m.empty.csv" in bad
+
+
+def test_odd_entries_sum_as_before(tmp_path: Path) -> None:
+    """A directory, a symlink and a dangling symlink named like cost CSVs (read_stamped declines some)."""
+    (tmp_path / "a.plain.csv").write_bytes(FILES["a.plain.csv"])
+    (tmp_path / "b.dir.csv").mkdir()
+    (tmp_path / "c.link.csv").symlink_to(tmp_path / "a.plain.csv")
+    (tmp_path / "d.dangling.csv").symlink_to(tmp_path / "nowhere.csv")
+    (tmp_path / "e.big.csv").write_bytes(FILES["a.plain.csv"] + b"t1,world,0.5,1000,20,0.1\n" * 20_000)
+    totals, bad = read_cost_totals(str(tmp_path))
+    got = {k: (t.cost, t.known, t.tokens, t.gpu) for k, t in totals.items()}
+    assert (got, bad) == reference(tmp_path)
+    assert bad == ["b.dir.csv", "d.dangling.csv"]

@@ -142,3 +142,35 @@ def test_a_whole_file_reads_the_same_and_values_are_typed_as_validated(tmp_path:
     )
     missing = tmp_path / "none.jsonl"
     assert read_predictions(str(missing)).predictions == [] and read_predictions(str(missing)).bad_lines == 0
+
+
+USUAL = json.dumps(prediction("not_gated", 0.7, True, p_bug=0.1, counterfactual_gate="skip"))
+FILES: dict[str, bytes] = {
+    "crlf": f"{USUAL}\r\n{USUAL}\r\n".encode(),
+    "lone-cr": f"{USUAL}\r{USUAL}\r\r\n".encode(),
+    "not-utf8": f"{USUAL}\n".encode()
+    + f"{USUAL}\n".replace("not_gated", "not_g\udcffated").encode("utf-8", "surrogateescape"),
+    "bom": b"\xef\xbb\xbf" + f"{USUAL}\n{USUAL}\n".encode(),
+    "truncated": f"{USUAL}\n{USUAL}".encode()[:-7],
+    "big": (f"{USUAL}\n" * 5000).encode(),
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_each_kind_of_file_reads_as_read_events_reads_it(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(FILES[name])
+    got = read_predictions(str(path))
+    assert repr((got.predictions, got.bad_lines)) == repr(expected(path))
+
+
+def test_what_is_no_regular_file_reads_as_read_events_reads_it(tmp_path: Path) -> None:
+    (tmp_path / "usual.jsonl").write_text(f"{USUAL}\n")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "usual.jsonl")
+    (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    (tmp_path / "dir.jsonl").mkdir()
+    for name in ("link.jsonl", "dangling.jsonl", "dir.jsonl", "missing.jsonl"):
+        got = read_predictions(str(tmp_path / name))
+        assert repr((got.predictions, got.bad_lines)) == repr(expected(tmp_path / name))
+    assert len(read_predictions(str(tmp_path / "link.jsonl")).predictions) == 1

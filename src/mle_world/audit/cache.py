@@ -1,17 +1,21 @@
 """What an earlier audit read from each input file (cost CSVs and events.jsonl parsed, grading reports'
-text, trial dir listings), kept so that a re-audit reads only the files that changed.
+text, trial dir listings), kept so that a re-audit reads only the files that changed; and the one read of
+a file with its stamp.
 
 Reads and writes `<audit dir>/.parsed-inputs.json` (atomically). An entry is used only while its file (or
 dir) has the same size, inode, modification and change time (files are replaced atomically or appended
 to, entries added or removed, so any change shows there), and the whole file is dropped when the code
-that parses the inputs changes. Plain JSON: an entry that does not decode is read again, and a file
-someone edits by hand can make the audit wrong (as editing report.md can) but never runs anything.
+that parses the inputs changes. A file without an entry is read with its stamp taken from the same open
+file (`read_stamped`), so the stamp is never newer than the bytes parsed (a change after it shows). Plain
+JSON: an entry that does not decode is read again, and a file someone edits by hand can make the audit
+wrong (as editing report.md can) but never runs anything.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +50,45 @@ def stamp_of(path: str) -> Stamp | None:
     return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+"""A FIFO or device opens without waiting (and is then found not to be a regular file)."""
+
+
+def read_stamped(path: str) -> tuple[bytes, Stamp] | None:
+    """The bytes of the regular file at `path` and its stamp (`stamp_of`'s), both from one open file;
+    None when it is no regular file or cannot be opened or read (the caller reads it the usual way then,
+    which says why). Cheaper than `open()`: no file object, and no stat before opening."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
+        data = os.read(fd, size + 1)
+        if len(data) != size:  # it grew or shrank since fstat (or a short read): read to its end
+            chunks = [data]
+            while chunk := os.read(fd, max(size, 1 << 16)):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data, [size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def text_of(data: bytes, errors: str = "strict") -> str:
+    """`data` as `open(path, encoding="utf-8", errors=errors).read()` gives a file holding it: UTF-8,
+    with universal newlines (CR LF and CR read as LF); raises UnicodeDecodeError as that read does."""
+    text = data.decode("utf-8", errors)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
 @dataclass
 class ParsedInputs:
     """Parsed files by kind and path; `used` is what this audit read (saved; the rest is dropped)."""
@@ -64,26 +107,44 @@ class ParsedInputs:
         parse: Callable[[str], T],
         encode: Callable[[T], Any],
         decode: Callable[[Any], T],
+        parse_bytes: Callable[[bytes], T | None] | None = None,
     ) -> T:
-        """The parsed file: from an entry whose stamp still matches, else `parse(path)` (and kept)."""
-        stamp = stamp_of(path)
-        if stamp is None:
-            return parse(path)
+        """The parsed file: from an entry whose stamp still matches, else parsed (and kept).
+
+        Parsed by `parse_bytes(its bytes)` when given and `read_stamped` reads the file, else (or when
+        that gives None: it cannot tell) by `parse(path)`, which reads it the usual way.
+        """
         bucket = self.entries.get(kind)
         entry = bucket.get(path) if isinstance(bucket, dict) else None
-        if isinstance(entry, list) and len(entry) == 2 and entry[0] == stamp and entry[1] is not None:
-            try:
-                value = decode(entry[1])
-            except (TypeError, ValueError, KeyError, IndexError):
-                value = parse(path)
-                entry = [stamp, encode(value)]
-                self.read += 1
-        else:
-            value = parse(path)
-            entry = [stamp, encode(value)]
-            self.read += 1
-        if entry[1] is not None:  # encode gives None for what JSON would not carry faithfully
-            self.used.setdefault(kind, {})[path] = entry
+        stamp = None
+        if entry is not None:
+            stamp = stamp_of(path)
+            if isinstance(entry, list) and len(entry) == 2 and entry[0] == stamp and entry[1] is not None:
+                try:
+                    value = decode(entry[1])
+                except (TypeError, ValueError, KeyError, IndexError):
+                    pass
+                else:
+                    self.used.setdefault(kind, {})[path] = entry
+                    return value
+        if parse_bytes is not None:
+            got = read_stamped(path)
+            if got is not None:
+                parsed = parse_bytes(got[0])
+                if parsed is not None:
+                    return self._keep(kind, path, got[1], parsed, encode)
+        if entry is None or stamp is None:
+            stamp = stamp_of(path)
+        if stamp is None:
+            return parse(path)
+        return self._keep(kind, path, stamp, parse(path), encode)
+
+    def _keep(self, kind: str, path: str, stamp: Stamp, value: T, encode: Callable[[T], Any]) -> T:
+        """`value`, read from the file `stamp` describes, kept as its entry."""
+        self.read += 1
+        encoded = encode(value)
+        if encoded is not None:  # encode gives None for what JSON would not carry faithfully
+            self.used.setdefault(kind, {})[path] = [stamp, encoded]
         return value
 
     def save(self) -> None:

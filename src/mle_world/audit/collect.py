@@ -15,11 +15,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world import layout
-from mle_world.audit.cache import ParsedInputs
+from mle_world.audit.cache import ParsedInputs, text_of
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.audit.listing import Canonical, expected_from_launch, name_list, name_set, names_in
 from mle_world.audit.listing import listing as listing_of
-from mle_world.audit.predictions import PredictionLines, read_predictions
+from mle_world.audit.predictions import PredictionLines, predictions_of, read_predictions
 from mle_world.audit.predictions import decode as decode_events
 from mle_world.audit.predictions import encode as encode_events
 from mle_world.grading.report import GradingReport
@@ -132,6 +132,14 @@ def _read_text(path: str) -> str:
         return handle.read()
 
 
+def _report_text(data: bytes) -> str | None:
+    """A report's bytes as `_read_text` reads them; None when not UTF-8 (`_read_text` then says so)."""
+    try:
+        return text_of(data)
+    except UnicodeDecodeError:
+        return None
+
+
 def _text(data: object) -> str:
     if type(data) is not str:
         raise TypeError("not a text")
@@ -153,7 +161,10 @@ def load_report(
         trial.problem = "missing"
         return
     try:
-        text = _read_text(path) if parsed is None else parsed.get("report", path, _read_text, str, _text)
+        if parsed is None:
+            text = _read_text(path)
+        else:
+            text = parsed.get("report", path, _read_text, str, _text, _report_text)
         report = GradingReport.model_validate_json(text)
     except FileNotFoundError:
         trial.problem = "missing"
@@ -310,7 +321,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
             if trial.may_have("events.jsonl"):
                 events = trial.file("events.jsonl")
                 trial.predictions_cache = parsed.get(
-                    "events", events, read_predictions, encode_events, decode_events
+                    "events", events, read_predictions, encode_events, decode_events, predictions_of
                 )
     return sweep
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from mle_world import layout
-from mle_world.audit.cache import ParsedInputs
+from mle_world.audit.cache import ParsedInputs, read_stamped
 
 
 @dataclass
@@ -93,24 +93,41 @@ def parse_cost_file(path: str) -> CostFile:
     commas, which gives the csv module's rows for it; anything else goes through the csv module, read
     as `read_cost_rows` reads it (rows before an undecodable byte still count).
     """
-    rows: list[CostRow] = []
+    got = read_stamped(path)
+    if got is not None:
+        parsed = cost_file_of(got[0])
+        if parsed is not None:
+            return parsed
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             text = handle.read()
     except UnicodeDecodeError:
         return _parse_with_csv(path)
     except OSError:
-        return CostFile(False, rows)
-    if any(special in text for special in PLAIN_TEXT_SPECIALS):
+        return CostFile(False, [])
+    return _parse_text(text)
+
+
+def cost_file_of(data: bytes) -> CostFile | None:
+    """The rows of a cost CSV's bytes; None when they are not UTF-8 (`parse_cost_file` reads the file then)."""
+    try:
+        text = data.decode("utf-8")  # the csv module reads with newline="": no newline translation
+    except UnicodeDecodeError:
+        return None
+    return _parse_text(text)
+
+
+def _parse_text(text: str) -> CostFile:
+    rows: list[CostRow] = []
+    lines = text.split("\n")
+    if not lines[0] or any(special in text for special in PLAIN_TEXT_SPECIALS):
+        # csv.reader's first row is the first non-blank line: let it decide (and read what is quoted)
         try:
             reader = csv.reader(io.StringIO(text, newline=""))
             header = next(reader, None)
             return CostFile(header is not None and _rows(header, reader, rows), rows)
         except csv.Error:
             return CostFile(False, rows)
-    lines = text.split("\n")
-    if not lines[0]:  # csv.reader's first row is the first non-blank line: let it decide
-        return _parse_with_csv(path)
     readable = _rows(lines[0].split(","), (line.split(",") if line else [] for line in lines[1:]), rows)
     return CostFile(readable, rows)
 
@@ -168,7 +185,7 @@ def read_cost_totals(
         cost_file = (
             parse_cost_file(path)
             if parsed is None
-            else parsed.get("cost", path, parse_cost_file, encode, decode)
+            else parsed.get("cost", path, parse_cost_file, encode, decode, cost_file_of)
         )
         add_rows(cost_file.rows, totals)
         if not cost_file.readable:

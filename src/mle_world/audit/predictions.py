@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple, Union
 import orjson
 from pydantic import ValidationError
 
+from mle_world.audit.cache import read_stamped, text_of
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, Prediction, PredictionEvent, Record
 from mle_world.trial_events import _EVENT as EVENT_VALIDATOR  # the validator read_events uses, per line
 
@@ -264,12 +265,20 @@ def parse_predictions(text: str) -> PredictionLines:
 
 def read_predictions(path: str) -> PredictionLines:
     """The valid prediction events of an events.jsonl file (none when it cannot be read)."""
+    got = read_stamped(path)
+    if got is not None:
+        return predictions_of(got[0])
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
         return PredictionLines()
     return parse_predictions(text)
+
+
+def predictions_of(data: bytes) -> PredictionLines:
+    """The valid prediction events of events.jsonl's bytes (read as `read_events` reads the file)."""
+    return parse_predictions(text_of(data, "replace"))
 
 
 def encode(parsed: PredictionLines) -> Any:
