@@ -205,6 +205,10 @@ class SandboxSettings(Record):
     space is not counted); None for no limit. Slurm's `--mem` bounds the whole trial on that backend."""
     max_processes: int | None = Field(512, ge=8)
     """RLIMIT_NPROC (processes and threads) of a script, counted in its own user namespace."""
+    disk_mb: int | None = Field(102400, ge=16)
+    """Space the workspace may take while a script runs (allocated blocks, with its `tmp/`): RLIMIT_FSIZE
+    bounds each file to it, and the agent kills a run whose workspace grows past it (DiskLimitError)
+    and removes what the script wrote; None for no limit."""
     output_kb: int = Field(1024, ge=4)
     """Output kept per execution in its log: the first and last halves; the middle is dropped and counted."""
     network: bool = False

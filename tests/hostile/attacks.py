@@ -1,6 +1,7 @@
 """The scripts a hostile coder returns: every attack of issue 13, each recording what it reached.
 
-Reads nothing; `hostile_script(...)` and `link_script(...)` return Python source for the agent to run.
+Reads nothing; `hostile_script(...)`, `link_script()`, `fork_bomb_script()` and `disk_fill_script()`
+return Python source for the agent to run.
 The attack script writes its findings to working/findings.json (the test reads them) and prints
 them; anything secret it managed to read therefore ends up in the output dir, where the canary grep
 finds it.
@@ -199,6 +200,35 @@ for pid in children:
     os.waitpid(pid, 0)
 print(f"the fork bomb ended by itself at {len(children)}")
 """
+
+
+DISK_FILL = r"""
+import os
+
+# 10. Fill the disk, in a run of its own: one file as large as it will grow (the kernel's RLIMIT_FSIZE
+# stops it), then 1 MiB files everywhere the script can write until something stops it.
+chunk = os.urandom(1 << 20)
+size = 0
+try:
+    with open("working/huge.bin", "wb") as handle:
+        while size < (4 << 30):
+            handle.write(chunk)
+            size += 1
+except OSError as error:
+    print(f"one file stopped at {size} MiB: {error}", flush=True)
+os.remove("working/huge.bin")
+places = ["working", "/tmp", "/dev/shm", "."]
+for i in range(1 << 20):
+    with open(f"{places[i % 4]}/part-{i}", "wb") as handle:
+        handle.write(chunk)
+    if i % 8 == 0:
+        print(f"wrote {i + 1} MiB", flush=True)
+print("filled the disk")
+"""
+
+
+def disk_fill_script() -> str:
+    return DISK_FILL
 
 
 def hostile_script(*, port: int, alloc_mb: int) -> str:

@@ -25,14 +25,17 @@ from typing import Any
 
 import pytest
 import yaml
-from attacks import fork_bomb_script, hostile_script, link_script
+from attacks import disk_fill_script, fork_bomb_script, hostile_script, link_script
 from fakeserver import FakeOpenAIServer, Reply
+
+from mle_world.agent.disk_quota import disk_usage
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_USER = "mleworld-test"
 MEMORY_MB = 256
 MAX_PROCESSES = 64
 OUTPUT_KB = 256
+DISK_MB = 64
 
 pytestmark = [
     pytest.mark.slow,
@@ -83,7 +86,8 @@ def reachable_view(paths: list[Path]) -> list[str]:
 
 
 class Coder:
-    """Drafts: every attack (and a real submission); links instead of a file; a fork bomb."""
+    """Drafts: a disk filler (first: it leaves nothing behind); every other attack (and a real
+    submission); links instead of a file; a fork bomb."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -97,9 +101,11 @@ class Coder:
             self.calls += 1
             call = self.calls
         if call == 1:
+            code = disk_fill_script()
+        elif call == 2:
             code = hostile_script(port=self.port, alloc_mb=MEMORY_MB + 256)
         else:
-            code = link_script() if call == 2 else fork_bomb_script()
+            code = link_script() if call == 3 else fork_bomb_script()
         return Reply(content=f"Try everything.\n\n```python\n{code}\n```\n", usage=(100, 100))
 
 
@@ -155,13 +161,13 @@ def configs(workdir: Path) -> tuple[Path, Path]:
     paper["tasks"] = ["iris-species"]
     paper["configurations"] = {"aide": paper["configurations"]["aide"]}
     paper["budget"].update(
-        {"max_steps": 3, "time_limit_s": 600, "exec_timeout_s": 240, "debug_timeout_s": 60, "min_step_s": 1}
+        {"max_steps": 4, "time_limit_s": 600, "exec_timeout_s": 240, "debug_timeout_s": 60, "min_step_s": 1}
     )
-    paper["search"].update({"num_drafts": 3})
+    paper["search"].update({"num_drafts": 4})
     cluster = yaml.safe_load((REPO / "src" / "mle_world" / "configs" / "cluster.yaml").read_text())
     cluster["slurm"]["gpus_per_trial"] = 0  # no GPU here; with one the agent would check it first
     cluster["sandbox"].update(
-        {"memory_mb": MEMORY_MB, "max_processes": MAX_PROCESSES, "output_kb": OUTPUT_KB}
+        {"memory_mb": MEMORY_MB, "max_processes": MAX_PROCESSES, "output_kb": OUTPUT_KB, "disk_mb": DISK_MB}
     )
     paper_path, cluster_path = workdir / "paper.yaml", workdir / "cluster.yaml"
     paper_path.write_text(yaml.safe_dump(paper))
@@ -268,6 +274,19 @@ def check_fork_bomb(node: dict[str, Any], log: str) -> None:
         assert failed and int(failed[0].split()[3].rstrip(":")) < MAX_PROCESSES, log[-2000:]
 
 
+def check_disk_fill(node: dict[str, Any], log: str, trial: Path) -> None:
+    """One file stopped by the kernel at the limit; the many small ones by the agent's watch, which
+    removed them (the trial's workspace is far below the limit after four runs)."""
+    assert node["exc_type"] == "DiskLimitError", node["term_out"][-2000:]
+    assert f"disk limit of {DISK_MB} MiB" in node["term_out"] and "filled the disk" not in log
+    stopped = [line for line in log.splitlines() if line.startswith("one file stopped at ")]
+    if stopped:  # else the watch killed the run first, when that file had filled the workspace
+        assert int(stopped[0].split()[4]) <= DISK_MB and "File too large" in stopped[0], stopped
+    written = [int(line.split()[1]) for line in log.splitlines() if line.startswith("wrote ")]
+    assert max(written, default=0) < 16 * DISK_MB, log[-2000:]  # bounded, far below its 1 TiB
+    assert disk_usage(trial / "workspace") < DISK_MB << 20
+
+
 def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     proc, out = run["proc"], run["out"]
     trial = out / "runs" / "aide" / "iris-species_seed34"
@@ -280,7 +299,7 @@ def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     result = json.loads((trial / "result.json").read_text())
     journal = json.loads((trial / "journal.json").read_text())
     assert status["state"] == "succeeded", status
-    assert result["status"] == "completed" and result["steps"] == 3, result
+    assert result["status"] == "completed" and result["steps"] == 4, result
     nodes = {n["id"]: n for n in journal["nodes"]}
     best = nodes[result["best_node_id"]]
     assert best["metric"] == 0.5 and best["has_submission"] is True
@@ -290,6 +309,9 @@ def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     bomb_logs = sorted((trial / "logs" / "nodes").glob(f"*-{bomb['id'][:8]}.*.log"))
     assert bomb_logs, sorted(p.name for p in (trial / "logs" / "nodes").iterdir())
     check_fork_bomb(bomb, "\n".join(p.read_text(errors="replace") for p in bomb_logs))
+    filler = next(n for n in journal["nodes"] if "Fill the disk" in n["code"])
+    filler_logs = sorted((trial / "logs" / "nodes").glob(f"*-{filler['id'][:8]}.*.log"))
+    check_disk_fill(filler, "\n".join(p.read_text(errors="replace") for p in filler_logs), trial)
     graded = trial / "submission" / "submission.csv"
     assert result["submission_sha256"] == best["submission_sha256"] == sha256(graded)
     report = json.loads((out / "runs" / "aide" / "iris-species_seed34_grading_report.json").read_text())

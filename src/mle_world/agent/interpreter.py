@@ -21,15 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+from mle_world.agent.disk_quota import DiskCeiling, disk_usage
 from mle_world.agent.process_tree import SANDBOX_REAPER, SCRIPT_ROOT, TaskCeiling
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import Jail
+from mle_world.agent.workspace import DATA_VIEW, remove_entry
 
 HEAD_CHARS = 2500
 TAIL_CHARS = 2500
 _PR_SET_CHILD_SUBREAPER = 36
 CEILING_POLL_S = 0.02
-"""How often a sandboxed run's task count is checked (see process_tree.TaskCeiling)."""
+"""How often a run's ceilings are checked (process_tree.TaskCeiling, disk_quota.DiskCeiling)."""
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::|$)")
 _PASSTHROUGH = (
     "CUDA_VISIBLE_DEVICES",
@@ -59,6 +61,17 @@ class ExecResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
+
+
+class Ceiling(Protocol):
+    """A bound the agent enforces on a run while it lasts (polled; the run is killed when exceeded)."""
+
+    def exceeded(self) -> bool: ...
+
+    @property
+    def error(self) -> tuple[str, str]:
+        """(exception type, message) of a run killed for exceeding it."""
+        ...
 
 
 class CodeRunner(Protocol):
@@ -131,16 +144,6 @@ class BoundedCapture:
             f"\n[... {dropped} bytes of output dropped: the log keeps the first and last {self.half} ...]\n"
         )
         return bytes(self.head) + note.encode() + tail
-
-
-def disk_usage(root: Path) -> int:
-    """Bytes allocated under `root` (sparse files count what they use), never following links."""
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-    return total
 
 
 def write_script(workspace: Path, name: str, code: str) -> None:
@@ -220,18 +223,19 @@ def kill_leftovers(workspace: Path) -> list[int]:
     return killed
 
 
-def _wait(proc: subprocess.Popen[bytes], deadline: float, ceiling: TaskCeiling | None) -> str:
-    """How the run ended: "exited", "timeout", or "tasks" (over the ceiling; the process still runs)."""
+def _wait(proc: subprocess.Popen[bytes], deadline: float, ceilings: Sequence[Ceiling]) -> Ceiling | str:
+    """How the run ended: "exited", "timeout", or the ceiling it exceeded (the process still runs)."""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return "timeout"
         try:
-            proc.wait(timeout=remaining if ceiling is None else min(remaining, CEILING_POLL_S))
+            proc.wait(timeout=min(remaining, CEILING_POLL_S) if ceilings else remaining)
             return "exited"
         except subprocess.TimeoutExpired:
-            if ceiling is not None and ceiling.exceeded():
-                return "tasks"
+            for ceiling in ceilings:
+                if ceiling.exceeded():
+                    return ceiling
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -263,6 +267,7 @@ class ProcessRunner:
         redactor: Redactor | None = None,
         writable: Sequence[Path] = (),
         max_tasks: int | None = None,
+        disk_limit: int | None = None,
     ) -> None:
         self.workspace = workspace
         self.seed = seed
@@ -277,6 +282,10 @@ class ProcessRunner:
         # The sandbox's max_processes, enforced by the agent too: the kernel's RLIMIT_NPROC is void
         # for host uid 0 (Enroot or pyxis started by root).
         self.max_tasks = max_tasks if max_tasks is not None or jail is None else jail.settings.max_processes
+        if disk_limit is None and jail is not None and jail.settings.disk_mb is not None:
+            disk_limit = jail.settings.disk_mb << 20
+        self.disk_limit = disk_limit
+        """Bytes the workspace may take while a script runs (`sandbox.disk_mb`); None: unwatched."""
         self._current: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -299,7 +308,8 @@ class ProcessRunner:
         before = _children_of(os.getpid())
         capture = BoundedCapture(self.output_limit)
         start = time.monotonic()
-        timed_out = over_ceiling = False
+        timed_out = False
+        over: Ceiling | None = None
         proc = subprocess.Popen(
             argv,
             cwd=self.workspace,
@@ -315,12 +325,17 @@ class ProcessRunner:
         reader.start()
         with self._lock:
             self._current = proc
-        adjust = SCRIPT_ROOT if self.jail is None else SANDBOX_REAPER
-        ceiling = None if self.max_tasks is None else TaskCeiling(proc.pid, self.max_tasks, adjust)
+        ceilings: list[Ceiling] = []
+        if self.max_tasks is not None:
+            adjust = SCRIPT_ROOT if self.jail is None else SANDBOX_REAPER
+            ceilings.append(TaskCeiling(proc.pid, self.max_tasks, adjust))
+        disk = None if self.disk_limit is None else DiskCeiling(self.workspace, self.disk_limit)
+        if disk is not None:
+            ceilings.append(disk)
         try:
-            ending = _wait(proc, start + max(timeout_s, 0.01), ceiling)
-            if ending == "tasks":
-                over_ceiling = True
+            ending = _wait(proc, start + max(timeout_s, 0.01), ceilings)
+            if not isinstance(ending, str):
+                over = ending
                 # Killing bubblewrap's outer process takes its PID namespace down with it.
                 _kill_group(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -338,6 +353,13 @@ class ProcessRunner:
             # Every writer is dead now (the sandbox's PID namespace, or the killed group and strays).
             reader.join(timeout=30)
             proc.stdout.close()
+        usage = disk_usage(self.workspace)
+        # A run that left the workspace over the limit (grown between two checks, or one file at
+        # RLIMIT_FSIZE) is over it too: the next run would start without room.
+        if disk is not None and (over is disk or (over is None and disk.holds(usage))):
+            over = disk
+            self.clear_workspace()
+            usage = disk_usage(self.workspace)
         text = self.redactor.data(capture.render())
         log_path.write_bytes(text)
         output = truncate_output(text.decode("utf-8", errors="replace"))
@@ -346,12 +368,8 @@ class ProcessRunner:
             exc_type: str | None = "TimeoutError"
             exc_info: str | None = f"Execution exceeded the time limit of {timeout_s:.0f} seconds"
             footer = f"TimeoutError: Execution exceeded the time limit of {timeout_s:.0f} seconds"
-        elif over_ceiling and ceiling is not None:
-            exc_type = "ProcessLimitError"
-            exc_info = (
-                f"the script's processes and threads ({ceiling.peak}) exceeded the sandbox's limit of "
-                f"{ceiling.limit}; it was killed"
-            )
+        elif over is not None:
+            exc_type, exc_info = over.error
             footer = f"{exc_type}: {exc_info}"
         else:
             exc_type, exc_info = (None, None) if exit_code == 0 else exception_of(output)
@@ -367,8 +385,19 @@ class ProcessRunner:
             exc_info=exc_info,
             log_path=log_path,
             output_bytes=capture.total,
-            workspace_bytes=disk_usage(self.workspace),
+            workspace_bytes=usage,
         )
+
+    def clear_workspace(self) -> None:
+        """Remove everything a script could write (the writable dirs are left empty): after a run that
+        filled the disk, so the next one has room. The public data view (read-only) stays."""
+        keep = {Path(p).name for p in self.writable if Path(p) != self.workspace}
+        with os.scandir(self.workspace) as entries:
+            names = [e.name for e in entries if e.name != DATA_VIEW]
+        for name in names:
+            remove_entry(self.workspace / name)
+        for name in sorted(keep):
+            (self.workspace / name).mkdir(exist_ok=True)
 
     def _cleanup(self, proc: subprocess.Popen[bytes], before: set[int]) -> None:
         # Background children that stayed in the group die with it.

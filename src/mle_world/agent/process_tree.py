@@ -99,3 +99,11 @@ class TaskCeiling:
         count = max(tree_tasks(self.root, self.proc) + self.adjust, 0)
         self.peak = max(self.peak, count)
         return count > self.limit
+
+    @property
+    def error(self) -> tuple[str, str]:
+        """The exception type and message a run killed by this watch ends with."""
+        return "ProcessLimitError", (
+            f"the script's processes and threads ({self.peak}) exceeded the sandbox's limit of "
+            f"{self.limit}; it was killed"
+        )

@@ -146,6 +146,8 @@ class Jail:
             cmd.append(f"--nproc={s.max_processes}")
         if s.memory_mb is not None:
             cmd.append(f"--data={s.memory_mb << 20}")
+        if s.disk_mb is not None:
+            cmd.append(f"--fsize={s.disk_mb << 20}")
         cmd += ["--", *argv]
         return cmd
 

@@ -14,6 +14,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+DATA_VIEW = "input"
+"""The workspace's read-only view of the task's public data."""
+
 
 @dataclass(frozen=True)
 class TrialLayout:
@@ -66,7 +69,7 @@ class TrialLayout:
 
     @property
     def input(self) -> Path:
-        return self.workspace / "input"
+        return self.workspace / DATA_VIEW
 
     @property
     def run_submission_dir(self) -> Path:

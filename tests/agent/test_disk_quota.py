@@ -1,0 +1,133 @@
+"""The workspace's disk limit: counting what a workspace takes, and stopping scripts that fill the disk.
+
+Writes real files under pytest's tmp dirs; runs hostile scripts as real processes (in bubblewrap when
+it is installed, where RLIMIT_FSIZE applies too).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mle_world.agent.disk_quota import DiskCeiling, disk_usage
+from mle_world.agent.interpreter import ProcessRunner
+from mle_world.agent.sandbox import build_jail
+from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
+from mle_world.records import SandboxSettings
+
+pytestmark = pytest.mark.timeout(120)
+MIB = 1 << 20
+
+FILL_MANY_FILES = """
+import os
+os.makedirs("working/fill", exist_ok=True)
+chunk = os.urandom(1 << 20)
+for i in range(100000):  # 1 MiB files: each one under any per-file limit
+    target = ("working/fill/" if i % 2 else "tmp/") + f"part{i}"
+    with open(target, "wb") as handle:
+        handle.write(chunk)
+    with open("written.txt", "w") as handle:
+        handle.write(str(i + 1))
+print("filled the disk", i)
+"""
+
+
+def _write(path: Path, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(os.urandom(size))
+
+
+def test_usage_counts_allocated_bytes_once_per_inode_and_never_follows_links(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    _write(root / "a.bin", 3 * MIB)
+    os.link(root / "a.bin", root / "hardlink.bin")
+    outside = tmp_path / "outside.bin"
+    _write(outside, 5 * MIB)
+    (root / "escape").symlink_to(outside)
+    (root / "dir-escape").symlink_to(tmp_path)
+    with open(root / "sparse.bin", "wb") as handle:
+        handle.truncate(50 * MIB)  # takes (almost) nothing
+    used = disk_usage(root)
+    assert 3 * MIB <= used < 4 * MIB
+
+
+def test_the_ceiling_counts_only_its_own_workspace(tmp_path: Path) -> None:
+    workspace, neighbour = tmp_path / "ws", tmp_path / "other-trial"
+    workspace.mkdir()
+    ceiling = DiskCeiling(workspace, 4 * MIB)
+    _write(neighbour / "big.bin", 8 * MIB)  # the filesystem grows past the room: the workspace is walked
+    assert not ceiling.exceeded()
+    _write(workspace / "small.bin", 2 * MIB)
+    assert not ceiling.exceeded()
+    _write(workspace / "more.bin", 3 * MIB)
+    assert ceiling.exceeded()
+    assert ceiling.peak >= 5 * MIB
+    kind, message = ceiling.error
+    assert kind == "DiskLimitError" and "disk limit of 4 MiB" in message
+
+
+def _check_filled_and_cleared(
+    term_out: str, exc_type: str | None, workspace: Path, limit_mb: int, entries: list[str]
+) -> None:
+    assert exc_type == "DiskLimitError", term_out[-2000:]
+    assert f"disk limit of {limit_mb} MiB" in term_out
+    assert "filled the disk" not in term_out
+    # What the script wrote is gone (runfile.py, written.txt, the parts) and the dirs it writes to
+    # are back, empty.
+    assert sorted(p.name for p in workspace.iterdir()) == sorted(entries)
+    assert not any((workspace / "working").iterdir()) and not any((workspace / "tmp").iterdir())
+    assert disk_usage(workspace) < MIB
+
+
+def test_a_script_filling_the_disk_without_sandbox_is_killed_and_its_files_removed(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    for name in ("working", "tmp"):
+        (workspace / name).mkdir(parents=True)
+    runner = ProcessRunner(
+        workspace,
+        kill_grace_s=1.0,
+        disk_limit=24 * MIB,
+        writable=(workspace, workspace / "working", workspace / "tmp"),
+    )
+    result = runner.run(FILL_MANY_FILES, args=[], timeout_s=90, log_path=tmp_path / "run.log")
+    assert not result.timed_out and not result.ok
+    _check_filled_and_cleared(result.term_out, result.exc_type, workspace, 24, ["tmp", "working"])
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_in_the_sandbox_many_files_hit_the_ceiling_and_one_big_file_the_kernels_limit(tmp_path: Path) -> None:
+    data = tmp_path / "data" / "public"
+    data.mkdir(parents=True)
+    (data / "train.csv").write_text("x,y\n1,2\n")
+    layout = TrialLayout(tmp_path / "trial", data)
+    set_up_trial_dir(layout)
+    jail = build_jail(layout.workspace, layout.data_dir, SandboxSettings(disk_mb=24))
+    writable = (layout.workspace, layout.working, layout.tmp, layout.run_submission_dir)
+    runner = ProcessRunner(layout.workspace, jail=jail, writable=writable, kill_grace_s=1.0)
+    assert runner.disk_limit == 24 * MIB
+
+    result = runner.run(FILL_MANY_FILES, args=[], timeout_s=90, log_path=tmp_path / "many.log")
+    entries = ["input", "submission", "tmp", "working"]
+    _check_filled_and_cleared(result.term_out, result.exc_type, layout.workspace, 24, entries)
+    assert (layout.input / "train.csv").read_text() == "x,y\n1,2\n"  # the data view stays
+
+    # One file past the limit: the kernel stops the write itself (RLIMIT_FSIZE; also for host uid 0).
+    # The agent's own watch is set far higher here, so only the kernel's bound can act.
+    kernel_only = ProcessRunner(layout.workspace, jail=jail, writable=writable, disk_limit=1 << 40)
+    big = "data = b'x' * (1 << 20)\nwith open('working/big.bin', 'wb') as h:\n    for _ in range(40):\n        h.write(data)\n"
+    result = kernel_only.run(big, args=[], timeout_s=90, log_path=tmp_path / "big.log")
+    assert result.exc_type == "OSError" and "File too large" in result.term_out, result.term_out[-2000:]
+    assert (layout.working / "big.bin").stat().st_size == 24 * MIB
+    # Under the agent's watch that file alone fills the limit: the run is over it, its files removed.
+    result = runner.run(big, args=[], timeout_s=90, log_path=tmp_path / "big2.log")
+    assert result.exc_type == "DiskLimitError", result.term_out[-2000:]
+    assert not (layout.working / "big.bin").exists()
+
+    # A script within the limit is left alone, its files kept.
+    fine = "open('working/ok.bin', 'wb').write(b'y' * (4 << 20))\nprint('fine')\n"
+    result = runner.run(fine, args=[], timeout_s=90, log_path=tmp_path / "fine.log")
+    assert result.ok and "fine" in result.term_out, result.term_out[-2000:]
+    assert (layout.working / "ok.bin").stat().st_size == 4 << 20
