@@ -91,59 +91,139 @@ def curves_data(curves: Sequence[Curve]) -> dict[str, Any] | None:
     return {"lines": lines}
 
 
-def draw_medal_rates(data: dict[str, Any]) -> Any:
+DPI = 120
+_POINT = 1 / 72
+"""Inches per point."""
+_PAD = 1.08 * 10 * _POINT
+"""Space between the outermost text and the figure's edge, and between neighbouring axes (tight_layout's)."""
+_TICK = 3.5 * _POINT
+"""Length of a tick mark outside the axes (for an axes whose tick labels are hidden)."""
+
+
+def new_figure(width: float, height: float) -> Any:
+    """A figure drawn by the Agg canvas (PNG) at the plots' resolution."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def tick_labels(axis: Any) -> list[Any]:
+    """The tick labels `axis` draws: shown, not empty, at a tick inside the view (the locator also
+    places one tick beyond each end)."""
+    axis.get_majorticklabels()  # formats the labels for the current view
+    low, high = sorted(axis.get_view_interval())
+    slack = 1e-9 * (high - low)
+    return [
+        tick.label1
+        for tick in axis.get_major_ticks()
+        if tick.label1.get_visible()
+        and tick.label1.get_text()
+        and low - slack <= tick.get_loc() <= high + slack
+    ]
+
+
+def fit_margins(figure: Any, axes: Sequence[Any]) -> None:
+    """Margins and gaps around a row of axes such that their titles, axis labels and tick labels fit.
+
+    What `Figure.tight_layout` finds, measured on those texts only: tight_layout lays out every artist
+    of the figure for it, which cost as much as drawing the figure.
+    """
+    renderer = figure.canvas.get_renderer()
+    width, height = (float(x) * DPI for x in figure.get_size_inches())
+    pad = _PAD * DPI
+    lefts, rights, bottoms, tops = [], [], [], []
+    for ax in axes:
+        box = ax.bbox
+        xticks = [t.get_window_extent(renderer) for t in tick_labels(ax.xaxis)]
+        yticks = [t.get_window_extent(renderer) for t in tick_labels(ax.yaxis)]
+        # Below and left of the axes: its tick labels (or bare tick marks), then the axis label
+        # (matplotlib moves it beyond the tick labels when drawing).
+        below = box.y0 - min((b.y0 for b in xticks), default=box.y0)
+        beside = box.x0 - min((b.x0 for b in yticks), default=box.x0 - _TICK * DPI)
+        # What sticks out along the axes: the ends of slanted tick labels, and of a long axis label
+        # (centred on its axis; until drawn, only its position along the axis is right).
+        across = [*xticks]  # beyond the left and right edges
+        along = []  # beyond the bottom and top edges
+        xlabel, ylabel = ax.xaxis.label, ax.yaxis.label
+        if xlabel.get_text():
+            extent = xlabel.get_window_extent(renderer)
+            below += ax.xaxis.labelpad * _POINT * DPI + extent.height
+            across.append(extent)
+        if ylabel.get_text():
+            extent = ylabel.get_window_extent(renderer)
+            beside += ax.yaxis.labelpad * _POINT * DPI + extent.width
+            along.append(extent)
+        above = ax.title.get_window_extent(renderer).y1 - box.y1 if ax.title.get_text() else 0.0
+        # The axes' own box is part of what must fit: nothing is negative.
+        lefts.append(max(0.0, beside, *(box.x0 - b.x0 for b in across)))
+        rights.append(max(0.0, *(b.x1 - box.x1 for b in across)))
+        bottoms.append(max(0.0, below, *(box.y0 - b.y0 for b in along)))
+        tops.append(max(0.0, above, *(b.y1 - box.y1 for b in along)))
+    margin_left, margin_right = (lefts[0] + pad) / width, (rights[-1] + pad) / width
+    gap = max((r + nxt + pad for r, nxt in zip(rights, lefts[1:], strict=False)), default=0.0) / width
+    axes_width = (1 - margin_left - margin_right - gap * (len(axes) - 1)) / len(axes)
+    figure.subplots_adjust(
+        left=margin_left,
+        right=1 - margin_right,
+        bottom=(max(bottoms) + pad) / height,
+        top=1 - (max(tops) + pad) / height,
+        wspace=gap / axes_width,
+    )
+
+
+def draw_medal_rates(data: dict[str, Any]) -> Any:
     configs = data["configs"]
-    fig = Figure(figsize=(4 * len(MEDAL_METRICS), 3.8))
+    fig = new_figure(4 * len(MEDAL_METRICS), 3.8)
     axes = fig.subplots(1, len(MEDAL_METRICS), sharey=True)
     for ax, metric in zip(axes, MEDAL_METRICS, strict=True):
+        xs, lows, highs = [], [], []
         for bar in data["bars"]:
             if bar["metric"] == metric:
-                ax.bar(
-                    bar["xs"],
-                    bar["ys"],
-                    width=data["width"],
-                    yerr=bar["errs"],
-                    capsize=3,
-                    label=bar["regime"],
-                )
-        ax.set_title(LABELS[metric])
-        ax.set_xticks(range(len(configs)))
-        ax.set_xticklabels(configs, rotation=45, ha="right", fontsize=8)
+                ax.bar(bar["xs"], bar["ys"], width=data["width"], label=bar["regime"])
+                xs += bar["xs"]
+                lows += [y - e for y, e in zip(bar["ys"], bar["errs"], strict=True)]
+                highs += [y + e for y, e in zip(bar["ys"], bar["errs"], strict=True)]
+        # The error bars of all regimes as one collection and their caps as one line of markers (what
+        # ax.bar(yerr=..., capsize=3) draws, with a container of artists per regime).
+        ax.vlines(xs, lows, highs, colors="k", linewidth=1.5)
+        ax.plot(xs + xs, lows + highs, linestyle="none", marker="_", markersize=6, color="k")
+        ax.set_title(LABELS[metric], y=1.0)  # y given: matplotlib skips measuring the axes to place it
+        ax.set_xticks(range(len(configs)), configs, rotation=45, ha="right", fontsize=8)
     axes[0].set_ylabel("% of tasks (mean ± SEM over seeds)")
     axes[0].legend(fontsize=8)
+    fit_margins(fig, axes)
     return fig
 
 
 def draw_calibration(data: dict[str, Any]) -> Any:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(4.8, 4.5))
+    fig = new_figure(4.8, 4.5)
     ax = fig.subplots()
     ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
     for line in data["lines"]:
         ax.plot(line["xs"], line["ys"], marker="o", linewidth=line["linewidth"], label=line["label"])
     ax.set_xlabel("predicted p_improves")
     ax.set_ylabel("observed improvement rate")
-    ax.set_title("World-model calibration (ungated)")
+    ax.set_title("World-model calibration (ungated)", y=1.0)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.legend(fontsize=7)
+    fit_margins(fig, [ax])
     return fig
 
 
 def draw_curves(data: dict[str, Any]) -> Any:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 4.2))
+    fig = new_figure(6.4, 4.2)
     ax = fig.subplots()
     for line in data["lines"]:
         ax.plot(line["times"], line["values"], line["style"], label=line["label"])
     ax.set_xlabel("hours since first node (steps when the journal has no times)")
     ax.set_ylabel("best metric so far (normalised per task)")
-    ax.set_title("Best metric over time")
+    ax.set_title("Best metric over time", y=1.0)
     ax.legend(fontsize=7)
+    fit_margins(fig, [ax])
     return fig
 
 
@@ -178,9 +258,8 @@ def png_text(path: Path, keyword: str) -> str | None:
 
 def save_png(fig: Any, path: Path, key: str) -> None:
     """Draw `fig` to `path` atomically, its inputs' digest in a text chunk."""
-    fig.tight_layout()
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120, metadata={DIGEST_KEY: key})
+    fig.canvas.print_png(buffer, metadata={DIGEST_KEY: key})
     write_bytes_atomic(path, buffer.getvalue(), PNG_MODE, durable=False)
 
 
