@@ -9,7 +9,7 @@ import io
 import re
 
 from mle_world.audit.stats import MeanSem
-from mle_world.audit.tables import Column, build, csv_text, html, markdown, mean_sem, show, sign_tone
+from mle_world.audit.tables import Column, build, csv_text, filled, html, markdown, mean_sem, show, sign_tone
 from mle_world.launch.display import PlainDisplay
 
 ROWS = [
@@ -51,3 +51,25 @@ def test_one_definition_gives_the_same_cells_everywhere() -> None:
         "<script>\t–\t-1.0\t",
     ]
     assert table.right == ["mean ± SEM", "Δ", "empty"]
+
+
+def test_html_escapes_every_cell_and_filled_drops_empty_columns() -> None:
+    """Cells are escaped together for speed; a cell holding the separator used for that (a NUL) or markup
+    still comes out as its own escaped text, and columns empty in every row can be dropped."""
+    rows = [
+        {"name": "a\x00<b>", "value": MeanSem(1.0, 0.5, 2), "delta": 0.0, "href": None},
+        {"name": "x & 'y'", "value": MeanSem(None, None, 0), "delta": 1.0, "href": 'b".html'},
+    ]
+    plain = [c for c in COLUMNS if c.tone is None]
+    for columns in (COLUMNS, plain):
+        page = html(build("demo", "Demo", columns, rows, links=lambda r: r["href"]))
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", page)
+        assert (
+            cells[0] == "a\x00&lt;b&gt;"
+            and cells[len(columns)] == '<a href="b&#34;.html">x &amp; &#39;y&#39;</a>'
+        )
+        assert len(cells) == 2 * len(columns) and "<b>" not in page
+    table = filled(build("demo", "Demo", COLUMNS, rows), keep=1)
+    assert table.headers == ["name", "mean ± SEM", "Δ"] and table.rows[1] == ("x & 'y'", "–", "+1.0")
+    assert table.tones == (("", "", ""), ("", "", "pos"))
+    assert filled(build("demo", "Demo", COLUMNS, []), keep=1).headers == ["name"]

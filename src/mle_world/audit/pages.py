@@ -11,8 +11,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from markupsafe import Markup
 
@@ -31,7 +32,7 @@ from mle_world.audit.report import (
     rates_table,
     stage_table,
 )
-from mle_world.audit.tables import Column, build, html
+from mle_world.audit.tables import Column, Table, filled, html
 from mle_world.audit.trialview import TrialView, load_trial_view
 from mle_world.storage import write_text_atomic
 
@@ -109,12 +110,14 @@ FIGURES = {
 """PNG plots of the audit embedded in index.html (as data URIs, so the page stands alone)."""
 
 
-@dataclass(frozen=True)
-class TrialRow:
-    """One line of the index's trial table (strings, ready to show)."""
+class TrialRow(NamedTuple):
+    """One line of the index's trial table (strings, ready to show), in the table's column order.
+
+    A named tuple rather than a frozen dataclass: a sweep has tens of thousands of trials, and building
+    a frozen dataclass costs three times as much.
+    """
 
     trial_id: str
-    href: str | None
     state: str
     score: str
     medal: str
@@ -125,36 +128,39 @@ class TrialRow:
     best: str
     cost: str
     note: str
-
-
-def _trial_field(key: str, label: str) -> Column[TrialRow]:
-    return Column(label, lambda t: str(getattr(t, key)), left=True)
+    href: str | None
 
 
 TRIAL_COLUMNS: list[Column[TrialRow]] = [
-    Column("trial", lambda t: t.trial_id, left=True, nowrap=True),
+    Column("trial", itemgetter(0), left=True, nowrap=True),
     *(
-        _trial_field(key, label)
-        for key, label in (
-            ("state", "state"),
-            ("score", "score"),
-            ("medal", "medal"),
-            ("nodes", "nodes"),
-            ("executed", "executed"),
-            ("skipped", "skipped"),
-            ("buggy", "buggy"),
-            ("best", "best metric"),
-            ("cost", "cost $"),
-            ("note", "problem / cause"),
+        Column[TrialRow](label, itemgetter(index), left=True)
+        for index, label in enumerate(
+            (
+                "state",
+                "score",
+                "medal",
+                "nodes",
+                "executed",
+                "skipped",
+                "buggy",
+                "best metric",
+                "cost $",
+                "problem / cause",
+            ),
+            start=1,
         )
     ),
 ]
 
 
-def filled_columns(columns: list[Column[TrialRow]], trials: list[TrialRow]) -> list[Column[TrialRow]]:
+def trials_table(trials: list[TrialRow]) -> Table:
     """The trial id and the columns that hold anything in this sweep (a big sweep without journals or
     costs renders a narrower, faster table)."""
-    return [columns[0], *(c for c in columns[1:] if any(c.cell(t) for t in trials))]
+    cells = itemgetter(slice(0, len(TRIAL_COLUMNS)))  # a row's fields are its cells, in column order
+    rows = tuple(map(cells, trials))
+    table = Table("trials", "Trials", tuple(TRIAL_COLUMNS), rows, tuple(t.href for t in trials))  # type: ignore[arg-type]
+    return filled(table, keep=1)
 
 
 @dataclass
@@ -205,10 +211,13 @@ def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
+NO_JOURNAL = {"nodes": "", "executed": "", "skipped": "", "buggy": "", "best": ""}
+
+
 def _counts(journal: Any) -> dict[str, str]:
     nodes = journal.get("nodes") if isinstance(journal, dict) else None
     if not isinstance(nodes, list):
-        return {"nodes": "", "executed": "", "skipped": "", "buggy": "", "best": ""}
+        return NO_JOURNAL
     good = [n for n in nodes if isinstance(n, dict) and n.get("executed") and not n.get("is_buggy")]
     metrics = [n["metric"] for n in good if isinstance(n.get("metric"), int | float)]
     lower = journal.get("lower_is_better")
@@ -226,10 +235,21 @@ def _counts(journal: Any) -> dict[str, str]:
 
 def _trial_row(trial: Trial, href: str | None) -> TrialRow:
     report = trial.report
-    medal = ""
-    if report is not None:
-        medal = next((m for m in ("gold", "silver", "bronze") if getattr(report, f"{m}_medal")), "–")
-    score = "" if report is None or report.score is None else f"{report.score:.4g}"
+    if report is None:
+        medal = score = ""
+    else:
+        medal = (
+            "gold"
+            if report.gold_medal
+            else "silver"
+            if report.silver_medal
+            else "bronze"
+            if report.bronze_medal
+            else "–"
+        )
+        score = "" if report.score is None else f"{report.score:.4g}"
+        if not report.valid_submission:
+            score = "invalid"
     note = trial.problem or ""
     if trial.cause:
         note = f"{note}; {trial.cause}" if note else trial.cause
@@ -237,7 +257,7 @@ def _trial_row(trial: Trial, href: str | None) -> TrialRow:
         trial_id=trial.trial_id,
         href=href,
         state=trial.state or "",
-        score=score if report is None or report.valid_submission else "invalid",
+        score=score,
         medal=medal,
         cost="" if trial.cost_usd is None else f"{trial.cost_usd:.2f}",
         note=note,
@@ -316,7 +336,7 @@ def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: 
         gate_table(result.world),
         stage_table(calibration),
         rates_table(result.rates, result.pad_missing),
-        build("trials", "Trials", filled_columns(TRIAL_COLUMNS, trials), trials, links=lambda t: t.href),
+        trials_table(trials),
     ]
     return IndexView(
         result=result,
