@@ -33,7 +33,7 @@ Stamp = list[int]
 def code_digest() -> str:
     """Digest of the modules whose parsing the entries hold (a change there drops every entry)."""
     here = Path(__file__).parent
-    names = ("collect.py", "listing.py", "cost_totals.py", "predictions.py", "cache.py")
+    names = ("collect.py", "listing.py", "cost_totals.py", "predictions.py", "shapes.py", "cache.py")
     sources = [*(here / name for name in names), here.parent / "records.py"]
     digest = hashlib.sha256()
     for path in sources:
