@@ -209,6 +209,9 @@ class SandboxSettings(Record):
     """Space the workspace may take while a script runs (allocated blocks, with its `tmp/`): RLIMIT_FSIZE
     bounds each file to it, and the agent kills a run whose workspace grows past it (DiskLimitError)
     and removes what the script wrote; None for no limit."""
+    max_files: int | None = Field(1_000_000, ge=64)
+    """Files and directories the workspace may hold while a script runs (empty files take no space but
+    inodes); over it, the run is stopped as for `disk_mb` (watched only when `disk_mb` is set)."""
     output_kb: int = Field(1024, ge=4)
     """Output kept per execution in its log: the first and last halves; the middle is dropped and counted."""
     network: bool = False

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.agent.disk_quota import DiskCeiling, disk_usage
+from mle_world.agent.disk_quota import DiskCeiling, measure
 from mle_world.agent.interpreter import ProcessRunner
 from mle_world.agent.sandbox import build_jail
 from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
@@ -50,8 +50,9 @@ def test_usage_counts_allocated_bytes_once_per_inode_and_never_follows_links(tmp
     (root / "dir-escape").symlink_to(tmp_path)
     with open(root / "sparse.bin", "wb") as handle:
         handle.truncate(50 * MIB)  # takes (almost) nothing
-    used = disk_usage(root)
-    assert 3 * MIB <= used < 4 * MIB
+    used = measure(root)
+    assert 3 * MIB <= used.bytes < 4 * MIB
+    assert used.inodes == 4  # a.bin (linked twice, one inode), sparse.bin and the two links
 
 
 def test_the_ceiling_counts_only_its_own_workspace(tmp_path: Path) -> None:
@@ -64,9 +65,41 @@ def test_the_ceiling_counts_only_its_own_workspace(tmp_path: Path) -> None:
     assert not ceiling.exceeded()
     _write(workspace / "more.bin", 3 * MIB)
     assert ceiling.exceeded()
-    assert ceiling.peak >= 5 * MIB
+    assert ceiling.peak.bytes >= 5 * MIB
     kind, message = ceiling.error
     assert kind == "DiskLimitError" and "disk limit of 4 MiB" in message
+
+
+def test_the_ceiling_counts_files_that_take_no_space(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    ceiling = DiskCeiling(workspace, 1 << 40, max_inodes=100)
+    for i in range(90):
+        (workspace / f"empty-{i}").touch()
+    assert not ceiling.exceeded()
+    for i in range(20):
+        (workspace / f"more-{i}").touch()
+    assert ceiling.exceeded() and ceiling.peak.inodes == 110
+    kind, message = ceiling.error
+    assert (
+        kind == "DiskLimitError" and "110 files and directories, over the sandbox's limit of 100" in message
+    )
+
+
+def test_a_script_making_empty_files_without_end_is_killed(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    for name in ("working", "tmp"):
+        (workspace / name).mkdir(parents=True)
+    runner = ProcessRunner(
+        workspace,
+        disk_limit=1 << 40,
+        max_files=500,
+        writable=(workspace, workspace / "working", workspace / "tmp"),
+    )
+    code = "import os\nfor i in range(10**7):\n    os.close(os.open(f'working/e{i}', os.O_CREAT | os.O_WRONLY))\nprint('done')\n"
+    result = runner.run(code, args=[], timeout_s=90, log_path=tmp_path / "run.log")
+    assert result.exc_type == "DiskLimitError" and "over the sandbox's limit of 500" in result.term_out
+    assert "done" not in result.term_out and not any((workspace / "working").iterdir())
 
 
 def _check_filled_and_cleared(
@@ -79,7 +112,7 @@ def _check_filled_and_cleared(
     # are back, empty.
     assert sorted(p.name for p in workspace.iterdir()) == sorted(entries)
     assert not any((workspace / "working").iterdir()) and not any((workspace / "tmp").iterdir())
-    assert disk_usage(workspace) < MIB
+    assert measure(workspace).bytes < MIB
 
 
 def test_a_script_filling_the_disk_without_sandbox_is_killed_and_its_files_removed(tmp_path: Path) -> None:

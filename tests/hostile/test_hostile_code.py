@@ -28,7 +28,7 @@ import yaml
 from attacks import disk_fill_script, fork_bomb_script, hostile_script, link_script
 from fakeserver import FakeOpenAIServer, Reply
 
-from mle_world.agent.disk_quota import disk_usage
+from mle_world.agent.disk_quota import measure
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_USER = "mleworld-test"
@@ -284,7 +284,7 @@ def check_disk_fill(node: dict[str, Any], log: str, trial: Path) -> None:
         assert int(stopped[0].split()[4]) <= DISK_MB and "File too large" in stopped[0], stopped
     written = [int(line.split()[1]) for line in log.splitlines() if line.startswith("wrote ")]
     assert max(written, default=0) < 16 * DISK_MB, log[-2000:]  # bounded, far below its 1 TiB
-    assert disk_usage(trial / "workspace") < DISK_MB << 20
+    assert measure(trial / "workspace").bytes < DISK_MB << 20
 
 
 def check_trial(run: dict[str, Any], data_dir: Path) -> None:

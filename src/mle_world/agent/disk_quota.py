@@ -1,8 +1,10 @@
-"""How much disk a trial's workspace takes, and the watch that stops a run growing it past `sandbox.disk_mb`.
+"""How much disk a trial's workspace takes, and the watch that stops a run growing it past its limits.
 
-Reads the workspace tree (lstat of every entry, links never followed) and its filesystem's block counts
-(statvfs); writes nothing. RLIMIT_FSIZE bounds any one file a script writes (the kernel applies it to
-uid 0 too); this watch bounds the sum, which many files under that size could otherwise grow without end.
+Reads the workspace tree (lstat of every entry, links never followed) and its filesystem's block and
+inode counts (statvfs); writes nothing. RLIMIT_FSIZE bounds any one file a script writes (the kernel
+applies it to uid 0 too); this watch bounds the sum (`sandbox.disk_mb`), which many files under that
+size could otherwise grow without end, and the number of entries (`sandbox.max_files`): empty files
+take no blocks, but a filesystem whose inodes run out is as full for everyone on it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 RESCAN_S = 5.0
 """Walk the workspace at least this often while a run lasts, whatever the filesystem says (space freed
@@ -19,9 +22,17 @@ RESCAN_COST_FACTOR = 10
 """...but never spend more than a tenth of the time walking: a tree of a million files takes seconds."""
 
 
-def disk_usage(root: Path | str) -> int:
-    """Bytes allocated under `root` (sparse files count what they use; each inode once), links not followed."""
-    total = 0
+class Usage(NamedTuple):
+    """What a tree takes: allocated bytes and inodes (each counted once)."""
+
+    bytes: int
+    inodes: int
+
+
+def measure(root: Path | str) -> Usage:
+    """Bytes allocated under `root` (sparse files count what they use) and its inodes; each inode once
+    (hard links), links never followed."""
+    total = inodes = 0
     seen: set[tuple[int, int]] = set()
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
@@ -35,65 +46,76 @@ def disk_usage(root: Path | str) -> int:
                     continue
                 seen.add(inode)
             total += info.st_blocks * 512
-    return total
+            inodes += 1
+    return Usage(total, inodes)
 
 
-def filesystem_used(path: Path | str) -> int:
-    """Bytes in use on the filesystem holding `path` (-1 when it cannot be asked)."""
+def filesystem_used(path: Path | str) -> Usage | None:
+    """Bytes and inodes in use on the filesystem holding `path` (None when it cannot be asked)."""
     try:
         info = os.statvfs(path)
     except OSError:
-        return -1
-    return (info.f_blocks - info.f_bfree) * info.f_frsize
+        return None
+    return Usage((info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree)
 
 
 @dataclass
 class DiskCeiling:
     """Watches one run's workspace: `exceeded()` is polled while it runs.
 
-    The filesystem's used space is one statvfs call; the workspace is walked only when the filesystem
-    grew by more than the room left since the last walk (everything the script writes lands there:
-    the workspace, its `tmp/` and `/dev/shm`), and every RESCAN_S regardless. A burst between two checks
-    can overshoot the limit by what it writes in one interval; the largest size seen is kept.
+    The filesystem's used blocks and inodes are one statvfs call; the workspace is walked only when
+    either grew by more than the room left since the last walk (everything the script writes lands
+    on it: the workspace, its `tmp/` and `/dev/shm`), and every RESCAN_S regardless. A burst between
+    two checks can overshoot a limit by what it writes in one interval; the largest usage seen is kept.
     """
 
     root: Path
     limit: int
     """Bytes."""
-    peak: int = 0
-    _scanned_fs: int = field(default=-1, repr=False)
-    _scanned_usage: int = field(default=0, repr=False)
+    max_inodes: int | None = None
+    peak: Usage = Usage(0, 0)
+    _scanned_fs: Usage | None = field(default=None, repr=False)
+    _scanned: Usage = field(default=Usage(0, 0), repr=False)
     _next_scan: float = field(default=0.0, repr=False)
 
     def __post_init__(self) -> None:
         self._scan()
 
-    def _scan(self) -> int:
+    def _scan(self) -> Usage:
         started = time.monotonic()
         self._scanned_fs = filesystem_used(self.root)
-        self._scanned_usage = disk_usage(self.root)
-        self.peak = max(self.peak, self._scanned_usage)
+        self._scanned = measure(self.root)
+        self.holds(self._scanned)
         took = time.monotonic() - started
         self._next_scan = started + max(RESCAN_S, RESCAN_COST_FACTOR * took)
-        return self._scanned_usage
+        return self._scanned
 
     def exceeded(self) -> bool:
-        used = filesystem_used(self.root)
-        room = self.limit - self._scanned_usage
-        quiet = used >= 0 and self._scanned_fs >= 0 and used - self._scanned_fs <= room
+        now, last = filesystem_used(self.root), self._scanned_fs
+        quiet = (
+            now is not None
+            and last is not None
+            and now.bytes - last.bytes <= self.limit - self._scanned.bytes
+            and (
+                self.max_inodes is None or now.inodes - last.inodes <= self.max_inodes - self._scanned.inodes
+            )
+        )
         if quiet and time.monotonic() < self._next_scan:
             return False
-        return self._scan() > self.limit
+        return self.holds(self._scan())
 
-    def holds(self, usage: int) -> bool:
-        """Whether `usage` (the workspace's bytes, measured by the caller) is over the limit; kept as seen."""
-        self.peak = max(self.peak, usage)
-        return usage > self.limit
+    def holds(self, usage: Usage) -> bool:
+        """Whether `usage` (the workspace's, measured by the caller) is over a limit; kept as seen."""
+        self.peak = Usage(max(self.peak.bytes, usage.bytes), max(self.peak.inodes, usage.inodes))
+        return usage.bytes > self.limit or (self.max_inodes is not None and usage.inodes > self.max_inodes)
 
     @property
     def error(self) -> tuple[str, str]:
         """The exception type and message a run killed by this watch ends with."""
+        if self.max_inodes is not None and self.peak.inodes > self.max_inodes:
+            what = f"{self.peak.inodes} files and directories, over the sandbox's limit of {self.max_inodes}"
+        else:
+            what = f"{self.peak.bytes >> 20} MiB, over the sandbox's disk limit of {self.limit >> 20} MiB"
         return "DiskLimitError", (
-            f"the script's workspace grew to {self.peak >> 20} MiB, over the sandbox's disk limit of "
-            f"{self.limit >> 20} MiB; it was killed and the files it could write were removed"
+            f"the script's workspace grew to {what}; it was killed and the files it could write were removed"
         )

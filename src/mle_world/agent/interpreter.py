@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from mle_world.agent.disk_quota import DiskCeiling, disk_usage
+from mle_world.agent.disk_quota import DiskCeiling, measure
 from mle_world.agent.process_tree import SANDBOX_REAPER, SCRIPT_ROOT, TaskCeiling
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import Jail
@@ -268,6 +268,7 @@ class ProcessRunner:
         writable: Sequence[Path] = (),
         max_tasks: int | None = None,
         disk_limit: int | None = None,
+        max_files: int | None = None,
     ) -> None:
         self.workspace = workspace
         self.seed = seed
@@ -286,6 +287,8 @@ class ProcessRunner:
             disk_limit = jail.settings.disk_mb << 20
         self.disk_limit = disk_limit
         """Bytes the workspace may take while a script runs (`sandbox.disk_mb`); None: unwatched."""
+        self.max_files = max_files if max_files is not None or jail is None else jail.settings.max_files
+        """Files and directories the workspace may hold (`sandbox.max_files`; watched with disk_limit)."""
         self._current: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -329,7 +332,9 @@ class ProcessRunner:
         if self.max_tasks is not None:
             adjust = SCRIPT_ROOT if self.jail is None else SANDBOX_REAPER
             ceilings.append(TaskCeiling(proc.pid, self.max_tasks, adjust))
-        disk = None if self.disk_limit is None else DiskCeiling(self.workspace, self.disk_limit)
+        disk = (
+            None if self.disk_limit is None else DiskCeiling(self.workspace, self.disk_limit, self.max_files)
+        )
         if disk is not None:
             ceilings.append(disk)
         try:
@@ -353,13 +358,13 @@ class ProcessRunner:
             # Every writer is dead now (the sandbox's PID namespace, or the killed group and strays).
             reader.join(timeout=30)
             proc.stdout.close()
-        usage = disk_usage(self.workspace)
+        usage = measure(self.workspace)
         # A run that left the workspace over the limit (grown between two checks, or one file at
         # RLIMIT_FSIZE) is over it too: the next run would start without room.
         if disk is not None and (over is disk or (over is None and disk.holds(usage))):
             over = disk
             self.clear_workspace()
-            usage = disk_usage(self.workspace)
+            usage = measure(self.workspace)
         text = self.redactor.data(capture.render())
         log_path.write_bytes(text)
         output = truncate_output(text.decode("utf-8", errors="replace"))
@@ -385,7 +390,7 @@ class ProcessRunner:
             exc_info=exc_info,
             log_path=log_path,
             output_bytes=capture.total,
-            workspace_bytes=usage,
+            workspace_bytes=usage.bytes,
         )
 
     def clear_workspace(self) -> None:
