@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from agent_helpers import sandbox_layout
 
 from mle_world.agent.disk_quota import DiskCeiling, measure
 from mle_world.agent.interpreter import ProcessRunner
 from mle_world.agent.sandbox import build_jail
-from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -132,11 +132,7 @@ def test_a_script_filling_the_disk_without_sandbox_is_killed_and_its_files_remov
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_in_the_sandbox_many_files_hit_the_ceiling_and_one_big_file_the_kernels_limit(tmp_path: Path) -> None:
-    data = tmp_path / "data" / "public"
-    data.mkdir(parents=True)
-    (data / "train.csv").write_text("x,y\n1,2\n")
-    layout = TrialLayout(tmp_path / "trial", data)
-    set_up_trial_dir(layout)
+    layout = sandbox_layout(tmp_path)
     jail = build_jail(layout.workspace, layout.data_dir, SandboxSettings(disk_mb=24))
     writable = (layout.workspace, layout.working, layout.tmp, layout.run_submission_dir)
     runner = ProcessRunner(layout.workspace, jail=jail, writable=writable, kill_grace_s=1.0)
@@ -145,7 +141,7 @@ def test_in_the_sandbox_many_files_hit_the_ceiling_and_one_big_file_the_kernels_
     result = runner.run(FILL_MANY_FILES, args=[], timeout_s=90, log_path=tmp_path / "many.log")
     entries = ["input", "submission", "tmp", "working"]
     _check_filled_and_cleared(result.term_out, result.exc_type, layout.workspace, 24, entries)
-    assert (layout.input / "train.csv").read_text() == "x,y\n1,2\n"  # the data view stays
+    assert (layout.input / "train.csv").read_text() == "id,y\n1,2\n"  # the data view stays
 
     # One file past the limit: the kernel stops the write itself (RLIMIT_FSIZE; also for host uid 0).
     # The agent's own watch is set far higher here, so only the kernel's bound can act.

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_helpers import sandbox_layout
 
 from mle_world.agent.interpreter import ProcessRunner
 from mle_world.agent.process_tree import parse_stat, system_tasks, tree_tasks
 from mle_world.agent.sandbox import build_jail
-from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -118,10 +118,7 @@ def test_a_fork_bomb_without_sandbox_is_killed_at_the_ceiling(tmp_path: Path) ->
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_a_fork_bomb_in_the_sandbox_is_killed_at_the_ceiling(tmp_path: Path) -> None:
-    data = tmp_path / "data" / "public"
-    data.mkdir(parents=True)
-    layout = TrialLayout(tmp_path / "trial", data)
-    set_up_trial_dir(layout)
+    layout = sandbox_layout(tmp_path)
     # No RLIMIT_NPROC (as for host uid 0): the ceiling from the agent is the only bound.
     jail = build_jail(layout.workspace, layout.data_dir, SandboxSettings(max_processes=None))
     runner = ProcessRunner(

@@ -13,24 +13,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from agent_helpers import sandbox_layout
 
 from mle_world.agent.interpreter import BoundedCapture, ProcessRunner
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import SandboxUnavailable, build_jail, effective_capabilities, is_mapped
-from mle_world.agent.workspace import TrialLayout, reset_run_submission, set_up_trial_dir, stage_submission
+from mle_world.agent.workspace import TrialLayout, reset_run_submission, stage_submission
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
-
-
-def _layout(tmp_path: Path) -> TrialLayout:
-    data = tmp_path / "data" / "public"
-    data.mkdir(parents=True)
-    (data / "train.csv").write_text("id,y\n1,2\n")
-    layout = TrialLayout(tmp_path / "trial", data)
-    set_up_trial_dir(layout)
-    return layout
 
 
 def _runner(layout: TrialLayout, settings: SandboxSettings, **kwargs) -> ProcessRunner:  # type: ignore[no-untyped-def]
@@ -87,7 +79,7 @@ def test_trial_dir_under_a_shown_system_path_is_refused() -> None:
 
 @needs_bwrap
 def test_script_output_is_bounded_and_secrets_redacted(tmp_path: Path) -> None:
-    layout = _layout(tmp_path)
+    layout = sandbox_layout(tmp_path)
     runner = _runner(layout, SandboxSettings(output_kb=8), redactor=Redactor({"KEY": "sk-visible-canary"}))
     code = "import sys\nprint('sk-visible-canary')\nsys.stdout.write('z' * 10_000_000)\nprint('last line')\n"
     result = runner.run(code, args=[], timeout_s=60, log_path=tmp_path / "run.log")
@@ -100,7 +92,7 @@ def test_script_output_is_bounded_and_secrets_redacted(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_script_runs_unprivileged_in_its_own_namespaces(tmp_path: Path) -> None:
-    layout = _layout(tmp_path)
+    layout = sandbox_layout(tmp_path)
     runner = _runner(layout, SandboxSettings(max_processes=32, memory_mb=128))
     code = (
         "import os\n"
@@ -122,7 +114,7 @@ def test_script_runs_unprivileged_in_its_own_namespaces(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_a_linked_submission_is_refused_and_a_real_one_hashed(tmp_path: Path) -> None:
-    layout = _layout(tmp_path)
+    layout = sandbox_layout(tmp_path)
     secret = tmp_path / "trial" / "journal.json"
     secret.write_text("agent bookkeeping")
     runner = _runner(layout, SandboxSettings())
@@ -145,7 +137,7 @@ def test_a_linked_submission_is_refused_and_a_real_one_hashed(tmp_path: Path) ->
 
 @needs_bwrap
 def test_runfile_left_as_a_link_is_replaced_not_followed(tmp_path: Path) -> None:
-    layout = _layout(tmp_path)
+    layout = sandbox_layout(tmp_path)
     spec = tmp_path / "trial" / "spec.json"
     spec.write_text("{}")
     runner = _runner(layout, SandboxSettings())

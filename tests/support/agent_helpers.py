@@ -13,6 +13,7 @@ from typing import Any
 
 from fakeserver import FakeOpenAIServer, Reply, prompt_text
 
+from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import (
     AgentSettings,
     BudgetSettings,
@@ -40,6 +41,16 @@ def make_competition(root: Path) -> tuple[Path, Path]:
     (public / "extra" / "notes.txt").write_text("nested data file\n")
     (private / "answers.csv").write_text("id,target\n" + "".join(f"{i},{i % 2}\n" for i in range(40, 50)))
     return public, private
+
+
+def sandbox_layout(tmp_path: Path) -> TrialLayout:
+    """A set-up trial dir whose public data is one small train.csv ("id,y\n1,2\n")."""
+    data = tmp_path / "data" / "public"
+    data.mkdir(parents=True)
+    (data / "train.csv").write_text("id,y\n1,2\n")
+    layout = TrialLayout(tmp_path / "trial", data)
+    set_up_trial_dir(layout)
+    return layout
 
 
 def good_script(metric: float, *, sleep_s: float = 0.0, tag: str = "") -> str:
