@@ -211,10 +211,11 @@ def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-NO_JOURNAL = {"nodes": "", "executed": "", "skipped": "", "buggy": "", "best": ""}
+NO_JOURNAL = ("", "", "", "", "")
+"""The journal's cells of a trial without one: nodes, executed, skipped, buggy, best metric."""
 
 
-def _counts(journal: Any) -> dict[str, str]:
+def _counts(journal: Any) -> tuple[str, str, str, str, str]:
     nodes = journal.get("nodes") if isinstance(journal, dict) else None
     if not isinstance(nodes, list):
         return NO_JOURNAL
@@ -222,15 +223,13 @@ def _counts(journal: Any) -> dict[str, str]:
     metrics = [n["metric"] for n in good if isinstance(n.get("metric"), int | float)]
     lower = journal.get("lower_is_better")
     best = (min(metrics) if lower else max(metrics)) if metrics else None
-    return {
-        "nodes": str(len(nodes)),
-        "executed": str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed"))),
-        "skipped": str(sum(1 for n in nodes if isinstance(n, dict) and n.get("skipped"))),
-        "buggy": str(
-            sum(1 for n in nodes if isinstance(n, dict) and n.get("executed") and n.get("is_buggy"))
-        ),
-        "best": "" if best is None else f"{best:.4g}",
-    }
+    return (
+        str(len(nodes)),
+        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed"))),
+        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("skipped"))),
+        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed") and n.get("is_buggy"))),
+        "" if best is None else f"{best:.4g}",
+    )
 
 
 def _trial_row(trial: Trial, href: str | None) -> TrialRow:
@@ -253,16 +252,9 @@ def _trial_row(trial: Trial, href: str | None) -> TrialRow:
     note = trial.problem or ""
     if trial.cause:
         note = f"{note}; {trial.cause}" if note else trial.cause
-    return TrialRow(
-        trial_id=trial.trial_id,
-        href=href,
-        state=trial.state or "",
-        score=score,
-        medal=medal,
-        cost="" if trial.cost_usd is None else f"{trial.cost_usd:.2f}",
-        note=note,
-        **_counts(trial_journal(trial)),
-    )
+    cost = "" if trial.cost_usd is None else f"{trial.cost_usd:.2f}"
+    counts = _counts(trial_journal(trial))
+    return TrialRow(trial.trial_id, trial.state or "", score, medal, *counts, cost, note, href)
 
 
 def _inputs_mtime(trial: Trial) -> int:
