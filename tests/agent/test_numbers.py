@@ -310,6 +310,32 @@ def test_unknown_direction_follows_the_majority_of_reviews(tmp_path, competition
     assert "Validation metric: 0.7" in (trial / "best_solution.py").read_text()
 
 
+def test_a_flip_promotes_the_kept_submission_of_the_new_best(tmp_path, competition, servers):
+    """Each run's CSV names its metric; the kept and graded copies never change with later runs."""
+    public, _ = competition
+    metrics = iter([0.5, 0.7, 0.6])
+
+    def coder(request: dict[str, Any]) -> Reply:
+        metric = next(metrics)
+        script = good_script(metric, tag=f"m{int(metric * 10)}").replace('",1\\n"', f'",{metric}\\n"')
+        assert f",{metric}" in script
+        return coder_reply(script)
+
+    servers["coder"].default = coder
+    servers["feedback"].default = reviewer_saying([True, False, False])  # flips at the third review
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=600, max_steps=3, min_step_s=0)
+    )
+    result = run(spec)
+    assert result.lower_is_better is False and result.best_metric == pytest.approx(0.7)
+    trial = Path(spec.paths.trial_dir)
+    graded = (trial / "submission" / "submission.csv").read_text().splitlines()
+    assert graded[1:] == [f"{i},0.7" for i in range(40, 50)]
+    for node in nodes_of(spec):
+        kept = trial / "logs" / "nodes" / f"{node.id}.submission.csv"
+        assert kept.read_text().splitlines()[1] == f"40,{node.metric}", node.metric
+
+
 # ---- deviation: seeds; identical choices across runs and across kill + resume ----------------
 
 

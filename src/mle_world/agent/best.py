@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from mle_world.agent.journal import Checkpoint, Journal, Node
-from mle_world.agent.workspace import TrialLayout, copy_atomic, file_sha256
+from mle_world.agent.workspace import TrialLayout, file_sha256, link_atomic
 from mle_world.storage import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -66,12 +66,12 @@ class BestSolution:
         From the agent's staged copy (never the workspace, which the script controls).
         """
         if node.submission_sha256 is not None and self.layout.staged_submission.is_file():
-            copy_atomic(self.layout.staged_submission, self._kept_submission(node))
+            link_atomic(self.layout.staged_submission, self._kept_submission(node))
 
     def _repromote(self, exclude: Node) -> None:
         best = self.journal.best_node()
         if best is not None and best.id != self.ckpt.best_node_id and self._kept_submission(best).is_file():
-            copy_atomic(self._kept_submission(best), self.layout.submission_csv)
+            link_atomic(self._kept_submission(best), self.layout.submission_csv)
             write_text_atomic(self.layout.best_solution, best.code)
             self.ckpt.best_node_id = best.id
 
@@ -83,7 +83,7 @@ class BestSolution:
         """
         if self.ckpt.direction_source != "task":
             self._keep_submission(node)
-        copy_atomic(self.layout.staged_submission, self.layout.submission_csv)
+        link_atomic(self.layout.staged_submission, self.layout.submission_csv)
         if file_sha256(self.layout.submission_csv) != node.submission_sha256:
             raise RuntimeError("the copied submission does not match the staged one")
         write_text_atomic(self.layout.best_solution, node.code)

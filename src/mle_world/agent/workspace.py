@@ -150,9 +150,33 @@ def remove_entry(path: Path) -> None:
         os.unlink(path)
 
 
+def _remove_flat_dir(path: Path) -> bool:
+    """Remove `path` if it is a real directory holding no directories (what a run usually leaves in
+    `submission/`): entries unlinked through one descriptor opened without following a link, no walk
+    and no chmod. False when it is anything else or an entry resists (`remove_entry` then takes over)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        with os.scandir(fd) as scan:
+            entries = list(scan)
+        if any(entry.is_dir(follow_symlinks=False) for entry in entries):
+            return False
+        for entry in entries:
+            os.unlink(entry.name, dir_fd=fd)
+        os.rmdir(path)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def reset_run_submission(layout: TrialLayout) -> None:
     """An empty `submission/` before each run, so a stale file never passes the submission check."""
-    remove_entry(layout.run_submission_dir)
+    if not _remove_flat_dir(layout.run_submission_dir):
+        remove_entry(layout.run_submission_dir)
     layout.run_submission_dir.mkdir(parents=True)
     with contextlib.suppress(FileNotFoundError):
         layout.staged_submission.unlink()
@@ -198,6 +222,23 @@ def file_sha256(path: Path) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def link_atomic(source: Path, target: Path) -> None:
+    """Make `target` the same file as `source` (a hard link renamed into place), else `copy_atomic`.
+
+    For the agent's staged copies only: they are fsynced when written and replaced by rename, never
+    rewritten in place, so the link needs neither a copy nor another fsync, and later runs never
+    change what `target` holds.
+    """
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        os.link(source, tmp, follow_symlinks=False)
+    except OSError:  # no hard links here (another file system, a file system without them)
+        copy_atomic(source, target)
+        return
+    os.replace(tmp, target)
 
 
 def copy_atomic(source: Path, target: Path) -> None:

@@ -1,0 +1,95 @@
+"""The run's submission dir emptied before each run and the staged submission linked out, on real files.
+
+Reads nothing; writes trial dirs under tmp_path (and one file under /dev/shm for the copy fallback).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from mle_world.agent.workspace import (
+    TrialLayout,
+    link_atomic,
+    reset_run_submission,
+    set_up_trial_dir,
+    stage_submission,
+)
+
+
+def _layout(tmp_path: Path) -> TrialLayout:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.csv").write_text("id,y\n1,2\n")
+    layout = TrialLayout(tmp_path / "trial", data)
+    set_up_trial_dir(layout)
+    return layout
+
+
+def _run_writes(layout: TrialLayout, text: str) -> None:
+    """What a run leaves: its submission.csv (the dir exists: the agent made it before the run)."""
+    layout.run_submission_csv.write_text(text)
+
+
+def test_reset_empties_what_a_run_left_without_following_links(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.csv").write_text("precious")
+    sub = layout.run_submission_dir
+
+    # The usual case: files (and a link to a file outside) directly in submission/.
+    _run_writes(layout, "id,y\n1,0\n")
+    os.symlink(outside / "keep.csv", sub / "link.csv")
+    reset_run_submission(layout)
+    assert sub.is_dir() and not sub.is_symlink() and list(sub.iterdir()) == []
+
+    # A nested tree with a read-only directory in it.
+    (sub / "deep" / "er").mkdir(parents=True)
+    (sub / "deep" / "er" / "x.csv").write_text("x")
+    os.symlink(outside, sub / "deep" / "dirlink")
+    os.chmod(sub / "deep", 0o555)
+    reset_run_submission(layout)
+    assert list(sub.iterdir()) == []
+
+    # submission/ itself replaced by a link to a directory outside.
+    sub.rmdir()
+    os.symlink(outside, sub)
+    reset_run_submission(layout)
+    assert sub.is_dir() and not sub.is_symlink() and list(sub.iterdir()) == []
+    assert (outside / "keep.csv").read_text() == "precious" and sorted(os.listdir(outside)) == ["keep.csv"]
+
+
+def test_a_linked_copy_keeps_its_run_when_later_runs_are_staged(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    kept = layout.node_logs / "first.submission.csv"
+    _run_writes(layout, "id,y\n1,first\n")
+    assert stage_submission(layout) is not None
+    link_atomic(layout.staged_submission, kept)
+    link_atomic(layout.staged_submission, layout.submission_csv)
+    for text in ("id,y\n1,second\n", "id,y\n1,third\n"):
+        reset_run_submission(layout)  # also drops the staged copy
+        assert not layout.staged_submission.exists()
+        _run_writes(layout, text)
+        assert stage_submission(layout) is not None
+    assert layout.staged_submission.read_text() == "id,y\n1,third\n"
+    assert kept.read_text() == layout.submission_csv.read_text() == "id,y\n1,first\n"
+    link_atomic(layout.staged_submission, kept)  # replacing an existing target
+    assert kept.read_text() == "id,y\n1,third\n" and layout.submission_csv.read_text() == "id,y\n1,first\n"
+    assert not any(p.name.endswith(".tmp") for p in layout.node_logs.iterdir())
+
+
+def test_link_across_file_systems_falls_back_to_a_copy(tmp_path: Path) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK) or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs /dev/shm on another file system")
+    with tempfile.NamedTemporaryFile("w", dir=shm, suffix=".csv") as source:
+        source.write("id,y\n1,shm\n")
+        source.flush()
+        target = tmp_path / "submission.csv"
+        link_atomic(Path(source.name), target)
+        assert target.read_text() == "id,y\n1,shm\n"
+        assert target.stat().st_ino != os.stat(source.name).st_ino
