@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import openai
 import pytest
 from fakeserver import FakeOpenAIServer, Reply
 
@@ -28,7 +29,7 @@ def client(server: FakeOpenAIServer, sink: MemorySink, **settings: object) -> En
 
     c = EndpointClient(
         "coder",
-        EndpointSettings(url=server.url, **settings),  # type: ignore[arg-type]
+        EndpointSettings(url=server.url, **settings),
         sink,
         backoff=Backoff(base_s=0.01, cap_s=0.04),
         sleep=sleep,
@@ -99,6 +100,33 @@ def test_tool_call_arguments_are_returned():
         reply = c.chat(MSG, purpose="review", tools=[REVIEW_TOOL], tool_choice=REVIEW_TOOL_CHOICE)
         assert reply.tool_arguments == '{"is_bug": true}' and reply.prompt_tokens == 9
         assert server.chat_requests[0]["tool_choice"] == REVIEW_TOOL_CHOICE
+
+
+def test_chat_sends_the_body_the_sdks_create_sends():
+    """chat() posts its body without the SDK's parameter transform: the server must see the same request."""
+    messages = [
+        {"role": "system", "content": "You are a Kaggle grandmaster. \u00e9\u4e2d"},
+        {"role": "user", "content": "Review this:\n```python\nprint(1)\n```"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    with FakeOpenAIServer() as server:
+        c = client(server, MemorySink(), model="m", key_env="MY_KEY", temperature=0.3, max_tokens=77)
+        c.chat(messages, purpose="review", tools=[REVIEW_TOOL], tool_choice=REVIEW_TOOL_CHOICE, seed=5)
+        c.chat(messages, purpose="draft")
+        sdk = openai.OpenAI(base_url=server.url, api_key="k-123", max_retries=0)
+        sdk.chat.completions.with_raw_response.create(
+            model="m",
+            messages=messages,
+            temperature=0.3,
+            max_tokens=77,
+            seed=5,
+            tools=[REVIEW_TOOL],
+            tool_choice=REVIEW_TOOL_CHOICE,
+        ).parse()
+        sdk.chat.completions.create(model="m", messages=messages, temperature=0.3, max_tokens=77)
+        ours_tools, ours_plain, sdk_tools, sdk_plain = server.chat_requests
+    assert ours_tools == sdk_tools and ours_plain == sdk_plain
+    assert ours_tools["tools"] == [REVIEW_TOOL] and ours_tools["seed"] == 5 and "tools" not in ours_plain
 
 
 def test_dead_endpoint_fails_discovery():

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import openai
 import pydantic
+from openai._constants import RAW_RESPONSE_HEADER
 from openai.types.chat import ChatCompletion
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
@@ -197,6 +198,22 @@ def _max_model_len(model: Any) -> int | None:
 
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _post_chat(client: openai.OpenAI, body: dict[str, Any], timeout: float) -> Any:
+    """POST /chat/completions with `body` as it stands; the raw response (headers and a lazy parse).
+
+    What `client.chat.completions.with_raw_response.create(**body)` sends, without its parameter
+    transform: that walks every message through the SDK's TypedDict unions (about 0.2 ms per
+    message, 0.5-0.7 ms per request measured) to apply aliases and formats no chat parameter has.
+    A test checks both send the same body.
+    """
+    return client.post(
+        "/chat/completions",
+        cast_to=ChatCompletion,
+        body=body,
+        options={"timeout": timeout, "headers": {RAW_RESPONSE_HEADER: "true"}},
+    )
 
 
 def _parse_completion(raw: Any, wants_tool: bool) -> tuple[ChatCompletion, Any]:
@@ -497,7 +514,7 @@ class EndpointClient:
         """One completion; `timeout_s` is the trial's time left (the request never outlives it by
         more than the outage window)."""
         model = self.model()
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": model,
             "messages": list(messages),
             "temperature": self.settings.temperature if temperature is None else temperature,
@@ -505,11 +522,11 @@ class EndpointClient:
         }
         if seed is not None:
             # vLLM honours a per-request seed, so a rerun of the trial sees the same samples.
-            kwargs["seed"] = seed
+            body["seed"] = seed
         if tools:
-            kwargs["tools"] = list(tools)
+            body["tools"] = list(tools)
             if tool_choice:
-                kwargs["tool_choice"] = dict(tool_choice)
+                body["tool_choice"] = dict(tool_choice)
         call = _Call(purpose, model, self._deadline(timeout_s))
         latency = 0.0
 
@@ -517,8 +534,8 @@ class EndpointClient:
             nonlocal latency
             start = self._clock()
             if seed is not None:
-                kwargs["seed"] = seed + call.resamples
-            raw = client.chat.completions.with_raw_response.create(**kwargs, timeout=timeout)
+                body["seed"] = seed + call.resamples
+            raw = _post_chat(client, body, timeout)
             parsed = _parse_completion(raw, bool(tools))
             latency = self._clock() - start
             return parsed
