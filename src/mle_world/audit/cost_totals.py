@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, NamedTuple
 
 from mle_world import layout
@@ -58,18 +59,48 @@ class CostFile(NamedTuple):
     rows: list[CostRow]
 
 
+class Columns(NamedTuple):
+    """Where a header puts the cells a row's totals need (None: no such column)."""
+
+    width: int
+    trial_id: int
+    cost: int
+    prompt: int | None
+    completion: int | None
+    gpu: int | None
+
+
+def _columns(header: list[str]) -> Columns | None:
+    """The columns of `header`; None when it lacks a required one (a repeated name: its last column)."""
+    if not REQUIRED <= set(header):
+        return None
+    index = {name: i for i, name in enumerate(header)}
+    return Columns(
+        len(header),
+        index["trial_id"],
+        index["cost_usd"],
+        index.get("prompt_tokens"),
+        index.get("completion_tokens"),
+        index.get("gpu_hours"),
+    )
+
+
+_HEADERS: dict[str, Columns | None] = {}
+"""`_columns` of each plain header line seen (the harness writes one; bounded for odd files)."""
+_new_row = tuple.__new__
+"""Builds a CostRow from its values in field order (its own __new__ costs a Python call per row)."""
+
+
 def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> bool:
     """Append the rows under `header` to `out`; False when the header lacks a required column.
 
     The same cells `costs.summary.read_cost_rows` gives as dicts (blank rows skipped, short rows
     padded with None, a repeated header name keeping its last column), read by column index.
     """
-    if not REQUIRED <= set(header):
+    columns = _columns(header)
+    if columns is None:
         return False
-    index = {name: i for i, name in enumerate(header)}
-    width = len(header)
-    at_id, at_cost, at_gpu = index["trial_id"], index["cost_usd"], index.get("gpu_hours")
-    at_prompt, at_completion = index.get("prompt_tokens"), index.get("completion_tokens")
+    width, at_id, at_cost, at_prompt, at_completion, at_gpu = columns
     for row in rows:
         if len(row) < width:
             if not row:
@@ -83,6 +114,29 @@ def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> b
             tokens += int(float(row[at_completion]))
         gpu = row[at_gpu] if at_gpu is not None else None
         out.append(CostRow(row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None))
+    return True
+
+
+def _plain_rows(lines: list[str], columns: Columns, out: list[CostRow]) -> bool:
+    """`_rows` of a plain file's lines in one loop, for a header with every column (its usual shape);
+    False (nothing appended) for another header."""
+    width, at_id, at_cost, at_prompt, at_completion, at_gpu = columns
+    if at_prompt is None or at_completion is None or at_gpu is None:
+        return False
+    keep = out.append
+    for line in islice(lines, 1, None):
+        if not line:
+            continue
+        row: list[Any] = line.split(",")
+        if len(row) < width:
+            row += [None] * (width - len(row))
+        cost, prompt, completion, gpu = row[at_cost], row[at_prompt], row[at_completion], row[at_gpu]
+        tokens = (int(float(prompt)) if prompt else 0) + (int(float(completion)) if completion else 0)
+        keep(
+            _new_row(
+                CostRow, (row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None)
+            )
+        )
     return True
 
 
@@ -128,8 +182,17 @@ def _parse_text(text: str) -> CostFile:
             return CostFile(header is not None and _rows(header, reader, rows), rows)
         except csv.Error:
             return CostFile(False, rows)
-    readable = _rows(lines[0].split(","), (line.split(",") if line else [] for line in lines[1:]), rows)
-    return CostFile(readable, rows)
+    head = lines[0]
+    columns = _HEADERS.get(head)
+    if columns is None:
+        columns = _columns(head.split(","))
+        if len(_HEADERS) < 64:
+            _HEADERS[head] = columns
+    if columns is None:
+        return CostFile(False, rows)
+    if not _plain_rows(lines, columns, rows):
+        _rows(head.split(","), (line.split(",") if line else [] for line in lines[1:]), rows)
+    return CostFile(True, rows)
 
 
 def _parse_with_csv(path: str) -> CostFile:
@@ -160,10 +223,11 @@ def add_rows(rows: Iterable[CostRow], totals: dict[str | None, CostTotal]) -> No
 
 def encode(parsed: CostFile) -> Any:
     """A CostFile as JSON (None when a number would not survive JSON: not kept)."""
-    numbers = [x for row in parsed.rows for x in (row.cost, row.gpu) if x is not None]
-    if not all(math.isfinite(x) for x in numbers):
-        return None
-    return [parsed.readable, [list(row) for row in parsed.rows]]
+    finite = math.isfinite
+    for _, cost, _, gpu in parsed.rows:
+        if (cost is not None and not finite(cost)) or (gpu is not None and not finite(gpu)):
+            return None
+    return [parsed.readable, list(map(list, parsed.rows))]
 
 
 def decode(data: Any) -> CostFile:

@@ -156,10 +156,12 @@ def predictions_of(data: bytes) -> PredictionLines:
 
 def encode(parsed: PredictionLines) -> Any:
     """PredictionLines as JSON (None when a number would not survive JSON: not kept)."""
-    numbers = [x for p in parsed.predictions for x in (p.p_improves, p.p_bug) if x is not None]
-    if not all(math.isfinite(x) for x in numbers):
-        return None
-    return [parsed.bad_lines, [list(p) for p in parsed.predictions]]
+    finite = math.isfinite
+    for line in parsed.predictions:
+        p_improves, p_bug = line.p_improves, line.p_bug
+        if (p_improves is not None and not finite(p_improves)) or (p_bug is not None and not finite(p_bug)):
+            return None
+    return [parsed.bad_lines, list(map(list, parsed.predictions))]
 
 
 def decode(data: Any) -> PredictionLines:
