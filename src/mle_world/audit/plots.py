@@ -165,12 +165,11 @@ def fit_margins(figure: Any, axes: Sequence[Any]) -> None:
     margin_left, margin_right = (lefts[0] + pad) / width, (rights[-1] + pad) / width
     gap = max((r + nxt + pad for r, nxt in zip(rights, lefts[1:], strict=False)), default=0.0) / width
     axes_width = (1 - margin_left - margin_right - gap * (len(axes) - 1)) / len(axes)
+    bottom, top = (max(bottoms) + pad) / height, 1 - (max(tops) + pad) / height
+    if axes_width <= 0 or bottom >= top:
+        return  # labels too big for the figure: matplotlib's default margins (as tight_layout leaves them)
     figure.subplots_adjust(
-        left=margin_left,
-        right=1 - margin_right,
-        bottom=(max(bottoms) + pad) / height,
-        top=1 - (max(tops) + pad) / height,
-        wspace=gap / axes_width,
+        left=margin_left, right=1 - margin_right, bottom=bottom, top=top, wspace=gap / axes_width
     )
 
 
