@@ -6,12 +6,14 @@ Reads nothing; writes trial dirs under tmp_path (and one file under /dev/shm for
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from mle_world.agent.workspace import (
+    RUN_DIR_MODE,
     TrialLayout,
     link_atomic,
     reset_run_submission,
@@ -41,11 +43,13 @@ def test_reset_empties_what_a_run_left_without_following_links(tmp_path: Path) -
     (outside / "keep.csv").write_text("precious")
     sub = layout.run_submission_dir
 
-    # The usual case: files (and a link to a file outside) directly in submission/.
+    # The usual case: files (and a link to a file outside) directly in submission/, its mode changed.
     _run_writes(layout, "id,y\n1,0\n")
     os.symlink(outside / "keep.csv", sub / "link.csv")
+    os.chmod(sub, 0o3777)
     reset_run_submission(layout)
     assert sub.is_dir() and not sub.is_symlink() and list(sub.iterdir()) == []
+    assert stat.S_IMODE(sub.stat().st_mode) == RUN_DIR_MODE
 
     # A nested tree with a read-only directory in it.
     (sub / "deep" / "er").mkdir(parents=True)
@@ -53,7 +57,7 @@ def test_reset_empties_what_a_run_left_without_following_links(tmp_path: Path) -
     os.symlink(outside, sub / "deep" / "dirlink")
     os.chmod(sub / "deep", 0o555)
     reset_run_submission(layout)
-    assert list(sub.iterdir()) == []
+    assert list(sub.iterdir()) == [] and stat.S_IMODE(sub.stat().st_mode) == RUN_DIR_MODE
 
     # submission/ itself replaced by a link to a directory outside.
     sub.rmdir()

@@ -150,10 +150,17 @@ def remove_entry(path: Path) -> None:
         os.unlink(path)
 
 
-def _remove_flat_dir(path: Path) -> bool:
-    """Remove `path` if it is a real directory holding no directories (what a run usually leaves in
-    `submission/`): entries unlinked through one descriptor opened without following a link, no walk
-    and no chmod. False when it is anything else or an entry resists (`remove_entry` then takes over)."""
+RUN_DIR_MODE = 0o755
+"""Mode of the run's `submission/` at the start of every run, whatever the last script set."""
+
+
+def _empty_flat_dir(path: Path) -> bool:
+    """Empty `path` in place if it is a real directory holding no directories (what a run usually
+    leaves in `submission/`): entries unlinked through one descriptor opened without following a link,
+    mode reset. False when it is anything else or an entry resists (`remove_entry` then takes over).
+
+    Kept rather than made afresh: on ext4 with `discard` an rmdir and mkdir cost 0.25 ms, twice a step.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -165,7 +172,7 @@ def _remove_flat_dir(path: Path) -> bool:
             return False
         for entry in entries:
             os.unlink(entry.name, dir_fd=fd)
-        os.rmdir(path)
+        os.fchmod(fd, RUN_DIR_MODE)
     except OSError:
         return False
     finally:
@@ -175,9 +182,11 @@ def _remove_flat_dir(path: Path) -> bool:
 
 def reset_run_submission(layout: TrialLayout) -> None:
     """An empty `submission/` before each run, so a stale file never passes the submission check."""
-    if not _remove_flat_dir(layout.run_submission_dir):
-        remove_entry(layout.run_submission_dir)
-    layout.run_submission_dir.mkdir(parents=True)
+    path = layout.run_submission_dir
+    if not _empty_flat_dir(path):
+        remove_entry(path)
+        path.mkdir(parents=True)
+        os.chmod(path, RUN_DIR_MODE)
     with contextlib.suppress(FileNotFoundError):
         layout.staged_submission.unlink()
 
