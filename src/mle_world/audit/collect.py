@@ -310,9 +310,10 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
         for cfg, is_dir in sorted(listing(runs).items()):
             if not is_dir or cfg.startswith("."):
                 continue
+            prefix = os.path.join(runs, cfg, "")  # the reports' paths as os.path.join(runs, cfg, name)
             for name in sorted(listing(runs / cfg)):
                 if name.endswith(layout.REPORT_SUFFIX) and not name.startswith("."):
-                    report = os.path.join(runs, cfg, name)
+                    report = prefix + name
                     if report not in expected_paths:
                         sweep.unexpected.append(report)
     attach_costs(sweep, parsed)

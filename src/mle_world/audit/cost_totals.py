@@ -208,17 +208,17 @@ def _parse_with_csv(path: str) -> CostFile:
 
 def add_rows(rows: Iterable[CostRow], totals: dict[str | None, CostTotal]) -> None:
     """Sum rows into `totals` by trial id, row by row (the float sums of read_cost_rows' order)."""
-    for row in rows:
-        total = totals.get(row.trial_id)
+    for trial_id, cost, tokens, gpu in rows:
+        total = totals.get(trial_id)
         if total is None:
-            total = totals[row.trial_id] = CostTotal()
-        if row.cost is None:
+            total = totals[trial_id] = CostTotal()
+        if cost is None:
             total.known = False
         else:
-            total.cost += row.cost
-        total.tokens += row.tokens
-        if row.gpu is not None:
-            total.gpu += row.gpu
+            total.cost += cost
+        total.tokens += tokens
+        if gpu is not None:
+            total.gpu += gpu
 
 
 def encode(parsed: CostFile) -> Any:
