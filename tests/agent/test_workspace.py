@@ -72,8 +72,8 @@ def test_a_linked_copy_keeps_its_run_when_later_runs_are_staged(tmp_path: Path) 
     kept = layout.node_logs / "first.submission.csv"
     _run_writes(layout, "id,y\n1,first\n")
     assert stage_submission(layout) is not None
-    link_atomic(layout.staged_submission, kept)
-    link_atomic(layout.staged_submission, layout.submission_csv)
+    link_atomic(layout.staged_submission, kept, durable=False)
+    link_atomic(layout.staged_submission, layout.submission_csv, durable=True)
     for text in ("id,y\n1,second\n", "id,y\n1,third\n"):
         reset_run_submission(layout)  # also drops the staged copy
         assert not layout.staged_submission.exists()
@@ -81,7 +81,7 @@ def test_a_linked_copy_keeps_its_run_when_later_runs_are_staged(tmp_path: Path) 
         assert stage_submission(layout) is not None
     assert layout.staged_submission.read_text() == "id,y\n1,third\n"
     assert kept.read_text() == layout.submission_csv.read_text() == "id,y\n1,first\n"
-    link_atomic(layout.staged_submission, kept)  # replacing an existing target
+    link_atomic(layout.staged_submission, kept, durable=True)  # replacing an existing target
     assert kept.read_text() == "id,y\n1,third\n" and layout.submission_csv.read_text() == "id,y\n1,first\n"
     assert not any(p.name.endswith(".tmp") for p in layout.node_logs.iterdir())
 
@@ -94,6 +94,6 @@ def test_link_across_file_systems_falls_back_to_a_copy(tmp_path: Path) -> None:
         source.write("id,y\n1,shm\n")
         source.flush()
         target = tmp_path / "submission.csv"
-        link_atomic(Path(source.name), target)
+        link_atomic(Path(source.name), target, durable=True)
         assert target.read_text() == "id,y\n1,shm\n"
         assert target.stat().st_ino != os.stat(source.name).st_ino

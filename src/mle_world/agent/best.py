@@ -63,17 +63,25 @@ class BestSolution:
     def _keep_submission(self, node: Node) -> None:
         """Unknown direction only: keep each good node's CSV, in case a flip makes it the best.
 
-        From the agent's staged copy (never the workspace, which the script controls).
+        From the agent's staged copy (never the workspace, which the script controls). Not fsynced:
+        a flip checks the kept copy's hash before it is graded.
         """
         if node.submission_sha256 is not None and self.layout.staged_submission.is_file():
-            link_atomic(self.layout.staged_submission, self._kept_submission(node))
+            link_atomic(self.layout.staged_submission, self._kept_submission(node), durable=False)
 
     def _repromote(self, exclude: Node) -> None:
+        """After a flip: the new best's kept CSV becomes the graded file, if it is whole (a machine
+        crash may have lost or cut it: then the best stays, and the next better node replaces it)."""
         best = self.journal.best_node()
-        if best is not None and best.id != self.ckpt.best_node_id and self._kept_submission(best).is_file():
-            link_atomic(self._kept_submission(best), self.layout.submission_csv)
-            write_text_atomic(self.layout.best_solution, best.code)
-            self.ckpt.best_node_id = best.id
+        if best is None or best.id == self.ckpt.best_node_id:
+            return
+        kept = self._kept_submission(best)
+        if not kept.is_file() or file_sha256(kept) != best.submission_sha256:
+            log.warning("the kept submission of node %s is missing or damaged: not promoted", best.id[:8])
+            return
+        link_atomic(kept, self.layout.submission_csv, durable=True)
+        write_text_atomic(self.layout.best_solution, best.code)
+        self.ckpt.best_node_id = best.id
 
     def promote(self, node: Node) -> None:
         """Copy the new best's submission and code out atomically, before the checkpoint names it.
@@ -83,7 +91,7 @@ class BestSolution:
         """
         if self.ckpt.direction_source != "task":
             self._keep_submission(node)
-        link_atomic(self.layout.staged_submission, self.layout.submission_csv)
+        link_atomic(self.layout.staged_submission, self.layout.submission_csv, durable=True)
         if file_sha256(self.layout.submission_csv) != node.submission_sha256:
             raise RuntimeError("the copied submission does not match the staged one")
         write_text_atomic(self.layout.best_solution, node.code)

@@ -196,7 +196,8 @@ def stage_submission(layout: TrialLayout) -> str | None:
 
     The script owns the workspace, so every step is opened relative to a directory descriptor with
     O_NOFOLLOW: a link (to the graded file, the journal, /proc/self/environ) or a FIFO is refused,
-    never read. An empty or missing file means no submission.
+    never read. An empty or missing file means no submission. Not fsynced: most staged copies are
+    never used, and `link_atomic(durable=True)` syncs the one that becomes the graded file.
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     fds: list[int] = []
@@ -214,8 +215,6 @@ def stage_submission(layout: TrialLayout) -> str | None:
             while chunk := source.read(1 << 20):
                 digest.update(chunk)
                 target.write(chunk)
-            target.flush()
-            os.fsync(target.fileno())
         os.replace(tmp, layout.staged_submission)
         return digest.hexdigest()
     except OSError:
@@ -233,13 +232,19 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def link_atomic(source: Path, target: Path) -> None:
+def link_atomic(source: Path, target: Path, *, durable: bool) -> None:
     """Make `target` the same file as `source` (a hard link renamed into place), else `copy_atomic`.
 
-    For the agent's staged copies only: they are fsynced when written and replaced by rename, never
-    rewritten in place, so the link needs neither a copy nor another fsync, and later runs never
-    change what `target` holds.
+    For the agent's staged copies only: they are replaced by rename, never rewritten in place, so
+    later runs never change what `target` holds. `durable`: the data is fsynced first (a machine
+    crash cannot leave `target` named but empty); without it only a kill is survived.
     """
+    if durable:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         tmp.unlink(missing_ok=True)
