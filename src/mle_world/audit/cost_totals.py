@@ -88,7 +88,7 @@ def _columns(header: list[str]) -> Columns | None:
 _HEADERS: dict[str, Columns | None] = {}
 """`_columns` of each plain header line seen (the harness writes one; bounded for odd files)."""
 _new_row = tuple.__new__
-"""Builds a CostRow from its values in field order (its own __new__ costs a Python call per row)."""
+"""Builds a CostRow (or CostFile) from its values in field order (its own __new__ is a Python call)."""
 
 
 def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> bool:
@@ -174,7 +174,7 @@ def cost_file_of(data: bytes) -> CostFile | None:
 def _parse_text(text: str) -> CostFile:
     rows: list[CostRow] = []
     lines = text.split("\n")
-    if not lines[0] or any(special in text for special in PLAIN_TEXT_SPECIALS):
+    if not lines[0] or '"' in text or "\r" in text or "\0" in text:  # PLAIN_TEXT_SPECIALS, inline
         # csv.reader's first row is the first non-blank line: let it decide (and read what is quoted)
         try:
             reader = csv.reader(io.StringIO(text, newline=""))
@@ -192,7 +192,7 @@ def _parse_text(text: str) -> CostFile:
         return CostFile(False, rows)
     if not _plain_rows(lines, columns, rows):
         _rows(head.split(","), (line.split(",") if line else [] for line in lines[1:]), rows)
-    return CostFile(True, rows)
+    return _new_row(CostFile, (True, rows))
 
 
 def _parse_with_csv(path: str) -> CostFile:
