@@ -7,7 +7,6 @@ file, reports the workspace's disk usage, kills leftovers.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
@@ -22,14 +21,19 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from mle_world.agent.disk_quota import DiskCeiling, measure
-from mle_world.agent.process_tree import SANDBOX_REAPER, SCRIPT_ROOT, TaskCeiling
+from mle_world.agent.process_tree import (
+    SANDBOX_REAPER,
+    SCRIPT_ROOT,
+    TaskCeiling,
+    children_of,
+    kill_group,
+)
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import Jail
 from mle_world.agent.workspace import DATA_VIEW, remove_entry
 
 HEAD_CHARS = 2500
 TAIL_CHARS = 2500
-_PR_SET_CHILD_SUBREAPER = 36
 CEILING_POLL_S = 0.02
 """How often a run's ceilings are checked (process_tree.TaskCeiling, disk_quota.DiskCeiling)."""
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::|$)")
@@ -168,61 +172,6 @@ def exception_of(output: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def enable_subreaper() -> bool:
-    """Adopt orphaned grandchildren (Linux), so a script that escapes its group can still be killed."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
-
-def _children_of(pid: int) -> set[int]:
-    found: set[int] = set()
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        # The command name may contain spaces or parentheses; fields resume after the last ')'.
-        fields = data[data.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == pid:
-            found.add(int(entry))
-    return found
-
-
-def kill_leftovers(workspace: Path) -> list[int]:
-    """Kill processes still running in `workspace` (a script that outlived a kill -9 of the agent).
-
-    Called when a trial (re)starts, so a stale run cannot write into the next run's submission/.
-    """
-    target = str(workspace.resolve())
-    killed: list[int] = []
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit() and int(e) != os.getpid()]
-    except OSError:
-        return killed
-    for entry in entries:
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-        except OSError:
-            continue
-        if cwd == target or cwd.startswith(target + os.sep):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry), signal.SIGKILL)
-                killed.append(int(entry))
-    return killed
-
-
 def _wait(proc: subprocess.Popen[bytes], deadline: float, ceilings: Sequence[Ceiling]) -> Ceiling | str:
     """How the run ended: "exited", "timeout", or the ceiling it exceeded (the process still runs)."""
     while True:
@@ -236,11 +185,6 @@ def _wait(proc: subprocess.Popen[bytes], deadline: float, ceilings: Sequence[Cei
             for ceiling in ceilings:
                 if ceiling.exceeded():
                     return ceiling
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 class ProcessRunner:
@@ -308,7 +252,7 @@ class ProcessRunner:
             self.jail.grant(self.writable)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         argv, env = self.command(args)
-        before = _children_of(os.getpid())
+        before = children_of(os.getpid())
         capture = BoundedCapture(self.output_limit)
         start = time.monotonic()
         timed_out = False
@@ -342,15 +286,15 @@ class ProcessRunner:
             if not isinstance(ending, str):
                 over = ending
                 # Killing bubblewrap's outer process takes its PID namespace down with it.
-                _kill_group(proc.pid, signal.SIGKILL)
+                kill_group(proc.pid, signal.SIGKILL)
                 proc.wait()
             elif ending == "timeout":
                 timed_out = True
-                _kill_group(proc.pid, signal.SIGTERM)
+                kill_group(proc.pid, signal.SIGTERM)
                 try:
                     proc.wait(timeout=self.kill_grace_s)
                 except subprocess.TimeoutExpired:
-                    _kill_group(proc.pid, signal.SIGKILL)
+                    kill_group(proc.pid, signal.SIGKILL)
                     proc.wait()
         finally:
             exec_time = time.monotonic() - start
@@ -406,13 +350,13 @@ class ProcessRunner:
 
     def _cleanup(self, proc: subprocess.Popen[bytes], before: set[int]) -> None:
         # Background children that stayed in the group die with it.
-        _kill_group(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         # Children that called setsid() left the group; with the subreaper they are ours now.
         for _ in range(3):
-            strays = _children_of(os.getpid()) - before - {proc.pid}
+            strays = children_of(os.getpid()) - before - {proc.pid}
             if not strays:
                 break
             for pid in strays:
@@ -430,4 +374,4 @@ class ProcessRunner:
         with self._lock:
             proc = self._current
         if proc is not None and proc.poll() is None:
-            _kill_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)

@@ -1,19 +1,27 @@
-"""The process tree of one execution: how many tasks (processes and threads) a script holds now.
+"""The process tree of one execution: how many tasks (processes and threads) a script holds now, and
+killing what is left of it.
 
-Reads /proc (each process's stat line; loadavg's system-wide task count as a cheap first check);
-writes nothing. It enforces `sandbox.max_processes` where the kernel does not: RLIMIT_NPROC exempts
-host uid 0, which is what a script is under Enroot or pyxis started by root (docs/threat-model.md).
+Reads /proc (each process's stat line and cwd; loadavg's system-wide task count as a cheap first
+check); signals processes, writes nothing. It enforces `sandbox.max_processes` where the kernel does
+not: RLIMIT_NPROC exempts host uid 0, which is what a script is under Enroot or pyxis started by root
+(docs/threat-model.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 SANDBOX_REAPER = -1
 """`adjust` for a sandboxed run: bubblewrap's reaper (PID 1 of the namespace) is not the script's."""
 SCRIPT_ROOT = 1
 """`adjust` for an unsandboxed run: the root of the tree is the script itself."""
+_PR_SET_CHILD_SUBREAPER = 36
 FULL_SCAN_EVERY = 20
 """Count the tree at least every this many checks, whatever the system-wide count says."""
 
@@ -107,3 +115,63 @@ class TaskCeiling:
             f"the script's processes and threads ({self.peak}) exceeded the sandbox's limit of "
             f"{self.limit}; it was killed"
         )
+
+
+def enable_subreaper() -> bool:
+    """Adopt orphaned grandchildren (Linux), so a script that escapes its group can still be killed."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def children_of(pid: int) -> set[int]:
+    found: set[int] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        # The command name may contain spaces or parentheses; fields resume after the last ')'.
+        fields = data[data.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == pid:
+            found.add(int(entry))
+    return found
+
+
+def kill_leftovers(workspace: Path) -> list[int]:
+    """Kill processes still running in `workspace` (a script that outlived a kill -9 of the agent).
+
+    Called when a trial (re)starts, so a stale run cannot write into the next run's submission/.
+    """
+    target = str(workspace.resolve())
+    killed: list[int] = []
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit() and int(e) != os.getpid()]
+    except OSError:
+        return killed
+    for entry in entries:
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd == target or cwd.startswith(target + os.sep):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+    return killed
+
+
+def kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
