@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mle_world.audit.cost_totals import read_cost_totals
-from mle_world.costs.summary import read_cost_rows
+from mle_world.costs.summary import read_cost_rows, summarise_cost_rows
 
 HEADER = "trial_id,role,cost_usd,prompt_tokens,completion_tokens,gpu_hours"
 FILES: dict[str, bytes] = {
@@ -84,3 +84,25 @@ def test_odd_entries_sum_as_before(tmp_path: Path) -> None:
     got = {k: (t.cost, t.known, t.tokens, t.gpu) for k, t in totals.items()}
     assert (got, bad) == reference(tmp_path)
     assert bad == ["b.dir.csv", "d.dangling.csv"]
+
+
+@pytest.mark.parametrize("quoted", [False, True], ids=["plain", "csv-module"])
+def test_cells_that_are_not_numbers_count_as_the_cost_summary_counts_them(
+    tmp_path: Path, quoted: bool
+) -> None:
+    """A cost that is not a number is unknown; a count that is not one (or not finite), or such
+    GPU-hours, adds nothing: as `costs.summary` sums them, and neither may stop the audit."""
+    trial = '"t20"' if quoted else "t20"
+    text = f"{HEADER}\n{trial},coder,abc,x,1e400,zz\n{trial},world,0.5,10,5,0.1\n{trial},feedback,0.25,nan,2,inf\n"
+    (tmp_path / "t20.csv").write_text(text)
+    totals, bad = read_cost_totals(str(tmp_path))
+    assert bad == []
+    total = totals["t20"]
+    assert (total.known, total.cost, total.tokens) == (False, 0.75, 17)
+    assert total.gpu == float("inf")  # a number, as the summary reads it
+
+    rows, _ = read_cost_rows(tmp_path)
+    summary = {row.role: row for row in summarise_cost_rows(rows)}
+    assert summary["coder"].cost_usd is None and summary["coder"].prompt_tokens is None
+    assert summary["coder"].completion_tokens is None  # 1e400 is no count
+    assert summary["world"].prompt_tokens == 10 and summary["world"].cost_usd == 0.5

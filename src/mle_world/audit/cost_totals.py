@@ -91,6 +91,29 @@ _new_row = tuple.__new__
 """Builds a CostRow (or CostFile) from its values in field order (its own __new__ is a Python call)."""
 
 
+def _number(cell: str | None) -> float | None:
+    """A cell as `costs.summary` reads it: a number, or None when empty or not a number."""
+    if not cell:
+        return None
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def _lenient_row(
+    trial_id: str | None, cost: str | None, prompt: str | None, completion: str | None, gpu: str | None
+) -> CostRow:
+    """A row with a cell that is not a number (or a count that is not finite), read as `costs.summary`
+    sums it: such a cost is unknown, such a count or GPU-hours adds nothing."""
+    tokens = 0
+    for cell in (prompt, completion):
+        value = _number(cell)
+        if value is not None and math.isfinite(value):
+            tokens += int(value)
+    return CostRow(trial_id, _number(cost), tokens, _number(gpu))
+
+
 def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> bool:
     """Append the rows under `header` to `out`; False when the header lacks a required column.
 
@@ -107,13 +130,15 @@ def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> b
                 continue
             row = row + [None] * (width - len(row))  # type: ignore[list-item]
         cost = row[at_cost]
-        tokens = 0
-        if at_prompt is not None and row[at_prompt]:
-            tokens += int(float(row[at_prompt]))
-        if at_completion is not None and row[at_completion]:
-            tokens += int(float(row[at_completion]))
+        prompt = row[at_prompt] if at_prompt is not None else None
+        completion = row[at_completion] if at_completion is not None else None
         gpu = row[at_gpu] if at_gpu is not None else None
-        out.append(CostRow(row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None))
+        try:
+            tokens = (int(float(prompt)) if prompt else 0) + (int(float(completion)) if completion else 0)
+            kept = CostRow(row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None)
+        except (ValueError, OverflowError):
+            kept = _lenient_row(row[at_id], cost, prompt, completion, gpu)
+        out.append(kept)
     return True
 
 
@@ -131,12 +156,13 @@ def _plain_rows(lines: list[str], columns: Columns, out: list[CostRow]) -> bool:
         if len(row) < width:
             row += [None] * (width - len(row))
         cost, prompt, completion, gpu = row[at_cost], row[at_prompt], row[at_completion], row[at_gpu]
-        tokens = (int(float(prompt)) if prompt else 0) + (int(float(completion)) if completion else 0)
-        keep(
-            _new_row(
-                CostRow, (row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None)
-            )
-        )
+        try:
+            tokens = (int(float(prompt)) if prompt else 0) + (int(float(completion)) if completion else 0)
+            values = (row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None)
+        except (ValueError, OverflowError):
+            keep(_lenient_row(row[at_id], cost, prompt, completion, gpu))
+            continue
+        keep(_new_row(CostRow, values))
     return True
 
 

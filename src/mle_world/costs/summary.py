@@ -7,6 +7,7 @@ Reads `costs/*.csv` (and, for `cost_output_dir`, `runs/*/*/spec.json` and events
 from __future__ import annotations
 
 import csv
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -113,7 +114,7 @@ def summarise_cost_rows(rows: Iterable[Mapping[str, str]]) -> list[CostSummaryRo
         group.trials.add(row.get("trial_id", ""))
         for column in (*_COUNTS, *_SECONDS):
             value = _num(row.get(column))
-            if value is not None:
+            if value is not None and (column not in _COUNTS or math.isfinite(value)):
                 group.sums[column] = (group.sums[column] or 0) + (int(value) if column in _COUNTS else value)
         cost = _num(row.get("cost_usd"))
         if cost is None:
