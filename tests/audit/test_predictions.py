@@ -28,29 +28,12 @@ EXECUTION = {
 }  # fmt: skip
 
 
-def nested(flat: dict[str, object]) -> dict[str, object]:
-    """The line as the agent writes it now: the world model's answer under "prediction"."""
-    said = {k: flat[k] for k in SAID if k in flat}
-    return {**{k: v for k, v in flat.items() if k not in SAID}, "prediction": said}
-
-
-SAID = (
-    "mode",
-    "valid",
-    "p_bug",
-    "p_improves",
-    "predicted_metric",
-    "confidence",
-    "rejected",
-    "counterfactual_gate",
-)
-
-
 def variants() -> list[str]:
-    flat = prediction("not_gated", 0.7, True, p_bug=0.1, actual_buggy=False, counterfactual_gate="skip")
-    usual = nested(flat)
+    usual = prediction("not_gated", 0.7, True, p_bug=0.1, actual_buggy=False, counterfactual_gate="skip")
     said = usual["prediction"]
-    assert isinstance(said, dict)
+    assert isinstance(said, dict) and said["p_bug"] == 0.1  # a valid line as the agent writes it
+    # The same answer flat on the event (as no agent writes it): not a valid event.
+    flat = {**{k: v for k, v in usual.items() if k != "prediction"}, **said}
     lines = [json.dumps(usual), json.dumps(flat), json.dumps(LLM), json.dumps(EXECUTION), ""]
     lines += [
         json.dumps({**usual, "prediction": {**said, "p_improves": 1}}),
@@ -137,7 +120,7 @@ def test_a_whole_file_reads_the_same_and_values_are_typed_as_validated(tmp_path:
     got = read_predictions(str(path))
     predictions, bad = expected(path)
     assert repr((got.predictions, got.bad_lines)) == repr((predictions, bad))
-    assert len(predictions) >= 5 and bad >= 8
+    assert len(predictions) >= 15 and bad >= 15  # both paths exercised, not only the bad lines
     assert [type(p.p_improves) for p in got.predictions if p.p_improves is not None] == [float] * sum(
         p.p_improves is not None for p in predictions
     )
