@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from agent_helpers import sandbox_layout
 from mle_world.agent.disk_quota import DiskCeiling, measure
 from mle_world.agent.interpreter import ProcessRunner
 from mle_world.agent.sandbox import build_jail
+from mle_world.agent.workspace import remove_entry
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -160,3 +163,88 @@ def test_in_the_sandbox_many_files_hit_the_ceiling_and_one_big_file_the_kernels_
     result = runner.run(fine, args=[], timeout_s=90, log_path=tmp_path / "fine.log")
     assert result.ok and "fine" in result.term_out, result.term_out[-2000:]
     assert (layout.working / "ok.bin").stat().st_size == 4 << 20
+
+
+DEEP_TREE = """
+import os
+def nest(levels, name, data):
+    # Nested through relative opens: the full path outgrows PATH_MAX, never handed to the kernel.
+    fd = os.open(".", os.O_RDONLY)
+    for _ in range(levels):
+        os.mkdir(name, dir_fd=fd)
+        child = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    out = os.open("data.bin", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(out, data)
+    os.close(out)
+    os.close(fd)
+os.chdir("working")
+"""
+
+
+def _nest(root: Path, levels: int, name: str, size: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    code = DEEP_TREE.replace('os.chdir("working")', f"os.chdir({str(root)!r})")
+    exec(code + f"nest({levels}, {name!r}, b'x' * {size})", {})  # noqa: S102 - the test's own code
+
+
+def test_usage_counts_what_lies_past_path_max_and_past_the_recursion_limit(tmp_path: Path) -> None:
+    # A script can nest directories deeper than a path can name (ENAMETOOLONG) or os.walk can
+    # recurse (RecursionError): what lies there is counted all the same, and the walk does not fail.
+    _nest(tmp_path / "long", 20, "d" * 250, 4 * MIB)
+    used = measure(tmp_path / "long")
+    assert used.complete and used.inodes == 21 and used.bytes >= 4 * MIB
+    try:
+        _nest(tmp_path / "deep", 3000, "d", MIB)
+        used = measure(tmp_path / "deep")
+        assert used.complete and used.inodes == 3001 and used.bytes >= MIB
+    finally:
+        remove_entry(tmp_path / "deep")  # pytest's own clean-up recurses (RecursionError at exit)
+    ceiling = DiskCeiling(tmp_path / "long", 2 * MIB)
+    assert ceiling.exceeded()
+
+
+def test_a_tree_deeper_than_the_agent_can_open_counts_as_over_the_limit(tmp_path: Path) -> None:
+    # Each level of the walk holds a descriptor; past the process's limit the tree is not known to be
+    # under the disk limit, so it is over it.
+    _nest(tmp_path / "ws", 200, "d", 0)
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "from mle_world.agent.disk_quota import DiskCeiling, measure\n"
+        "used = measure(sys.argv[1])\n"
+        "ceiling = DiskCeiling(sys.argv[1], 1 << 40)\n"
+        "print(used.complete, ceiling.holds(used), ceiling.error[1])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ws")], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.startswith("False True ") and "could not walk" in out
+
+
+def test_a_script_hiding_data_past_path_max_is_killed_and_its_tree_removed(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    for name in ("working", "tmp"):
+        (workspace / name).mkdir(parents=True)
+    runner = ProcessRunner(
+        workspace,
+        kill_grace_s=1.0,
+        disk_limit=8 * MIB,
+        writable=(workspace, workspace / "working", workspace / "tmp"),
+    )
+    code = DEEP_TREE + (
+        "chunk = b'x' * (1 << 20)\n"
+        "for i in range(10**6):\n"
+        "    nest(20, 'd' * 250, chunk) if i == 0 else None\n"
+        "    os.mkdir(f'more{i}')\n"
+        "    os.chdir(f'more{i}')\n"
+        "    nest(20, 'd' * 250, chunk)\n"
+        "    os.chdir('..')\n"
+        "print('filled the disk')\n"
+    )
+    result = runner.run(code, args=[], timeout_s=90, log_path=tmp_path / "run.log")
+    assert result.exc_type == "DiskLimitError", result.term_out[-2000:]
+    assert "filled the disk" not in result.term_out
+    assert sorted(p.name for p in workspace.iterdir()) == ["tmp", "working"]
+    assert not any((workspace / "working").iterdir())

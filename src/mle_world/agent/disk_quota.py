@@ -10,6 +10,7 @@ take no blocks, but a filesystem whose inodes run out is as full for everyone on
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,31 +24,75 @@ RESCAN_COST_FACTOR = 10
 
 
 class Usage(NamedTuple):
-    """What a tree takes: allocated bytes and inodes (each counted once)."""
+    """What a tree takes: allocated bytes and inodes (each counted once). `complete` is False when a
+    directory could not be listed (deeper than descriptors allow, unreadable): what it holds is unseen."""
 
     bytes: int
     inodes: int
+    complete: bool = True
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def measure(root: Path | str) -> Usage:
     """Bytes allocated under `root` (sparse files count what they use) and its inodes; each inode once
-    (hard links), links never followed."""
+    (hard links), links never followed.
+
+    Walked through directory descriptors (names relative to them) without recursion: a script can
+    nest directories past PATH_MAX, where paths fail, and past Python's recursion limit. One descriptor
+    per level of depth is held; a directory that cannot be opened or listed makes the usage incomplete.
+    """
     total = inodes = 0
+    complete = True
     seen: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:
+        return Usage(0, 0)
+    frames: list[tuple[int, list[str]]] = []
+    fd: int | None = top
+    try:
+        while True:
+            if fd is not None:
+                subdirs: list[str] = []
+                try:
+                    with os.scandir(fd) as scan:
+                        for entry in scan:
+                            try:
+                                info = entry.stat(follow_symlinks=False)
+                            except FileNotFoundError:
+                                continue  # removed meanwhile
+                            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                                inode = (info.st_dev, info.st_ino)
+                                if inode in seen:
+                                    continue
+                                seen.add(inode)
+                            total += info.st_blocks * 512
+                            inodes += 1
+                            if stat.S_ISDIR(info.st_mode):
+                                subdirs.append(entry.name)
+                except OSError:
+                    complete = False
+                frames.append((fd, subdirs))
+                fd = None
+            if not frames:
+                break
+            parent, pending = frames[-1]
+            if not pending:
+                os.close(parent)
+                frames.pop()
+                continue
             try:
-                info = os.lstat(os.path.join(dirpath, name))
+                fd = os.open(pending.pop(), _DIR_FLAGS, dir_fd=parent)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # removed or replaced meanwhile
             except OSError:
-                continue  # removed meanwhile
-            if info.st_nlink > 1:
-                inode = (info.st_dev, info.st_ino)
-                if inode in seen:
-                    continue
-                seen.add(inode)
-            total += info.st_blocks * 512
-            inodes += 1
-    return Usage(total, inodes)
+                complete = False
+    finally:
+        for parent, _ in frames:
+            os.close(parent)
+    return Usage(total, inodes, complete)
 
 
 def filesystem_used(path: Path | str) -> Usage | None:
@@ -106,16 +151,26 @@ class DiskCeiling:
 
     def holds(self, usage: Usage) -> bool:
         """Whether `usage` (the workspace's, measured by the caller) is over a limit; kept as seen."""
-        self.peak = Usage(max(self.peak.bytes, usage.bytes), max(self.peak.inodes, usage.inodes))
-        return usage.bytes > self.limit or (self.max_inodes is not None and usage.inodes > self.max_inodes)
+        self.peak = Usage(
+            max(self.peak.bytes, usage.bytes),
+            max(self.peak.inodes, usage.inodes),
+            self.peak.complete and usage.complete,
+        )
+        return (
+            usage.bytes > self.limit
+            or (self.max_inodes is not None and usage.inodes > self.max_inodes)
+            or not usage.complete  # what cannot be counted is not known to be under the limit
+        )
 
     @property
     def error(self) -> tuple[str, str]:
         """The exception type and message a run killed by this watch ends with."""
-        if self.max_inodes is not None and self.peak.inodes > self.max_inodes:
-            what = f"{self.peak.inodes} files and directories, over the sandbox's limit of {self.max_inodes}"
+        if not self.peak.complete:
+            what = "holds a tree the agent could not walk (nested deeper than it can open, or unreadable)"
+        elif self.max_inodes is not None and self.peak.inodes > self.max_inodes:
+            what = f"grew to {self.peak.inodes} files and directories, over the sandbox's limit of {self.max_inodes}"
         else:
-            what = f"{self.peak.bytes >> 20} MiB, over the sandbox's disk limit of {self.limit >> 20} MiB"
+            what = f"grew to {self.peak.bytes >> 20} MiB, over the sandbox's disk limit of {self.limit >> 20} MiB"
         return "DiskLimitError", (
-            f"the script's workspace grew to {what}; it was killed and the files it could write were removed"
+            f"the script's workspace {what}; it was killed and the files it could write were removed"
         )
