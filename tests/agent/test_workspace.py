@@ -97,3 +97,28 @@ def test_link_across_file_systems_falls_back_to_a_copy(tmp_path: Path) -> None:
         link_atomic(Path(source.name), target, durable=True)
         assert target.read_text() == "id,y\n1,shm\n"
         assert target.stat().st_ino != os.stat(source.name).st_ino
+
+
+def test_reset_removes_a_tree_nested_past_path_max_and_the_recursion_limit(tmp_path: Path) -> None:
+    # A run can nest directories (opened relative to each other) deeper than any path can name and
+    # than a recursive walk goes, make some unreadable and link outside: the reset removes all of it,
+    # follows no link, and the next run finds an empty submission/.
+    layout = _layout(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the script's")
+    fd = os.open(layout.run_submission_dir, os.O_RDONLY)
+    for level in range(3000):
+        name = "d" * 200 if level % 100 == 0 else "d"
+        os.mkdir(name, dir_fd=fd)
+        child = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.symlink(outside, "out", dir_fd=fd)
+        if level % 500 == 1:
+            os.chmod(name, 0, dir_fd=fd)  # unreadable, unwritable
+        os.close(fd)
+        fd = child
+    os.close(os.open("last.csv", os.O_WRONLY | os.O_CREAT, 0o444, dir_fd=fd))
+    os.close(fd)
+    reset_run_submission(layout)  # (else pytest's own clean-up would fail on it: it recurses)
+    assert list(layout.run_submission_dir.iterdir()) == []
+    assert (outside / "keep.txt").read_text() == "not the script's"

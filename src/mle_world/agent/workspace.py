@@ -143,11 +143,80 @@ def remove_entry(path: Path) -> None:
         info = os.lstat(path)
     except FileNotFoundError:
         return
-    if stat.S_ISDIR(info.st_mode):
-        _make_writable(path)
-        shutil.rmtree(path)
-    else:
+    if not stat.S_ISDIR(info.st_mode):
         os.unlink(path)
+        return
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the agent's own
+    try:
+        _remove_tree(parent, path.name)
+    finally:
+        os.close(parent)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+HOIST_DEPTH = 32
+"""Directories nested deeper than this under a tree being removed are first moved up into its top."""
+
+
+def _open_dir(parent: int, name: str) -> int:
+    """Open a directory the (dead) script made, made searchable and writable by the agent first."""
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except PermissionError:
+        os.chmod(name, stat.S_IRWXU, dir_fd=parent)  # a directory (listed so), its writers all dead
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, stat.S_IRWXU)
+    return fd
+
+
+def _unlink_files(fd: int) -> list[str]:
+    """Unlink every entry of the directory `fd` but its subdirectories, whose names are returned."""
+    subdirs: list[str] = []
+    with os.scandir(fd) as scan:
+        for entry in scan:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    return subdirs
+
+
+def _remove_tree(parent: int, name: str) -> None:
+    """Remove the directory `name` of `parent` with everything below it, through descriptors and names
+    relative to them, without recursion: a script can nest directories past PATH_MAX (where paths
+    fail), Python's recursion limit and the descriptors one process may open. Below HOIST_DEPTH a
+    subdirectory is renamed into the top directory and removed from there."""
+    top = _open_dir(parent, name)
+    frames: list[tuple[int, str, list[str]]] = [(top, name, _unlink_files(top))]
+    hoisted = 0
+    try:
+        while frames:
+            fd, here, pending = frames[-1]
+            if not pending:
+                frames.pop()
+                os.close(fd)
+                os.rmdir(here, dir_fd=frames[-1][0] if frames else parent)
+                continue
+            child = pending.pop()
+            if len(frames) < HOIST_DEPTH:
+                child_fd = _open_dir(fd, child)
+                frames.append((child_fd, child, _unlink_files(child_fd)))
+                continue
+            with contextlib.suppress(OSError):
+                os.chmod(child, stat.S_IRWXU, dir_fd=fd)  # moving a directory rewrites its `..`
+            while True:
+                hoisted += 1
+                moved = f".hoisted-{hoisted}"
+                try:
+                    os.lstat(moved, dir_fd=top)
+                except FileNotFoundError:
+                    break
+            os.rename(child, moved, src_dir_fd=fd, dst_dir_fd=top)
+            frames[0][2].append(moved)
+    finally:
+        for fd, _, _ in frames:
+            os.close(fd)
 
 
 RUN_DIR_MODE = 0o755
