@@ -8,10 +8,12 @@ Reads nothing; writes events.jsonl files under tmp_path.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from auditkit import prediction
+from pydantic import TypeAdapter
 
 from mle_world.audit import shapes
 from mle_world.audit.predictions import SHAPES, PredictionLine, read_predictions
@@ -188,3 +190,22 @@ def test_layouts_past_the_compiled_ones_read_the_same(
     path.write_text("\n".join(reordered * 3) + "\n", encoding="utf-8")
     got = read_predictions(str(path))
     assert len(got.predictions) == 6 and repr((got.predictions, got.bad_lines)) == repr(expected(path))
+
+
+def test_a_timestamp_is_vouched_for_only_when_pydantic_accepts_it(tmp_path: Path) -> None:
+    # datetime.fromisoformat takes an offset's minutes past 59 (+00:60 is an hour); pydantic refuses
+    # them: such a line is a bad line for read_events, so it must not be a prediction here.
+    adapter = TypeAdapter(datetime)
+    for sign in "+-":
+        for hours in range(26):
+            for minutes in range(100):
+                stamp = f"2026-01-01T00:00:00{sign}{hours:02d}:{minutes:02d}"
+                if shapes.is_timestamp(stamp):
+                    adapter.validate_python(stamp)  # raises when pydantic refuses what was vouched for
+    path = tmp_path / "events.jsonl"
+    usual = prediction("not_gated", 0.7, True, p_bug=0.1, counterfactual_gate="skip")
+    path.write_text(
+        "".join(json.dumps({**usual, "ts": f"{TS[:-1]}{z}"}) + "\n" for z in ("+00:60", "-05:75", "+23:59"))
+    )
+    got = read_predictions(str(path))
+    assert repr((got.predictions, got.bad_lines)) == repr(expected(path)) and got.bad_lines == 2

@@ -18,7 +18,8 @@ from typing import Any, Literal, Union
 
 from mle_world.records import Record
 
-_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?")
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:[0-5]\d)?")
+"""fromisoformat takes an offset's minutes past 59 (+00:60 is an hour), which pydantic refuses."""
 NONE = type(None)
 
 
