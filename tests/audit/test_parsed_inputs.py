@@ -68,3 +68,19 @@ def test_a_re_audit_equals_a_fresh_audit_whatever_changed(tmp_path: Path) -> Non
     entries["entries"]["cost"][costs[0]][1] = "not a parsed file"  # stamp still right, value broken
     (out / NAME).write_text(json.dumps(entries))
     assert outputs(dirs, out) == changed
+
+
+def test_a_count_past_64_bits_is_summed_and_not_kept(tmp_path: Path) -> None:
+    # A token count of 1e30 sums as costs.summary sums it (int(float)), which JSON's 64-bit integers
+    # cannot carry: the audit must not fail writing what it keeps, and a re-audit reads the file again.
+    dirs = make_sweep(tmp_path / "sweep", 20, events=True, seed=1)
+    cost = sorted((dirs[0] / "costs").glob("*.csv"))[0]
+    lines = cost.read_text().splitlines()
+    header = lines[0].split(",")
+    row = lines[1].split(",")
+    row[header.index("prompt_tokens")] = "1e30"
+    replace(cost, "\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n")
+    out = tmp_path / "audit"
+    first = outputs(dirs, out)
+    assert str(cost) not in json.loads((out / NAME).read_text())["entries"]["cost"]
+    assert outputs(dirs, out) == first

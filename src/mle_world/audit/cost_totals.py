@@ -247,11 +247,17 @@ def add_rows(rows: Iterable[CostRow], totals: dict[str | None, CostTotal]) -> No
             total.gpu += gpu
 
 
+JSON_INT = 1 << 63
+"""orjson writes integers of 64 bits only; a token count of "1e30" is summed past that."""
+
+
 def encode(parsed: CostFile) -> Any:
     """A CostFile as JSON (None when a number would not survive JSON: not kept)."""
     finite = math.isfinite
-    for _, cost, _, gpu in parsed.rows:
+    for _, cost, tokens, gpu in parsed.rows:
         if (cost is not None and not finite(cost)) or (gpu is not None and not finite(gpu)):
+            return None
+        if not -JSON_INT <= tokens < JSON_INT:
             return None
     return [parsed.readable, list(map(list, parsed.rows))]
 
