@@ -248,3 +248,36 @@ def test_a_script_hiding_data_past_path_max_is_killed_and_its_tree_removed(tmp_p
     assert "filled the disk" not in result.term_out
     assert sorted(p.name for p in workspace.iterdir()) == ["tmp", "working"]
     assert not any((workspace / "working").iterdir())
+
+
+def test_a_script_filling_the_disk_through_files_it_removed_but_holds_open_is_killed(tmp_path: Path) -> None:
+    # Removed files held open keep their blocks and no walk finds them: the run's open files count.
+    workspace = tmp_path / "ws"
+    for name in ("working", "tmp"):
+        (workspace / name).mkdir(parents=True)
+    runner = ProcessRunner(
+        workspace,
+        kill_grace_s=1.0,
+        disk_limit=8 * MIB,
+        writable=(workspace, workspace / "working", workspace / "tmp"),
+    )
+    code = (
+        "import os, subprocess, sys, time\n"
+        "held = []\n"
+        "for i in range(2):\n"
+        "    handle = open(f'working/hidden{i}', 'wb')\n"
+        "    os.unlink(f'working/hidden{i}')\n"
+        "    for _ in range(6):\n"
+        "        handle.write(os.urandom(1 << 20))\n"
+        "    handle.flush()\n"
+        "    os.fsync(handle.fileno())\n"
+        "    held.append(handle)\n"
+        "    if i == 0:  # the first one held by a child process only\n"
+        "        child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], pass_fds=[handle.fileno()])\n"
+        "        handle.close()\n"
+        "time.sleep(80)\n"
+        "print('filled the disk unseen')\n"
+    )
+    result = runner.run(code, args=[], timeout_s=100, log_path=tmp_path / "run.log")
+    assert result.exc_type == "DiskLimitError", result.term_out[-2000:]
+    assert "filled the disk unseen" not in result.term_out and "disk limit of 8 MiB" in result.term_out

@@ -1,7 +1,7 @@
 """How much disk a trial's workspace takes, and the watch that stops a run growing it past its limits.
 
-Reads the workspace tree (lstat of every entry, links never followed) and its filesystem's block and
-inode counts (statvfs); writes nothing. RLIMIT_FSIZE bounds any one file a script writes (the kernel
+Reads the workspace tree (lstat of every entry, links never followed), its filesystem's block and
+inode counts (statvfs) and the run's open files without a name (/proc/<pid>/fd); writes nothing. RLIMIT_FSIZE bounds any one file a script writes (the kernel
 applies it to uid 0 too); this watch bounds the sum (`sandbox.disk_mb`), which many files under that
 size could otherwise grow without end, and the number of entries (`sandbox.max_files`): empty files
 take no blocks, but a filesystem whose inodes run out is as full for everyone on it.
@@ -9,12 +9,15 @@ take no blocks, but a filesystem whose inodes run out is as full for everyone on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
+
+from mle_world.agent.process_tree import tree_threads
 
 RESCAN_S = 5.0
 """Walk the workspace at least this often while a run lasts, whatever the filesystem says (space freed
@@ -95,6 +98,36 @@ def measure(root: Path | str) -> Usage:
     return Usage(total, inodes, complete)
 
 
+def held_deleted(root_pid: int, device: int, proc: str = "/proc") -> Usage:
+    """Files on `device` that `root_pid` or its descendants hold open after every name of them was
+    removed: no walk finds them, yet their blocks stay taken until the last descriptor closes. Each
+    inode once; processes or descriptors that vanish, or that may not be looked at, are skipped."""
+    total = inodes = 0
+    seen: set[int] = set()
+    for pid in (root_pid, *tree_threads(root_pid, proc)):
+        try:
+            with os.scandir(f"{proc}/{pid}/fd") as entries:
+                fds = [entry.path for entry in entries]
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                info = os.stat(fd)  # the open file itself (the link is /proc's, not the script's)
+            except OSError:
+                continue
+            if (
+                info.st_nlink
+                or info.st_dev != device
+                or not stat.S_ISREG(info.st_mode)
+                or info.st_ino in seen
+            ):
+                continue
+            seen.add(info.st_ino)
+            total += info.st_blocks * 512
+            inodes += 1
+    return Usage(total, inodes)
+
+
 def filesystem_used(path: Path | str) -> Usage | None:
     """Bytes and inodes in use on the filesystem holding `path` (None when it cannot be asked)."""
     try:
@@ -118,6 +151,8 @@ class DiskCeiling:
     limit: int
     """Bytes."""
     max_inodes: int | None = None
+    pid: int | None = None
+    """The run's first process: files its tree holds open without a name count too."""
     peak: Usage = Usage(0, 0)
     _scanned_fs: Usage | None = field(default=None, repr=False)
     _scanned: Usage = field(default=Usage(0, 0), repr=False)
@@ -130,6 +165,12 @@ class DiskCeiling:
         started = time.monotonic()
         self._scanned_fs = filesystem_used(self.root)
         self._scanned = measure(self.root)
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                hidden = held_deleted(self.pid, os.stat(self.root).st_dev)
+                self._scanned = self._scanned._replace(
+                    bytes=self._scanned.bytes + hidden.bytes, inodes=self._scanned.inodes + hidden.inodes
+                )
         self.holds(self._scanned)
         took = time.monotonic() - started
         self._next_scan = started + max(RESCAN_S, RESCAN_COST_FACTOR * took)

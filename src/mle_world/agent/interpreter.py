@@ -277,7 +277,9 @@ class ProcessRunner:
             adjust = SCRIPT_ROOT if self.jail is None else SANDBOX_REAPER
             ceilings.append(TaskCeiling(proc.pid, self.max_tasks, adjust))
         disk = (
-            None if self.disk_limit is None else DiskCeiling(self.workspace, self.disk_limit, self.max_files)
+            None
+            if self.disk_limit is None
+            else DiskCeiling(self.workspace, self.disk_limit, self.max_files, pid=proc.pid)
         )
         if disk is not None:
             ceilings.append(disk)

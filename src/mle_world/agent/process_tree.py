@@ -40,6 +40,11 @@ def parse_stat(text: str) -> tuple[int, int]:
 
 def tree_tasks(root: int, proc: str = "/proc") -> int:
     """Tasks of every descendant of `root` (not `root` itself); processes that vanish are skipped."""
+    return sum(tree_threads(root, proc).values())
+
+
+def tree_threads(root: int, proc: str = "/proc") -> dict[int, int]:
+    """Threads of each descendant of `root` (not `root` itself) by pid; processes that vanish are skipped."""
     children: dict[int, list[int]] = {}
     threads: dict[int, int] = {}
     with os.scandir(proc) as entries:
@@ -54,15 +59,16 @@ def tree_tasks(root: int, proc: str = "/proc") -> int:
             pid = int(entry.name)
             children.setdefault(ppid, []).append(pid)
             threads[pid] = count
-    total, stack, seen = 0, list(children.get(root, ())), {root}
+    tree: dict[int, int] = {}
+    stack, seen = list(children.get(root, ())), {root}
     while stack:
         pid = stack.pop()
         if pid in seen:
             continue
         seen.add(pid)
-        total += threads[pid]
+        tree[pid] = threads[pid]
         stack.extend(children.get(pid, ()))
-    return total
+    return tree
 
 
 def _read(path: str) -> str:
