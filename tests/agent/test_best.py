@@ -62,3 +62,31 @@ def test_a_flip_grades_the_kept_csv_only_when_it_is_whole(tmp_path: Path, damage
     assert graded == f"id,y\n1,{winner}\n".encode()
     assert hashlib.sha256(graded).hexdigest() == journal.get(ckpt.best_node_id).submission_sha256  # type: ignore[union-attr]
     assert layout.best_solution.read_text() == f"print({winner!r})"
+
+
+def test_a_promotion_cut_before_the_checkpoint_is_undone_on_resume(tmp_path: Path) -> None:
+    # What a kill (or SIGTERM's Preempted, raised anywhere) between promoting b and the checkpoint
+    # leaves: the graded file and code are b's, the checkpoint's best is a. Resuming, the replayed
+    # step may not promote b again: the graded file must be a's, whose hash the checkpoint records.
+    data = tmp_path / "data"
+    data.mkdir()
+    layout = TrialLayout(tmp_path / "trial", data)
+    set_up_trial_dir(layout)
+    ckpt = Checkpoint(trial_id="t", science_hash="h", lower_is_better=True, direction_source="task")
+    journal = Journal(lower_is_better=True)
+    best = BestSolution(layout, journal, ckpt)
+    a = _reviewed(layout, "a", 0.5, True)
+    best.consider(a)
+    journal.append(a)
+    ckpt.nodes = journal.nodes
+    saved = ckpt.model_copy(deep=True)  # the last checkpoint: a is the best
+    best.consider(_reviewed(layout, "b", 0.4, True))  # promoted, then the agent is killed
+    assert layout.submission_csv.read_text() == "id,y\n1,b\n"
+
+    resumed = BestSolution(layout, Journal(list(saved.nodes), True), saved)
+    resumed.restore()
+    graded = layout.submission_csv.read_bytes()
+    assert hashlib.sha256(graded).hexdigest() == a.submission_sha256
+    assert layout.best_solution.read_text() == "print('a')"
+    resumed.restore()  # nothing to do the second time
+    assert layout.submission_csv.read_bytes() == graded

@@ -2,7 +2,8 @@
 
 Reads the agent's staged copy of the last run's submission and the journal; writes
 submission/submission.csv and best_solution.py (atomically, before the checkpoint names the node)
-and, while the direction comes from the reviews, each good node's CSV in logs/nodes/ (for a flip).
+and, in logs/nodes/, each promoted node's CSV (to restore after a promotion cut short) and, while the
+direction comes from the reviews, each good node's (for a flip).
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ class BestSolution:
         return self.layout.node_logs / f"{node.id}.submission.csv"
 
     def _keep_submission(self, node: Node) -> None:
-        """Unknown direction only: keep each good node's CSV, in case a flip makes it the best.
+        """Keep a node's CSV: a promoted one's (for `restore`) and, while the direction is unknown, each
+        good node's, in case a flip makes it the best.
 
         From the agent's staged copy (never the workspace, which the script controls). Not fsynced:
-        a flip checks the kept copy's hash before it is graded.
+        a flip or `restore` checks the kept copy's hash before it is graded.
         """
         if node.submission_sha256 is not None and self.layout.staged_submission.is_file():
             link_atomic(self.layout.staged_submission, self._kept_submission(node), durable=False)
@@ -83,14 +85,32 @@ class BestSolution:
         write_text_atomic(self.layout.best_solution, best.code)
         self.ckpt.best_node_id = best.id
 
+    def restore(self) -> None:
+        """On resume: the graded file and best_solution.py are the checkpoint's best node's again, when a
+        kill (or a machine crash) came between promoting a node and the checkpoint naming it."""
+        best = self.journal.get(self.ckpt.best_node_id)
+        graded = self.layout.submission_csv
+        if best is None or best.submission_sha256 is None:
+            return
+        if graded.is_file() and file_sha256(graded) == best.submission_sha256:
+            return
+        kept = self._kept_submission(best)
+        if not kept.is_file() or file_sha256(kept) != best.submission_sha256:
+            log.warning("the graded file is not node %s's and no whole copy of it is kept", best.id[:8])
+            return
+        log.warning("the graded file was not node %s's (a promotion cut short): restored", best.id[:8])
+        link_atomic(kept, graded, durable=True)
+        write_text_atomic(self.layout.best_solution, best.code)
+
     def promote(self, node: Node) -> None:
         """Copy the new best's submission and code out atomically, before the checkpoint names it.
 
         The copy comes from the agent's staged file (taken from the workspace without following links),
         never from the workspace itself; its hash is the node's, which the grader checks.
         """
-        if self.ckpt.direction_source != "task":
-            self._keep_submission(node)
+        # Kept in any case (a link, no copy): a kill before the checkpoint names this node leaves the
+        # graded file this node's while the checkpoint names the last best, which `restore` relinks.
+        self._keep_submission(node)
         link_atomic(self.layout.staged_submission, self.layout.submission_csv, durable=True)
         if file_sha256(self.layout.submission_csv) != node.submission_sha256:
             raise RuntimeError("the copied submission does not match the staged one")

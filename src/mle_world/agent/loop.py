@@ -144,6 +144,8 @@ class Agent:
             seed=spec.seed,
         )
         self.best = BestSolution(layout, self.journal, self.ckpt)
+        if loaded is not None:
+            self.best.restore()
         self.reviewer = Reviewer(services.feedback, self.task, obfuscate=self.settings.obfuscate)
         wm = self.settings.world_model
         self.consultant = (
