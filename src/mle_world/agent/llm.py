@@ -22,13 +22,18 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import openai
 import pydantic
-from openai._constants import RAW_RESPONSE_HEADER
 from openai.types.chat import ChatCompletion
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from mle_world.agent.events import EventSink
 from mle_world.agent.replicas import Backoff, Lease, ReplicaPool
 from mle_world.records import EndpointSettings, LLMCallEvent, Role
+
+_RAW_RESPONSE_HEADER: str | None
+try:  # openai's own header for a raw response from client.post; private, so its absence is survived
+    from openai._constants import RAW_RESPONSE_HEADER as _RAW_RESPONSE_HEADER
+except ImportError:  # an openai release that moved it: chat() then goes through the public create()
+    _RAW_RESPONSE_HEADER = None
 
 __all__ = [
     "Backoff",
@@ -208,11 +213,13 @@ def _post_chat(client: openai.OpenAI, body: dict[str, Any], timeout: float) -> A
     message, 0.5-0.7 ms per request measured) to apply aliases and formats no chat parameter has.
     A test checks both send the same body.
     """
+    if _RAW_RESPONSE_HEADER is None:
+        return client.chat.completions.with_raw_response.create(**body, timeout=timeout)
     return client.post(
         "/chat/completions",
         cast_to=ChatCompletion,
         body=body,
-        options={"timeout": timeout, "headers": {RAW_RESPONSE_HEADER: "true"}},
+        options={"timeout": timeout, "headers": {_RAW_RESPONSE_HEADER: "true"}},
     )
 
 
