@@ -76,9 +76,12 @@ def test_sigterm_ignoring_script_is_killed(runner, tmp_path):
 def test_forked_children_are_all_killed(runner, tmp_path):
     enable_subreaper()
     pids = tmp_path / "pids.txt"
+    # Every process of this script carries the marker in its command line (forks inherit it), so
+    # the sweep below finds only this test's processes, whatever else runs on the machine.
+    marker = f"mle-forked-{os.getpid()}-{time.monotonic_ns()}"
     code = f"""
 import os, subprocess, sys, time
-procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", sys.argv[1]]) for _ in range(2)]
 pid = os.fork()
 if pid == 0:
     os.setsid()  # escapes the process group: only the subreaper sweep catches it
@@ -91,15 +94,18 @@ with open({str(pids)!r}, "w") as f:
 print("children started", flush=True)
 time.sleep(120)
 """
-    result = runner.run(code, args=[], timeout_s=2, log_path=tmp_path / "e.log")
+    result = runner.run(code, args=[marker], timeout_s=2, log_path=tmp_path / "e.log")
     assert result.timed_out
     children = [int(p) for p in pids.read_text().split()]
-    time.sleep(0.2)
+
+    def leftovers() -> list[str]:
+        return [p for p in os.listdir("/proc") if p.isdigit() and _alive(int(p)) and marker in _cmdline(p)]
+
+    deadline = time.monotonic() + 10  # killed processes may take a moment to be reaped
+    while (leftovers() or any(_alive(pid) for pid in children)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not any(_alive(pid) for pid in children)
-    leftovers = [
-        p for p in os.listdir("/proc") if p.isdigit() and _alive(int(p)) and "sleep(120)" in _cmdline(p)
-    ]
-    assert leftovers == []
+    assert leftovers() == []
 
 
 def test_background_children_die_even_when_script_exits_normally(runner, tmp_path):
@@ -107,7 +113,9 @@ def test_background_children_die_even_when_script_exits_normally(runner, tmp_pat
     result = runner.run(code, args=[], timeout_s=10, log_path=tmp_path / "f.log")
     assert result.ok
     pid = int(result.term_out.split()[0])
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10  # a killed process may take a moment to be reaped
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not _alive(pid)
 
 
