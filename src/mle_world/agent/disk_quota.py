@@ -100,16 +100,19 @@ def measure(root: Path | str) -> Usage:
 
 def held_deleted(root_pid: int, device: int, proc: str = "/proc") -> Usage:
     """Files on `device` that `root_pid` or its descendants hold open after every name of them was
-    removed: no walk finds them, yet their blocks stay taken until the last descriptor closes. Each
-    inode once; processes or descriptors that vanish, or that may not be looked at, are skipped."""
+    removed: no walk finds them, yet their blocks stay taken until the last descriptor or mapping
+    closes. Each inode once; processes, descriptors or mappings that vanish, or that may not be looked
+    at (`map_files` needs CAP_SYS_ADMIN of the host: a root agent), are skipped."""
     total = inodes = 0
     seen: set[int] = set()
     for pid in (root_pid, *tree_threads(root_pid, proc)):
-        try:
-            with os.scandir(f"{proc}/{pid}/fd") as entries:
-                fds = [entry.path for entry in entries]
-        except OSError:
-            continue
+        fds = []
+        for kind in ("fd", "map_files"):
+            try:
+                with os.scandir(f"{proc}/{pid}/{kind}") as entries:
+                    fds += [entry.path for entry in entries]
+            except OSError:
+                continue
         for fd in fds:
             try:
                 info = os.stat(fd)  # the open file itself (the link is /proc's, not the script's)
