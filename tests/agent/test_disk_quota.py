@@ -56,6 +56,8 @@ def test_usage_counts_allocated_bytes_once_per_inode_and_never_follows_links(tmp
     used = measure(root)
     assert 3 * MIB <= used.bytes < 4 * MIB
     assert used.inodes == 4  # a.bin (linked twice, one inode), sparse.bin and the two links
+    (tmp_path / "ws-link").symlink_to(root)  # the root itself is followed, as os.walk followed it
+    assert measure(tmp_path / "ws-link") == used
 
 
 def test_the_ceiling_counts_only_its_own_workspace(tmp_path: Path) -> None:

@@ -50,9 +50,11 @@ def measure(root: Path | str) -> Usage:
     complete = True
     seen: set[tuple[int, int]] = set()
     try:
-        top = os.open(root, _DIR_FLAGS)
+        top = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the agent's own path (as os.walk took it)
     except FileNotFoundError:
         return Usage(0, 0)
+    except OSError:  # e.g. made unreadable by a script running as the agent's uid
+        return Usage(0, 0, complete=False)
     frames: list[tuple[int, list[str]]] = []
     fd: int | None = top
     try:
