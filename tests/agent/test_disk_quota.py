@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_helpers import sandbox_layout
@@ -91,16 +92,17 @@ def test_the_ceiling_counts_files_that_take_no_space(tmp_path: Path) -> None:
     )
 
 
-def test_a_script_making_empty_files_without_end_is_killed(tmp_path: Path) -> None:
+def _unsandboxed(tmp_path: Path, **limits: Any) -> tuple[Path, ProcessRunner]:
+    """A workspace with `working/` and `tmp/`, and a runner without the sandbox watching it."""
     workspace = tmp_path / "ws"
     for name in ("working", "tmp"):
         (workspace / name).mkdir(parents=True)
-    runner = ProcessRunner(
-        workspace,
-        disk_limit=1 << 40,
-        max_files=500,
-        writable=(workspace, workspace / "working", workspace / "tmp"),
-    )
+    writable = (workspace, workspace / "working", workspace / "tmp")
+    return workspace, ProcessRunner(workspace, writable=writable, **limits)
+
+
+def test_a_script_making_empty_files_without_end_is_killed(tmp_path: Path) -> None:
+    workspace, runner = _unsandboxed(tmp_path, disk_limit=1 << 40, max_files=500)
     code = "import os\nfor i in range(10**7):\n    os.close(os.open(f'working/e{i}', os.O_CREAT | os.O_WRONLY))\nprint('done')\n"
     result = runner.run(code, args=[], timeout_s=90, log_path=tmp_path / "run.log")
     assert result.exc_type == "DiskLimitError" and "over the sandbox's limit of 500" in result.term_out
@@ -121,15 +123,7 @@ def _check_filled_and_cleared(
 
 
 def test_a_script_filling_the_disk_without_sandbox_is_killed_and_its_files_removed(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    for name in ("working", "tmp"):
-        (workspace / name).mkdir(parents=True)
-    runner = ProcessRunner(
-        workspace,
-        kill_grace_s=1.0,
-        disk_limit=24 * MIB,
-        writable=(workspace, workspace / "working", workspace / "tmp"),
-    )
+    workspace, runner = _unsandboxed(tmp_path, kill_grace_s=1.0, disk_limit=24 * MIB)
     result = runner.run(FILL_MANY_FILES, args=[], timeout_s=90, log_path=tmp_path / "run.log")
     assert not result.timed_out and not result.ok
     _check_filled_and_cleared(result.term_out, result.exc_type, workspace, 24, ["tmp", "working"])
@@ -226,15 +220,7 @@ def test_a_tree_deeper_than_the_agent_can_open_counts_as_over_the_limit(tmp_path
 
 
 def test_a_script_hiding_data_past_path_max_is_killed_and_its_tree_removed(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    for name in ("working", "tmp"):
-        (workspace / name).mkdir(parents=True)
-    runner = ProcessRunner(
-        workspace,
-        kill_grace_s=1.0,
-        disk_limit=8 * MIB,
-        writable=(workspace, workspace / "working", workspace / "tmp"),
-    )
+    workspace, runner = _unsandboxed(tmp_path, kill_grace_s=1.0, disk_limit=8 * MIB)
     code = DEEP_TREE + (
         "chunk = b'x' * (1 << 20)\n"
         "for i in range(10**6):\n"
@@ -256,15 +242,7 @@ def test_a_script_filling_the_disk_through_files_it_removed_but_holds_open_is_ki
     # Removed files held open keep their blocks and no walk finds them: the run's open files count,
     # and (as root: /proc's map_files needs CAP_SYS_ADMIN) its mapped ones. 12 MiB held open, 6 mapped.
     limit_mb = 14 if os.geteuid() == 0 else 8
-    workspace = tmp_path / "ws"
-    for name in ("working", "tmp"):
-        (workspace / name).mkdir(parents=True)
-    runner = ProcessRunner(
-        workspace,
-        kill_grace_s=1.0,
-        disk_limit=limit_mb * MIB,
-        writable=(workspace, workspace / "working", workspace / "tmp"),
-    )
+    workspace, runner = _unsandboxed(tmp_path, kill_grace_s=1.0, disk_limit=limit_mb * MIB)
     code = (
         "import ctypes, os, subprocess, sys, time\n"
         "libc = ctypes.CDLL(None)\n"
