@@ -1,6 +1,7 @@
 """Atomic writes of text, JSON and pydantic records, and tolerant reads of them.
 
-Writes go to a temp file in the same directory, are fsynced, then renamed over the target.
+Writes go to a temp file in the same directory, are fsynced, then renamed over the target, and the
+directory is fsynced so that the rename itself survives a machine crash.
 """
 
 from __future__ import annotations
@@ -14,6 +15,21 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def sync_directory(path: Path) -> None:
+    """fsync the directory `path` (after a rename into it: POSIX makes the new name durable only then);
+    best effort, as some file systems refuse it (the data itself was fsynced already)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, durable: bool = True) -> None:
@@ -36,6 +52,8 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, dura
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if durable:
+        sync_directory(path.parent)
 
 
 def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:

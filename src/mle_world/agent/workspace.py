@@ -14,6 +14,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from mle_world.storage import sync_directory
+
 DATA_VIEW = "input"
 """The workspace's read-only view of the task's public data."""
 
@@ -322,6 +324,8 @@ def link_atomic(source: Path, target: Path, *, durable: bool) -> None:
         copy_atomic(source, target)
         return
     os.replace(tmp, target)
+    if durable:
+        sync_directory(target.parent)
 
 
 def copy_atomic(source: Path, target: Path) -> None:
@@ -332,3 +336,4 @@ def copy_atomic(source: Path, target: Path) -> None:
     with open(tmp, "rb") as handle:
         os.fsync(handle.fileno())
     os.replace(tmp, target)
+    sync_directory(target.parent)
