@@ -30,6 +30,9 @@ def test_equal_trials_run_in_waves():
     assert makespan([1.0] * 9, 3) == 3.0
     assert makespan([2.0, 5.0], 8) == 5.0  # more slots than trials: the longest trial
     assert makespan([], 4) == 0.0
+    # The start-up wait is paid once, before the first wave, not per trial.
+    assert makespan([1.0] * 10, 3, overhead_s=0.5, startup_s=2.0) == 8.0
+    assert makespan([], 4, startup_s=2.0) == 0.0
 
 
 def test_trials_start_in_index_order_on_the_first_free_slot():
@@ -53,6 +56,9 @@ def test_gpu_hours_cost_and_utilisation():
     narrow = estimate([3600.0] * 8, 2, gpus_per_trial=1, usd_per_gpu_hour=1.0)
     assert (wide.makespan_s, narrow.makespan_s) == (3600.0, 4 * 3600.0)
     assert wide.gpu_hours == narrow.gpu_hours == 8.0
+    # Waiting in the queue lengthens the makespan, not the GPU-hours, and is no idle allocation.
+    queued = estimate([3600.0] * 8, 8, gpus_per_trial=1, usd_per_gpu_hour=1.0, startup_s=1800.0)
+    assert (queued.makespan_s, queued.gpu_hours, queued.utilisation) == (5400.0, 8.0, 1.0)
 
 
 def test_savings_shorten_every_trial():
@@ -143,6 +149,12 @@ def test_cli_estimate_from_time_limits(capsys: pytest.CaptureFixture[str]) -> No
     assert rows["2"] == ["25.0 h", "37.5", "$75.00", "75%"]
     assert rows["3"] == ["12.5 h", "37.5", "$75.00", "100%"]
 
+    assert (
+        main(["estimate", "--regime", "ungated", *SELECT, "--parallelism", "3", "--startup-s", "1800"]) == 0
+    )
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│"))
+    assert [c.strip() for c in row.split("│")[1:6]] == ["3", "13.0 h", "37.5", "$75.00", "100%"]
+
 
 def test_cli_estimate_from_measured_times_with_measured_gate_savings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -169,6 +181,9 @@ def test_cli_estimate_bad_input_is_one_line_exit_2(
 
     assert main(["estimate", "--regime", "gated", "--savings", "1.5"]) == 2
     assert main(["estimate", "--regime", "gated", *SELECT, "--measured", str(tmp_path)]) == 2
+    assert main(["estimate", "--regime", "gated", *SELECT, "--startup-s", "-5"]) == 2
+    assert main(["estimate", "--regime", "gated", *SELECT, "--overhead-s", "nan"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "--savings" in err[0] and "launch.json" in err[1]
+    assert len(err) == 4 and "--savings" in err[0] and "launch.json" in err[1]
+    assert "--startup-s" in err[2] and "--overhead-s" in err[3]
     assert "Traceback" not in "".join(err)

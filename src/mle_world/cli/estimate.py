@@ -78,6 +78,12 @@ def add_estimate_flags(p: argparse.ArgumentParser) -> None:
         "--overhead-s", type=float, default=0.0, help="scheduler time per trial besides the trial (s)"
     )
     p.add_argument(
+        "--startup-s",
+        type=float,
+        default=0.0,
+        help="time before the first trial starts, e.g. the array's wait in the queue (s)",
+    )
+    p.add_argument(
         "--usd-per-gpu-hour",
         type=positive_float,
         help="GPU price (default: the price table's execution price)",
@@ -104,8 +110,10 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         from mle_world.costs.prices import load_prices
 
         price = load_prices(args.prices or default_config_path("prices.yaml")).execution.usd_per_gpu_hour
-    if args.overhead_s < 0:
+    if not args.overhead_s >= 0:
         raise UserError("--overhead-s: expected a number >= 0")
+    if not args.startup_s >= 0:
+        raise UserError("--startup-s: expected a number >= 0")
     levels = [positive_int(text) for text in args.parallelism] if args.parallelism else None
 
     runtime = RuntimeSpec("process", python=sys.executable)
@@ -163,13 +171,18 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     for level in levels or parallelism_levels(slurm.array_parallelism, len(trials)):
         gpus = slurm.gpus_per_trial
         base = estimate(
-            durations, level, gpus_per_trial=gpus, usd_per_gpu_hour=price, overhead_s=args.overhead_s
+            durations,
+            level,
+            gpus_per_trial=gpus,
+            usd_per_gpu_hour=price,
+            overhead_s=args.overhead_s,
+            startup_s=args.startup_s,
         )
         cells = _cells(base)
         if savings is not None:
             saved = estimate(
                 with_savings(durations, savings), level, gpus_per_trial=gpus, usd_per_gpu_hour=price,
-                overhead_s=args.overhead_s,
+                overhead_s=args.overhead_s, startup_s=args.startup_s,
             )  # fmt: skip
             cells += _cells(saved)[1:4]
         label = f"{level} (cluster.yaml)" if level == slurm.array_parallelism else str(level)

@@ -19,16 +19,21 @@ from mle_world.errors import UserError
 from mle_world.records import LaunchRecord, TrialStatus
 
 
-def makespan(durations: Sequence[float], parallelism: int, *, overhead_s: float = 0.0) -> float:
+def makespan(
+    durations: Sequence[float], parallelism: int, *, overhead_s: float = 0.0, startup_s: float = 0.0
+) -> float:
     """Wall time for trials started in order, each on the first free slot of `parallelism` slots.
 
     This is how a Slurm job array with `%parallelism` (and the local pool) hands out work: task i
     starts when a slot frees, in index order. `overhead_s` is the scheduler and launcher time a
-    slot spends per trial besides the trial itself (submission, start, status bookkeeping).
+    slot spends per trial besides the trial itself (submission, start, status bookkeeping);
+    `startup_s` the time before the first trial starts (the array waiting in the queue, once).
     """
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got {parallelism}")
-    slots = [0.0] * min(parallelism, len(durations))
+    if not durations:
+        return 0.0
+    slots = [startup_s] * min(parallelism, len(durations))
     for seconds in durations:
         start = heapq.heappop(slots)
         heapq.heappush(slots, start + overhead_s + seconds)
@@ -46,7 +51,7 @@ class Estimate:
     """GPU allocation: every trial holds its GPUs for its whole duration."""
     cost_usd: float | None
     utilisation: float
-    """Trial time / (slots used × makespan): how busy the slots are."""
+    """Trial time / (slots used × makespan after the start-up wait): how busy the slots are."""
 
 
 def estimate(
@@ -56,9 +61,10 @@ def estimate(
     gpus_per_trial: int,
     usd_per_gpu_hour: float | None,
     overhead_s: float = 0.0,
+    startup_s: float = 0.0,
 ) -> Estimate:
     """Makespan, GPU-hours and allocation cost of running `durations` with `parallelism` slots."""
-    span = makespan(durations, parallelism, overhead_s=overhead_s)
+    span = makespan(durations, parallelism, overhead_s=overhead_s, startup_s=startup_s)
     busy = sum(durations)
     gpu_hours = busy * gpus_per_trial / 3600.0
     slots = min(parallelism, len(durations))
@@ -68,7 +74,8 @@ def estimate(
         makespan_s=span,
         gpu_hours=gpu_hours,
         cost_usd=gpu_hours * usd_per_gpu_hour if usd_per_gpu_hour is not None else None,
-        utilisation=busy / (slots * span) if span > 0 else 0.0,
+        # Slots exist once the array starts: the wait before it is not idle allocation.
+        utilisation=busy / (slots * (span - startup_s)) if span > startup_s else 0.0,
     )
 
 
