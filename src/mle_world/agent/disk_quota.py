@@ -1,10 +1,11 @@
 """How much disk a trial's workspace takes, and the watch that stops a run growing it past its limits.
 
 Reads the workspace tree (lstat of every entry, links never followed), its filesystem's block and
-inode counts (statvfs) and the run's open files without a name (/proc/<pid>/fd); writes nothing. RLIMIT_FSIZE bounds any one file a script writes (the kernel
-applies it to uid 0 too); this watch bounds the sum (`sandbox.disk_mb`), which many files under that
-size could otherwise grow without end, and the number of entries (`sandbox.max_files`): empty files
-take no blocks, but a filesystem whose inodes run out is as full for everyone on it.
+inode counts (statvfs) and the run's open files without a name (/proc/<pid>/fd); writes nothing.
+RLIMIT_FSIZE bounds any one file a script writes (the kernel applies it to uid 0 too); this watch
+bounds the sum (`sandbox.disk_mb`), which many files under that size could otherwise grow without
+end, and the number of entries (`sandbox.max_files`): empty files take no blocks, but a filesystem
+whose inodes run out is as full for everyone on it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mle_world.agent.process_tree import tree_threads
+from mle_world.agent.workspace import DIR_FLAGS
 
 RESCAN_S = 5.0
 """Walk the workspace at least this often while a run lasts, whatever the filesystem says (space freed
@@ -35,9 +37,6 @@ class Usage(NamedTuple):
     complete: bool = True
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 def measure(root: Path | str) -> Usage:
     """Bytes allocated under `root` (sparse files count what they use) and its inodes; each inode once
     (hard links), links never followed.
@@ -50,7 +49,7 @@ def measure(root: Path | str) -> Usage:
     complete = True
     seen: set[tuple[int, int]] = set()
     try:
-        top = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the agent's own path (as os.walk took it)
+        top = os.open(root, DIR_FLAGS & ~os.O_NOFOLLOW)  # the agent's own path (as os.walk took it)
     except FileNotFoundError:
         return Usage(0, 0)
     except OSError:  # e.g. made unreadable by a script running as the agent's uid
@@ -89,7 +88,7 @@ def measure(root: Path | str) -> Usage:
                 frames.pop()
                 continue
             try:
-                fd = os.open(pending.pop(), _DIR_FLAGS, dir_fd=parent)
+                fd = os.open(pending.pop(), DIR_FLAGS, dir_fd=parent)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # removed or replaced meanwhile
             except OSError:

@@ -43,22 +43,32 @@ def tree_tasks(root: int, proc: str = "/proc") -> int:
     return sum(tree_threads(root, proc).values())
 
 
-def tree_threads(root: int, proc: str = "/proc") -> dict[int, int]:
-    """Threads of each descendant of `root` (not `root` itself) by pid; processes that vanish are skipped."""
-    children: dict[int, list[int]] = {}
-    threads: dict[int, int] = {}
-    with os.scandir(proc) as entries:
+def process_table(proc: str = "/proc") -> dict[int, tuple[int, int]]:
+    """(parent pid, threads) of every process by pid; processes that vanish meanwhile are skipped."""
+    table: dict[int, tuple[int, int]] = {}
+    try:
+        entries = os.scandir(proc)
+    except OSError:
+        return table
+    with entries:
         for entry in entries:
             if not entry.name.isdigit():
                 continue
             try:
                 with open(f"{proc}/{entry.name}/stat", encoding="utf-8", errors="replace") as handle:
-                    ppid, count = parse_stat(handle.read())
+                    table[int(entry.name)] = parse_stat(handle.read())
             except (OSError, ValueError, IndexError):
                 continue
-            pid = int(entry.name)
-            children.setdefault(ppid, []).append(pid)
-            threads[pid] = count
+    return table
+
+
+def tree_threads(root: int, proc: str = "/proc") -> dict[int, int]:
+    """Threads of each descendant of `root` (not `root` itself) by pid; processes that vanish are skipped."""
+    children: dict[int, list[int]] = {}
+    threads: dict[int, int] = {}
+    for pid, (ppid, count) in process_table(proc).items():
+        children.setdefault(ppid, []).append(pid)
+        threads[pid] = count
     tree: dict[int, int] = {}
     stack, seen = list(children.get(root, ())), {root}
     while stack:
@@ -135,24 +145,8 @@ def enable_subreaper() -> bool:
 
 
 def children_of(pid: int) -> set[int]:
-    found: set[int] = set()
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        # The command name may contain spaces or parentheses; fields resume after the last ')'.
-        fields = data[data.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == pid:
-            found.add(int(entry))
-    return found
+    """The processes whose parent is `pid` now."""
+    return {child for child, (ppid, _) in process_table().items() if ppid == pid}
 
 
 def kill_leftovers(workspace: Path) -> list[int]:

@@ -155,7 +155,8 @@ def remove_entry(path: Path) -> None:
         os.close(parent)
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""Opening a directory a script may have made: never through a link it left."""
 HOIST_DEPTH = 32
 """Directories nested deeper than this under a tree being removed are first moved up into its top."""
 
@@ -163,10 +164,10 @@ HOIST_DEPTH = 32
 def _open_dir(parent: int, name: str) -> int:
     """Open a directory the (dead) script made, made searchable and writable by the agent first."""
     try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent)
     except PermissionError:
         os.chmod(name, stat.S_IRWXU, dir_fd=parent)  # a directory (listed so), its writers all dead
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent)
     with contextlib.suppress(OSError):
         os.fchmod(fd, stat.S_IRWXU)
     return fd
@@ -233,7 +234,7 @@ def _empty_flat_dir(path: Path) -> bool:
     Kept rather than made afresh: on ext4 with `discard` an rmdir and mkdir cost 0.25 ms, twice a step.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, DIR_FLAGS)
     except OSError:
         return False
     try:
