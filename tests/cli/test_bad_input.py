@@ -379,3 +379,40 @@ def test_one_trial_flags_named_in_errors(tmp_path: Path) -> None:
 def test_output_dir_name_too_long(tmp_path: Path) -> None:
     name = "o" * 300
     assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / name)], name)
+
+
+# --- empty values: `--data-dir "$DATA_DIR"` in a shell where the variable is not set ---------------------
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--output-dir",
+        "--data-dir",
+        "--enroot-image",
+        "--config",
+        "--prices",
+        "--coder-url",
+        "--world-url",
+        "-c",
+    ],
+)
+def test_empty_flag_value_refused_not_taken_as_cwd_or_default(tmp_path: Path, flag: str) -> None:
+    # Path("") is the working directory and an empty URL was taken as "not given": both ran silently
+    # (launch.json written into the cwd, the default localhost endpoint probed).
+    args = [*DRY, "--output-dir", str(tmp_path / "o"), flag, ""]
+    line = assert_refused(tmp_path, args, flag, "empty")
+    assert "shell variable" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", ""],
+        ["audit", ""],
+        ["grade", "x", "--data-dir", ""],
+        ["estimate", "--regime", "gated", "--config", ""],
+    ],
+)
+def test_empty_path_refused_by_subcommands(tmp_path: Path, args: list[str]) -> None:
+    assert_refused(tmp_path, args, "empty")

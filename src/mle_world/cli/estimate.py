@@ -14,7 +14,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from mle_world.cli.options import csv_list, default_config_path, positive_float, positive_int, seed_list
+from mle_world.cli.options import (
+    csv_list,
+    default_config_path,
+    path_arg,
+    positive_float,
+    positive_int,
+    seed_list,
+)
 from mle_world.errors import UserError
 from mle_world.plan.config import load_cluster_config, load_paper_config
 from mle_world.plan.estimate import (
@@ -48,17 +55,17 @@ def add_estimate_flags(p: argparse.ArgumentParser) -> None:
         "from the time limits or a finished sweep's measured trial times."
     )
     p.add_argument("--regime", choices=["gated", "ungated"], required=True)
-    p.add_argument("--config", type=Path, help="paper config (default configs/paper.yaml)")
-    p.add_argument("--cluster-config", type=Path, help="cluster config (default configs/cluster.yaml)")
+    p.add_argument("--config", type=path_arg, help="paper config (default configs/paper.yaml)")
+    p.add_argument("--cluster-config", type=path_arg, help="cluster config (default configs/cluster.yaml)")
     p.add_argument(
-        "--prices", type=Path, help="price table for the GPU-hour price (default configs/prices.yaml)"
+        "--prices", type=path_arg, help="price table for the GPU-hour price (default configs/prices.yaml)"
     )
     p.add_argument("--tasks", type=csv_list, help="comma-separated competition ids (default: the config's)")
     p.add_argument("--configs", type=csv_list, help="comma-separated configuration names")
     p.add_argument("--seeds", type=seed_list, help="comma-separated seeds")
     p.add_argument(
         "--measured",
-        type=Path,
+        type=path_arg,
         metavar="OUTPUT_DIR",
         help="trial times from a finished sweep (default: time limits)",
     )
@@ -67,7 +74,7 @@ def add_estimate_flags(p: argparse.ArgumentParser) -> None:
     savings.add_argument(
         "--savings-from",
         nargs=2,
-        type=Path,
+        type=path_arg,
         metavar=("GATED_DIR", "UNGATED_DIR"),
         help="measure the gate's savings: finished gated and ungated sweeps of the same trials",
     )

@@ -47,8 +47,20 @@ def seed_list(text: str) -> tuple[int, ...]:
 
 def non_empty(text: str) -> str:
     if not text.strip():
-        raise argparse.ArgumentTypeError("expected a non-empty value")
+        raise argparse.ArgumentTypeError(
+            "expected a non-empty value (is the shell variable it came from set?)"
+        )
     return text.strip()
+
+
+def path_arg(text: str) -> Path:
+    """A path flag's value; an empty one (`--data-dir "$DATA_DIR"` with the variable unset) is refused
+    instead of becoming Path("") == the working directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "expected a path, got an empty value (is the shell variable it came from set?)"
+        )
+    return Path(text)
 
 
 def positive_int(text: str) -> int:
@@ -81,12 +93,14 @@ class Parser(argparse.ArgumentParser):
 def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--endpoints-file",
-        type=Path,
+        type=path_arg,
         help="replicas' URLs per role, as written by scripts/serve/serve_replicas.sh (--ROLE-url wins)",
     )
     for role in ROLES:
         parser.add_argument(
-            f"--{role}-url", help=f"{role} endpoint base URL, or several replicas' URLs separated by commas"
+            f"--{role}-url",
+            type=non_empty,
+            help=f"{role} endpoint base URL, or several replicas' URLs separated by commas",
         )
         parser.add_argument(
             f"--{role}-model", type=non_empty, help=f"{role} served model id (default: discovered)"

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rich.console import Console
 
 from mle_world.cli.checks import check_writable_dir, require_output_dir
-from mle_world.cli.options import default_config_path, default_data_dir, positive_float
+from mle_world.cli.options import default_config_path, default_data_dir, path_arg, positive_float
 from mle_world.errors import UserError
 
 
 def add_status_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
+    p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR")
     p.add_argument(
         "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
     )
@@ -26,24 +25,24 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_audit_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("output_dirs", type=Path, nargs="+", metavar="OUTPUT_DIR")
+    p.add_argument("output_dirs", type=path_arg, nargs="+", metavar="OUTPUT_DIR")
     p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
     p.add_argument("--pad-missing", action="store_true", help="count missing seeds as failures")
-    p.add_argument("--out", type=Path, help="where audit/ goes (default: the first OUTPUT_DIR)")
+    p.add_argument("--out", type=path_arg, help="where audit/ goes (default: the first OUTPUT_DIR)")
     p.add_argument("--no-trial-pages", action="store_true", help="write index.html without a page per trial")
 
 
 def add_show_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trial_dir", type=Path, metavar="TRIAL_DIR")
-    p.add_argument("--out", type=Path, help="where the page goes (default: TRIAL_DIR/trial.html)")
+    p.add_argument("trial_dir", type=path_arg, metavar="TRIAL_DIR")
+    p.add_argument("--out", type=path_arg, help="where the page goes (default: TRIAL_DIR/trial.html)")
 
 
 def add_grade_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR")
-    p.add_argument("--data-dir", type=Path)
-    p.add_argument("--competitions-dir", type=Path, action="append", default=[])
+    p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR")
+    p.add_argument("--data-dir", type=path_arg)
+    p.add_argument("--competitions-dir", type=path_arg, action="append", default=[])
     p.add_argument("--missing-only", action="store_true", help="keep existing reports")
-    p.add_argument("--prices", type=Path, help="price table (default configs/prices.yaml)")
+    p.add_argument("--prices", type=path_arg, help="price table (default configs/prices.yaml)")
 
 
 def cmd_status(args: argparse.Namespace, console: Console) -> int:

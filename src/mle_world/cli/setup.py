@@ -6,7 +6,6 @@ Reads configs, the environment and the endpoints; `prepare` writes prepared data
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
@@ -18,6 +17,7 @@ from mle_world.cli.options import (
     default_config_path,
     default_data_dir,
     endpoint_overrides,
+    path_arg,
 )
 from mle_world.errors import UserError
 from mle_world.plan.config import load_paper_config
@@ -25,14 +25,14 @@ from mle_world.tasks.registry import load_registry
 
 
 def add_prepare_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path)
-    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--config", type=path_arg)
+    p.add_argument("--data-dir", type=path_arg)
     p.add_argument("--tasks", type=csv_list, help="comma-separated ids (default: the config's task list)")
-    p.add_argument("--competitions-dir", type=Path, action="append", default=[])
+    p.add_argument("--competitions-dir", type=path_arg, action="append", default=[])
 
 
 def add_check_endpoints_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path)
+    p.add_argument("--config", type=path_arg)
     add_endpoint_flags(p)
 
 

@@ -24,6 +24,8 @@ from mle_world.cli.options import (
     add_endpoint_flags,
     csv_list,
     default_config_path,
+    non_empty,
+    path_arg,
     positive_int,
     seed_list,
 )
@@ -45,19 +47,21 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"mle-world {__version__}")
     g = p.add_argument_group("sweep")
-    g.add_argument("--config", type=Path, help="paper config (default configs/paper.yaml)")
-    g.add_argument("--cluster-config", type=Path, help="cluster config (default configs/cluster.yaml)")
+    g.add_argument("--config", type=path_arg, help="paper config (default configs/paper.yaml)")
+    g.add_argument("--cluster-config", type=path_arg, help="cluster config (default configs/cluster.yaml)")
     g.add_argument("--regime", choices=["gated", "ungated"])
-    g.add_argument("--output-dir", type=Path)
-    g.add_argument("--data-dir", type=Path, help="prepared MLE-bench data (default ~/.cache/mle-bench/data)")
+    g.add_argument("--output-dir", type=path_arg)
     g.add_argument(
-        "--competitions-dir", type=Path, action="append", default=[], help="extra local competitions"
+        "--data-dir", type=path_arg, help="prepared MLE-bench data (default ~/.cache/mle-bench/data)"
+    )
+    g.add_argument(
+        "--competitions-dir", type=path_arg, action="append", default=[], help="extra local competitions"
     )
     g.add_argument("--tasks", type=csv_list, help="comma-separated competition ids (default: the config's)")
     g.add_argument("--configs", type=csv_list, help="comma-separated configuration names")
     g.add_argument("--seeds", type=seed_list, help="comma-separated seeds")
     g.add_argument("--grade", action="store_true", help="grade each trial after its agent exits")
-    g.add_argument("--prices", type=Path, help="price table for cost CSVs (default configs/prices.yaml)")
+    g.add_argument("--prices", type=path_arg, help="price table for cost CSVs (default configs/prices.yaml)")
     g.add_argument("--dry-run", action="store_true", help="render and record everything, execute nothing")
     g.add_argument("--summary", action="store_true", help="with --dry-run: a table instead of every command")
     g.add_argument("--retry-failed", nargs="?", const="infra", choices=["infra", "all"])
@@ -65,7 +69,7 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     r = p.add_argument_group("execution")
     r.add_argument("--backend", choices=["local", "slurm"], default="local")
     r.add_argument("--runtime", choices=list(RUNTIMES), default="enroot")
-    r.add_argument("--enroot-image", type=Path)
+    r.add_argument("--enroot-image", type=path_arg)
     r.add_argument("--no-sandbox", action="store_true", help="process runtime without bubblewrap (unsafe)")
     r.add_argument("--n-workers", type=positive_int, default=1)
     r.add_argument("--gpu-device", default=None, help="GPU ids for the local pool, e.g. 0,1,2,3 or 0-3")
@@ -73,9 +77,11 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--no-endpoint-check", action="store_true", help="skip probing endpoints before launching")
     k = p.add_argument_group("one trial (Kapso-style)")
-    k.add_argument("-c", "--competition", help="run one competition (one trial)")
+    k.add_argument("-c", "--competition", type=non_empty, help="run one competition (one trial)")
     k.add_argument("-i", "--iterations", type=positive_int, help="max agent steps")
-    k.add_argument("-m", "--configuration", help="configuration name for -c (default: the first)")
+    k.add_argument(
+        "-m", "--configuration", type=non_empty, help="configuration name for -c (default: the first)"
+    )
     k.add_argument("--seed", type=int, help="seed for -c (default: $MLE_SEED, else the config's first)")
     lst = p.add_argument_group("listings")
     lst.add_argument("--list", action="store_true", help="list all competitions and exit")
