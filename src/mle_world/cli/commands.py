@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +53,20 @@ def dispatch(name: str, rest: list[str], console: Console) -> int:
     return run(parser.parse_args(rest), console)
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone; if so, point stdout at /dev/null so the
+    interpreter's final flush does not print a second BrokenPipeError."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+    if gone:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return gone
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: user errors print one line and return 2; Ctrl-C returns 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -68,6 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        # `run_paper.py --dry-run | head`: the reader left; stop quietly like any filter (SIGPIPE's code).
+        return 141
     except OSError as exc:
         # A path the user gave that the OS refuses (name too long, permission, read-only file
         # system) reaches us from deep inside; it is bad input, not a crash: one line, exit 2.
