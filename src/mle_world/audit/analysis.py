@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
 from mle_world.audit.journals import journal_curve
+from mle_world.audit.predictions import PredictionLine
 from mle_world.audit.stats import (
     CalibrationBin,
     MeanSem,
@@ -278,75 +279,94 @@ class WorldRow:
 
 
 def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
-    """Gate skip rate (gated) and, from ungated trials, accuracy/Brier/calibration of p_improves."""
+    """Gate skip rate (gated) and, from ungated trials, accuracy/Brier/calibration of p_improves; then the
+    ungated configurations pooled ('all')."""
     rows = []
-    all_p: list[float] = []
-    all_y: list[bool] = []
+    pooled = _WorldData()
+    pooled_row = WorldRow("ungated", "all")
     for (regime, cfg), trials in groups_of(sweep.trials).items():
         row = WorldRow(regime, cfg)
-        probs: list[float] = []
-        outcomes: list[bool] = []
-        bug_p: list[float] = []
-        bug_y: list[bool] = []
-        vetoes: list[tuple[bool, bool]] = []
+        data = _WorldData()
         for trial in trials:
             events = trial_predictions(trial)
             row.bad_event_lines += events.bad_lines
             for pred in events.predictions:
-                row.predictions += 1
-                row.invalid += 0 if pred.valid else 1
-                # One decision per consulted step: every label but "not_selected" marks one.
-                if pred.gate == "not_selected":
-                    row.not_selected += 1
-                else:
-                    row.decisions += 1
-                    row.skipped += pred.gate == "skip"
-                    row.forced += pred.gate == "forced"
-                    row.would_skip += pred.counterfactual_gate == "skip"
-                if (
-                    pred.executed
-                    and pred.counterfactual_gate is not None
-                    and pred.actual_improved is not None
-                ):
-                    # Would the gated regime have left this node unrun (vetoed, or ranked below another)?
-                    vetoes.append((pred.counterfactual_gate != "execute", not pred.actual_improved))
-                if regime != "ungated" or not pred.valid or not pred.executed:
-                    continue
-                if pred.p_improves is not None and pred.actual_improved is not None:
-                    probs.append(pred.p_improves)
-                    outcomes.append(pred.actual_improved)
-                if pred.p_bug is not None and pred.actual_buggy is not None:
-                    bug_p.append(pred.p_bug)
-                    bug_y.append(pred.actual_buggy)
+                _count_prediction(row, data, pred, calibrated=regime == "ungated")
         if row.predictions == 0:
             continue
-        flagged = [bad for veto, bad in vetoes if veto]
-        worse = [veto for veto, bad in vetoes if bad]
-        row.gate_precision = sum(flagged) / len(flagged) if flagged else None
-        row.gate_recall = sum(worse) / len(worse) if worse else None
-        row.labelled, row.accuracy, row.brier = (
-            len(probs),
-            accuracy_at(probs, outcomes),
-            brier_score(probs, outcomes),
-        )
-        row.bug_labelled, row.bug_brier = len(bug_p), brier_score(bug_p, bug_y)
-        row.bins = calibration_bins(probs, outcomes, n_bins) if probs else []
-        all_p.extend(probs)
-        all_y.extend(outcomes)
+        _finish(row, data, n_bins)
         rows.append(row)
-    if all_p:
-        ungated = [r for r in rows if r.regime == "ungated"]
-        total = WorldRow(
-            "ungated",
-            "all",
-            predictions=sum(r.predictions for r in ungated),
-            invalid=sum(r.invalid for r in ungated),
-            labelled=len(all_p),
-        )
-        total.accuracy, total.brier = accuracy_at(all_p, all_y), brier_score(all_p, all_y)
-        total.bins = calibration_bins(all_p, all_y, n_bins)
-        rows.append(total)
+        if regime == "ungated":
+            pooled.extend(data)
+            for name in _POOLED_COUNTS:
+                setattr(pooled_row, name, getattr(pooled_row, name) + getattr(row, name))
+    if pooled.probs:
+        _finish(pooled_row, pooled, n_bins)
+        rows.append(pooled_row)
     return rows
+
+
+_POOLED_COUNTS = ("predictions", "invalid", "decisions", "not_selected", "would_skip", "bad_event_lines")
+"""The ungated rows' counts the pooled 'all' row sums (ungated steps veto and force nothing)."""
+
+
+@dataclass
+class _WorldData:
+    """The paired lists one world row's statistics come from."""
+
+    probs: list[float] = field(default_factory=list)
+    outcomes: list[bool] = field(default_factory=list)
+    bug_p: list[float] = field(default_factory=list)
+    bug_y: list[bool] = field(default_factory=list)
+    vetoes: list[tuple[bool, bool]] = field(default_factory=list)
+    """Executed candidates with a counterfactual decision: (the gate would not have run it, it did not improve)."""
+
+    def extend(self, other: _WorldData) -> None:
+        self.probs += other.probs
+        self.outcomes += other.outcomes
+        self.bug_p += other.bug_p
+        self.bug_y += other.bug_y
+        self.vetoes += other.vetoes
+
+
+def _count_prediction(row: WorldRow, data: _WorldData, pred: PredictionLine, calibrated: bool) -> None:
+    row.predictions += 1
+    row.invalid += 0 if pred.valid else 1
+    # One decision per consulted step: every label but "not_selected" marks one.
+    if pred.gate == "not_selected":
+        row.not_selected += 1
+    else:
+        row.decisions += 1
+        row.skipped += pred.gate == "skip"
+        row.forced += pred.gate == "forced"
+    # The counterfactual veto falls on the step's best-ranked candidate, which an ungated step with
+    # several candidates may not have run (then its own label is not_selected).
+    row.would_skip += pred.counterfactual_gate == "skip"
+    if pred.executed and pred.counterfactual_gate is not None and pred.actual_improved is not None:
+        # Would the gated regime have left this node unrun (vetoed, or ranked below another)?
+        data.vetoes.append((pred.counterfactual_gate != "execute", not pred.actual_improved))
+    if not calibrated or not pred.valid or not pred.executed:
+        return
+    if pred.p_improves is not None and pred.actual_improved is not None:
+        data.probs.append(pred.p_improves)
+        data.outcomes.append(pred.actual_improved)
+    if pred.p_bug is not None and pred.actual_buggy is not None:
+        data.bug_p.append(pred.p_bug)
+        data.bug_y.append(pred.actual_buggy)
+
+
+def _finish(row: WorldRow, data: _WorldData, n_bins: int) -> None:
+    flagged = [bad for veto, bad in data.vetoes if veto]
+    worse = [veto for veto, bad in data.vetoes if bad]
+    row.gate_precision = sum(flagged) / len(flagged) if flagged else None
+    row.gate_recall = sum(worse) / len(worse) if worse else None
+    row.labelled, row.accuracy, row.brier = (
+        len(data.probs),
+        accuracy_at(data.probs, data.outcomes),
+        brier_score(data.probs, data.outcomes),
+    )
+    row.bug_labelled, row.bug_brier = len(data.bug_p), brier_score(data.bug_p, data.bug_y)
+    row.bins = calibration_bins(data.probs, data.outcomes, n_bins) if data.probs else []
 
 
 @dataclass

@@ -1,0 +1,66 @@
+"""The audit's numbers on hand-built edge cases, each expected value computed by hand in the comments.
+
+Reads nothing; writes small sweeps under tmp_path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from auditkit import prediction, tid, write_events, write_launch, write_report
+
+from mle_world.audit import audit
+
+
+def test_would_skip_counts_a_veto_of_a_candidate_the_ungated_step_did_not_run(tmp_path: Path) -> None:
+    """wm-rank4 ungated: the counterfactual veto falls on the best-ranked candidate, which the seeded
+    choice need not have run; the step is still one the gate would have vetoed."""
+    out = tmp_path / "u"
+    write_launch(out, "ungated", [tid("ungated", "wm-rank4", "A", 34)])
+    write_report(out, "ungated", "wm-rank4", "A", 34, score=0.5)
+    # step 1: candidate 0 ranks first and would be vetoed; candidate 2 ran (did not improve).
+    # step 2: the executed candidate ranks first and would run.
+    vetoed_step = [
+        prediction("not_selected", 0.1, None, executed=False, counterfactual_gate="skip"),
+        prediction("not_selected", 0.2, None, executed=False, counterfactual_gate="not_selected"),
+        prediction("not_gated", 0.3, False, counterfactual_gate="not_selected"),
+        prediction("not_selected", 0.2, None, executed=False, counterfactual_gate="not_selected"),
+    ]
+    run_step = [
+        prediction("not_gated", 0.9, True, counterfactual_gate="execute"),
+        *(
+            prediction("not_selected", 0.2, None, executed=False, counterfactual_gate="not_selected")
+            for _ in range(3)
+        ),
+    ]
+    write_events(out, "wm-rank4", "A", 34, [*vetoed_step, *run_step])
+    (row, _) = audit([out]).world
+    assert (row.decisions, row.not_selected, row.would_skip) == (2, 6, 1)
+    # executed: step 1's (gate would not run it, did not improve), step 2's (would run it, improved)
+    assert (row.gate_precision, row.gate_recall) == (1.0, 1.0)
+
+
+def test_pooled_ungated_row_pools_every_statistic(tmp_path: Path) -> None:
+    """The 'all' row pools the ungated configurations: steps, would-skip, gate precision/recall and the
+    Brier score of p_bug too, not only p_improves (it showed 0 consulted and 0 would-skip)."""
+    out = tmp_path / "u"
+    write_launch(out, "ungated", [tid("ungated", c, "A", 34) for c in ("wm-point", "wm-blind")])
+    write_events(out, "wm-point", "A", 34, [
+        prediction("not_gated", 0.8, True, p_bug=0.1, actual_buggy=False, counterfactual_gate="execute"),
+        prediction("not_gated", 0.3, False, p_bug=0.6, actual_buggy=True, counterfactual_gate="skip"),
+    ])  # fmt: skip
+    write_events(out, "wm-blind", "A", 34, [
+        prediction("not_gated", 0.4, False, p_bug=0.2, actual_buggy=False, counterfactual_gate="skip"),
+        prediction("not_gated", 0.7, False, p_bug=0.5, actual_buggy=False, counterfactual_gate="execute"),
+    ])  # fmt: skip
+    rows = {w.configuration: w for w in audit([out]).world}
+    pooled = rows["all"]
+    assert (pooled.predictions, pooled.decisions, pooled.would_skip, pooled.labelled) == (4, 4, 2, 4)
+    # would not run: the two skips, neither improved → precision 2/2; not improved: 3, 2 flagged → 2/3
+    assert pooled.gate_precision == 1.0 and pooled.gate_recall == pytest.approx(2 / 3)
+    # p_improves ≥ 0.5 right for .8/T, .3/F, .4/F, wrong for .7/F; Brier (.04 + .09 + .16 + .49) / 4
+    assert pooled.accuracy == 0.75 and pooled.brier == pytest.approx(0.195)
+    # p_bug: (.1-0)² + (.6-1)² + (.2-0)² + (.5-0)² = .01 + .16 + .04 + .25 → / 4
+    assert pooled.bug_labelled == 4 and pooled.bug_brier == pytest.approx(0.115)
+    assert pooled.skip_rate is None and pooled.executions_saved == 0
