@@ -5,6 +5,7 @@ Writes trial directories under pytest's tmp paths; runs tests/support/fake_agent
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -299,3 +300,63 @@ def test_refused_second_launcher_writes_nothing(dirs: tuple[Path, Path]) -> None
             run_sweep(plan, options(), display=SilentDisplay(), before_launch=lambda: marker.write_text("x"))
     assert not marker.exists()
     assert [p.name for p in out.iterdir()] == [".launcher.lock"]  # no spec, status or identity
+
+
+def test_sigkilled_launcher_leftovers_are_stopped_before_the_rerun(dirs: tuple[Path, Path]) -> None:
+    """A launcher killed hard leaves its trials' commands running (own sessions); the re-run must stop
+    them (SIGTERM: they checkpoint) before it starts the trials again, never run a trial twice at once."""
+    out, data = dirs
+    argv = [sys.executable, str(SUPPORT / "drive.py"), str(out), str(data), "2", "checkpoint", "60", "local"]
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    plan = make_plan(out, data, 2, seconds=60)
+    deadline = time.time() + 30
+    while time.time() < deadline and not all(t for t in timelines(plan)):
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    first = [t[0]["pid"] for t in timelines(plan)]
+    try:
+        for pid in first:
+            os.kill(pid, 0)  # the orphans outlived their launcher
+        plan = make_plan(out, data, 2, seconds=0.5, budget_s=300.0, mode="checkpoint")
+        assert run_sweep(plan, options(), display=SilentDisplay()) == 0
+    finally:
+        for pid in first:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for events in timelines(plan):
+        assert [e["event"] for e in events] == ["start", "checkpoint", "start", "end"]
+    for pid in first:  # gone, or a zombie its new parent has not reaped yet
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert all(read_status(r.trial.trial_dir, r.trial.trial_id).attempt == 1 for r in plan.commands)
+
+
+def test_trial_whose_agent_lives_elsewhere_is_not_restarted(dirs: tuple[Path, Path]) -> None:
+    """Its launcher is gone, but an agent on another host still holds the journal lock."""
+    import fcntl
+
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1)
+    run = plan.commands[0]
+    update_status(run.trial.trial_dir, run.trial.trial_id, "submitted", attempt=1, backend="local")
+    update_status(run.trial.trial_dir, run.trial.trial_id, "running", pid=4242, host="other-node")
+    fd = os.open(run.trial.trial_dir / ".journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert run_sweep(plan, options(), display=SilentDisplay()) == 1
+        assert read_status(run.trial.trial_dir, run.trial.trial_id).state == "running"
+        assert timelines(plan) == [[]]
+    finally:
+        os.close(fd)
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 0
+
+
+def test_a_recycled_pid_is_not_taken_for_the_trial_session() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from mle_world.launch.orphans import session_members
+
+    now = datetime.now(UTC)
+    assert os.getpid() in session_members(os.getsid(0), now - timedelta(days=3650))
+    assert os.getpid() not in session_members(os.getsid(0), now + timedelta(seconds=60))

@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from mle_world.layout import JOURNAL_LOCK
 from mle_world.storage import sync_directory
 
 DATA_VIEW = "input"
@@ -34,7 +35,7 @@ class TrialLayout:
     @property
     def journal_lock(self) -> Path:
         """flock'ed by the live agent for its whole life: a second agent refuses to resume."""
-        return self.trial_dir / ".journal.lock"
+        return self.trial_dir / JOURNAL_LOCK
 
     @property
     def events(self) -> Path:

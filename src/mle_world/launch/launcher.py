@@ -27,6 +27,7 @@ from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay
 from mle_world.launch.intents import reconcile, submit_recorded
 from mle_world.launch.local import run_pool
+from mle_world.launch.orphans import agent_alive, find_leftover, stop_leftovers
 from mle_world.launch.slurm import (
     ALIVE_STATES,
     SlurmTrial,
@@ -224,16 +225,46 @@ class SweepLauncher:
     def _say(self, text: str) -> None:
         self.display.say(text)
 
+    def _release_orphans(self, stale: Sequence[tuple[TrialCommand, TrialStatus]]) -> list[TrialCommand]:
+        """Local trials left submitted/running by a launcher that is gone (this one holds the lock):
+        a command it started that still runs on this host is stopped first (SIGTERM: the agent
+        checkpoints), so a trial never runs twice at once nor two trials on one GPU; a trial whose
+        agent still lives elsewhere is left alone. Returns the trials put back to pending."""
+        here = socket.gethostname()
+        leftovers = [
+            run
+            for cmd, status in stale
+            if (run := find_leftover(cmd.trial.trial_id, status.pid, status.host, status.started_at, here))
+        ]
+        if leftovers:
+            names = ", ".join(run.trial_id for run in leftovers)
+            self._say(
+                f"[launch] stopping {len(leftovers)} trial(s) still running from a launcher that is gone: {names}"
+            )
+            stop_leftovers(leftovers, grace_s=TrialJob.kill_grace_s)
+        released: list[TrialCommand] = []
+        for cmd, status in stale:
+            if agent_alive(cmd.trial.trial_dir):
+                self._say(
+                    f"[launch] {cmd.trial.trial_id}: its agent still runs (pid {status.pid} on {status.host}) "
+                    "although its launcher is gone; not restarted: stop it or let it end, then re-run"
+                )
+                continue
+            release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
+            released.append(cmd)
+        return released
+
     # ---------------------------------------------------------------- local
     def _run_local(self) -> int:
         plan = self.plan
         todo: list[TrialCommand] = []
-        for cmd, _status, action in self._classify_all({}).values():
+        stale: list[tuple[TrialCommand, TrialStatus]] = []
+        for cmd, status, action in self._classify_all({}).values():
             if action == "stale":
-                release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
-                todo.append(cmd)
+                stale.append((cmd, status))
             elif action == "run":
                 todo.append(cmd)
+        todo += self._release_orphans(stale)
         skipped = len(plan.commands) - len(todo)
         self._say(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
         if not todo:
@@ -279,10 +310,10 @@ class SweepLauncher:
         ]
         view = submitter.states(job_ids) if job_ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
         todo: list[TrialCommand] = []
+        local_stale: list[tuple[TrialCommand, TrialStatus]] = []
         for cmd, status, action in self._classify_all(view.states).values():
             if action == "stale" and status.backend != "slurm":
-                release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
-                todo.append(cmd)
+                local_stale.append((cmd, status))
             elif action == "stale":
                 job = status.slurm_job_id
                 mark_failed_infra(
@@ -293,6 +324,7 @@ class SweepLauncher:
                 )
             elif action == "run":
                 todo.append(cmd)
+        todo += self._release_orphans(local_stale)
         if todo:
             self._submit_slurm(submitter, todo)
         else:

@@ -1,0 +1,139 @@
+"""What a hard-killed local launcher leaves running: its trials' command sessions, found and stopped.
+
+Reads /proc (every process's stat and the boot time) and probes a trial's `.journal.lock`; writes
+nothing, signals the processes of a trial's session on this host.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from mle_world import layout
+
+START_SLACK_S = 2.0
+"""A process counts as the run's when it started at most this long before the run's `started_at`
+(the status is written just before the command starts; clock ticks round)."""
+
+
+@dataclass(frozen=True)
+class LeftoverRun:
+    """One trial's command session that outlived its launcher (SIGKILL, OOM killer, lost terminal)."""
+
+    trial_id: str
+    session: int
+    """The command's session id: the supervisor's `bash -c` pid (status.json `pid`), start_new_session."""
+    pids: tuple[int, ...]
+
+
+def _boot_time(proc: str) -> float:
+    with open(f"{proc}/stat", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    raise OSError(f"{proc}/stat: no btime")
+
+
+def _session_and_start(text: str) -> tuple[int, int]:
+    """(session id, start time in clock ticks since boot) from /proc/<pid>/stat; the command may hold ')'."""
+    rest = text[text.rindex(")") + 2 :].split()
+    # After the command: state(0) ppid(1) pgrp(2) session(3) ... starttime is field 22 of the line (19 here).
+    return int(rest[3]), int(rest[19])
+
+
+def session_members(session: int, since: datetime, proc: str = "/proc") -> tuple[int, ...]:
+    """Processes of `session` that started at or after `since` (minus START_SLACK_S): a recycled pid
+    that leads an older, unrelated session is never matched."""
+    try:
+        boot = _boot_time(proc)
+        entries = list(os.scandir(proc))
+    except OSError:
+        return ()
+    ticks = os.sysconf("SC_CLK_TCK")
+    floor = since.timestamp() - START_SLACK_S
+    found: list[int] = []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry.name}/stat", encoding="utf-8", errors="replace") as handle:
+                sid, start = _session_and_start(handle.read())
+        except (OSError, ValueError, IndexError):
+            continue
+        if sid == session and boot + start / ticks >= floor:
+            found.append(int(entry.name))
+    return tuple(sorted(found))
+
+
+def find_leftover(
+    trial_id: str, pid: int | None, host: str | None, started_at: datetime | None, here: str
+) -> LeftoverRun | None:
+    """The run status.json records as running (`pid`, `host`, `started_at`), if its session is still
+    alive on this host `here`; None when it is gone, or ran elsewhere (then see `agent_alive`)."""
+    if pid is None or started_at is None or host != here:
+        return None
+    pids = session_members(pid, started_at)
+    return LeftoverRun(trial_id, pid, pids) if pids else None
+
+
+def _signal(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_leftovers(runs: Iterable[LeftoverRun], grace_s: float, poll_s: float = 0.1) -> None:
+    """SIGTERM every process of the runs' sessions (the agent checkpoints and exits 143; its
+    wrappers ignore SIGTERM and end with it), SIGKILL what is left after `grace_s`; returns once
+    the sessions are empty."""
+    runs = list(runs)
+    pids = {p for run in runs for p in run.pids}
+    _signal(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive = {p for p in pids if _alive(p)}
+        if not alive:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)
+    _signal(alive, signal.SIGKILL)
+    while any(_alive(p) for p in alive):
+        time.sleep(poll_s)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie has ended: its parent, gone with the launcher, was init's to reap)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2 :].split()[0] != "Z"
+
+
+def agent_alive(trial_dir: Path) -> bool:
+    """A live agent holds the trial's `.journal.lock` (flock, also across NFS clients): its run
+    survived the launcher, on this host or another one."""
+    path = trial_dir / layout.JOURNAL_LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
