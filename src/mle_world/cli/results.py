@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rich.console import Console
 
+from mle_world import layout
 from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import default_config_path, default_data_dir, path_arg, positive_float
 from mle_world.errors import UserError
@@ -39,8 +41,14 @@ def add_show_flags(p: argparse.ArgumentParser) -> None:
 
 def add_grade_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR")
-    p.add_argument("--data-dir", type=path_arg)
-    p.add_argument("--competitions-dir", type=path_arg, action="append", default=[])
+    p.add_argument(
+        "--data-dir",
+        type=path_arg,
+        help="prepared data with the answers (default: the sweep's, from launch.json; else ~/.cache/mle-bench/data)",
+    )
+    p.add_argument(
+        "--competitions-dir", type=path_arg, action="append", default=[], help="extra local competitions"
+    )
     p.add_argument("--missing-only", action="store_true", help="keep existing reports")
     p.add_argument("--prices", type=path_arg, help="price table (default configs/prices.yaml)")
 
@@ -55,6 +63,18 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     return show_status(args.output_dir.absolute(), console)
 
 
+def recorded_data_dir(output_dir: Path) -> Path | None:
+    """The --data-dir the sweep ran with, as its launch.json records it (None if unreadable): a regrade
+    compares with the answers the trials were prepared from, wherever the user put them."""
+    from mle_world.records import LaunchRecord
+
+    try:
+        record = LaunchRecord.model_validate_json((output_dir / layout.LAUNCH).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return Path(record.data_dir)
+
+
 def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     from mle_world.costs.prices import load_prices
     from mle_world.costs.summary import cost_output_dir
@@ -64,7 +84,7 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     require_output_dir(args.output_dir.absolute(), "grade")
     prices = load_prices(args.prices or default_config_path("prices.yaml"))
     registry = load_registry(list(args.competitions_dir))
-    data_dir = (args.data_dir or default_data_dir()).absolute()
+    data_dir = (args.data_dir or recorded_data_dir(args.output_dir) or default_data_dir()).absolute()
     result = grade_output_dir(args.output_dir, data_dir, registry.local, force=not args.missing_only)
     for report in result.graded:
         score = "invalid" if not report.valid_submission else f"{report.score}"
