@@ -5,12 +5,16 @@ Reads nothing; writes small sweeps under tmp_path.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from auditkit import prediction, tid, write_events, write_launch, write_report
+from auditkit import TS, prediction, tid, trial_dir, write_events, write_launch, write_report
+from gradekit import spec_for
 
 from mle_world.audit import audit
+from mle_world.costs.account import write_trial_costs
+from mle_world.costs.prices import load_prices
 
 
 def test_would_skip_counts_a_veto_of_a_candidate_the_ungated_step_did_not_run(tmp_path: Path) -> None:
@@ -64,3 +68,40 @@ def test_pooled_ungated_row_pools_every_statistic(tmp_path: Path) -> None:
     # p_bug: (.1-0)² + (.6-1)² + (.2-0)² + (.5-0)² = .01 + .16 + .04 + .25 → / 4
     assert pooled.bug_labelled == 4 and pooled.bug_brier == pytest.approx(0.115)
     assert pooled.skip_rate is None and pooled.executions_saved == 0
+
+
+def _llm(role: str, prompt: int | None, completion: int | None) -> str:
+    return json.dumps(
+        {"type": "llm_call", "ts": TS, "role": role, "model": "local", "purpose": "draft",
+         "prompt_tokens": prompt, "completion_tokens": completion, "latency_s": 1.0, "outcome": "ok"}
+    )  # fmt: skip
+
+
+def _execution(seconds: float, gpu: str | None) -> str:
+    return json.dumps(
+        {"type": "execution", "ts": TS, "node_id": "n", "kind": "full", "exec_time_s": seconds,
+         "timeout_s": 9999, "timed_out": False, "exit_code": 0, "gpu": gpu}
+    )  # fmt: skip
+
+
+def test_unknown_tokens_and_gpu_hours_are_left_out_of_the_per_trial_means(tmp_path: Path) -> None:
+    """Cost CSVs written by costs.account: a trial without events.jsonl knows neither tokens nor GPU-hours,
+    one whose world endpoint reported no usage knows no tokens; they are not averaged in as zeros."""
+    out = tmp_path / "g"
+    write_launch(out, "gated", [tid("gated", "aide", "A", s) for s in (34, 35, 36)])
+    events = {
+        # coder 1000+200 + 3000+800, feedback 500+100, world 100+50 = 5750 tokens; 0.5 + 0.2 + 0 GPU-h
+        34: [_llm("coder", 1000, 200), _llm("coder", 3000, 800), _llm("feedback", 500, 100),
+             _llm("world", 100, 50), _execution(1800.0, "0"), _execution(360.0, "0,1"), _execution(100.0, None)],
+        35: None,  # no events.jsonl: every cell empty
+        36: [_llm("coder", 10, 1), _llm("world", None, None), _execution(3600.0, "0")],  # 1.0 GPU-h
+    }  # fmt: skip
+    for seed, lines in events.items():
+        directory = trial_dir(out, "aide", "A", seed)
+        if lines is not None:
+            (directory / "events.jsonl").write_text("\n".join(lines) + "\n")
+        spec = spec_for("A", seed=seed, regime="gated", configuration="aide")
+        write_trial_costs(directory, spec, out, load_prices())
+    (row,) = audit([out]).costs
+    assert (row.with_costs, row.tokens_known, row.gpu_known) == (3, 1, 2)
+    assert row.tokens_per_trial == 5750 and row.gpu_hours_per_trial == pytest.approx((0.7 + 1.0) / 2)

@@ -87,19 +87,18 @@ def test_odd_entries_sum_as_before(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("quoted", [False, True], ids=["plain", "csv-module"])
-def test_cells_that_are_not_numbers_count_as_the_cost_summary_counts_them(
-    tmp_path: Path, quoted: bool
-) -> None:
-    """A cost that is not a number is unknown; a count that is not one (or not finite), or such
-    GPU-hours, adds nothing: as `costs.summary` sums them, and neither may stop the audit."""
+def test_cells_that_are_not_finite_numbers_are_unknown(tmp_path: Path, quoted: bool) -> None:
+    """A cost, token count or GPU-hours cell that is not a finite number is unknown, and so is the trial's
+    total of it (never a NaN or inf in the audit); neither may stop the audit. `costs.summary` sums what
+    it can read."""
     trial = '"t20"' if quoted else "t20"
     text = f"{HEADER}\n{trial},coder,abc,x,1e400,zz\n{trial},world,0.5,10,5,0.1\n{trial},feedback,0.25,nan,2,inf\n"
     (tmp_path / "t20.csv").write_text(text)
     totals, bad = read_cost_totals(str(tmp_path))
     assert bad == []
     total = totals["t20"]
-    assert (total.known, total.cost, total.tokens) == (False, 0.75, 17)
-    assert total.gpu == float("inf")  # a number, as the summary reads it
+    assert (total.known, total.cost, total.tokens_known, total.gpu_known) == (False, 0.75, False, False)
+    assert (total.tokens, total.gpu) == (15, 0.1)  # what the rows that know them add up to
 
     rows, _ = read_cost_rows(tmp_path)
     summary = {row.role: row for row in summarise_cost_rows(rows)}

@@ -153,6 +153,10 @@ class CostRow:
     cost_per_medal: float | None
     tokens_per_trial: float | None
     gpu_hours_per_trial: float | None
+    tokens_known: int = 0
+    """Trials whose tokens/trial is averaged: cost rows with every role's usage known."""
+    gpu_known: int = 0
+    """Trials whose GPU-hours/trial is averaged: cost rows with the executions' GPU-hours known."""
 
 
 def cost_rows(sweep: Sweep) -> list[CostRow]:
@@ -179,6 +183,8 @@ def cost_rows(sweep: Sweep) -> list[CostRow]:
                 cost_per_medal=total / medals if total is not None and medals else None,
                 tokens_per_trial=sum(tokens) / len(tokens) if tokens else None,
                 gpu_hours_per_trial=sum(gpu) / len(gpu) if gpu else None,
+                tokens_known=len(tokens),
+                gpu_known=len(gpu),
             )
         )
     return rows

@@ -52,7 +52,9 @@ class Trial:
     cost_known: bool = False
     has_costs: bool = False
     tokens: int | None = None
+    """Prompt + completion tokens; None without cost rows or when a role's usage is unknown."""
     gpu_hours: float | None = None
+    """None without cost rows or when the execution row's GPU-hours are unknown (no events.jsonl)."""
     dir_missing: bool = field(default=False, repr=False, compare=False)
     """The listing of its configuration dir has no trial dir: skip reading files inside it."""
     files: frozenset[str] | None = field(default=None, repr=False, compare=False)
@@ -219,7 +221,7 @@ def load_result(trial: Trial) -> None:
 
 
 def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
-    """Per-trial totals from costs/*.csv: cost (known only if every row is), tokens, GPU-hours."""
+    """Per-trial totals from costs/*.csv: cost, tokens and GPU-hours, each None unless every row knows it."""
     by_id = {t.trial_id: t for t in sweep.trials}
     for output_dir in sweep.dirs:
         costs_dir = layout.costs_dir(output_dir)
@@ -234,8 +236,8 @@ def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
             trial.has_costs = True
             trial.cost_known = total.known
             trial.cost_usd = total.cost if total.known else None
-            trial.tokens = total.tokens
-            trial.gpu_hours = total.gpu
+            trial.tokens = total.tokens if total.tokens_known else None
+            trial.gpu_hours = total.gpu if total.gpu_known else None
 
 
 def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Sweep:

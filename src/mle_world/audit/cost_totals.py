@@ -1,4 +1,5 @@
-"""Per-trial totals of a sweep's cost CSVs for the audit: cost (known only if every row is), tokens, GPU-hours.
+"""Per-trial totals of a sweep's cost CSVs for the audit: cost, tokens and GPU-hours, each known only if
+every row that carries it is.
 
 Reads `costs/*.csv` (the per-trial files `costs.account` writes); writes nothing.
 """
@@ -20,12 +21,14 @@ from mle_world.audit.cache import ParsedInputs, read_stamped
 
 @dataclass
 class CostTotal:
-    """One trial's cost rows summed."""
+    """One trial's cost rows summed; `known`, `tokens_known`, `gpu_known`: no row left that one unknown."""
 
     cost: float = 0.0
     known: bool = True
     tokens: int = 0
     gpu: float = 0.0
+    tokens_known: bool = True
+    gpu_known: bool = True
 
 
 def _cost_names(costs_dir: str) -> list[str]:
@@ -39,16 +42,24 @@ def _cost_names(costs_dir: str) -> list[str]:
 
 
 REQUIRED = frozenset({"trial_id", "role", "cost_usd"})
+EXECUTION = "execution"
+"""The row of a trial's executions: its GPU-hours are the trial's; it has no tokens (empty cells)."""
 PLAIN_TEXT_SPECIALS = ('"', "\r", "\0")
 """Without these, a CSV's rows are its lines split on commas (no quoting, one line ending, no NUL)."""
 
 
 class CostRow(NamedTuple):
-    """One row's part of its trial's totals: cost (None: unknown), tokens (prompt + completion), GPU-hours."""
+    """One row's part of its trial's totals; None: unknown (an empty cell, or one that is no finite number).
+
+    `tokens` (prompt + completion) is unknown when an LLM role's row lacks one (`costs.account` leaves both
+    empty when no call reported usage, or the trial has no events.jsonl); the execution row has none and
+    adds 0. `gpu` is unknown when the execution row lacks it (no events.jsonl); other rows add their cell
+    or 0.
+    """
 
     trial_id: str | None
     cost: float | None
-    tokens: int
+    tokens: int | None
     gpu: float | None
 
 
@@ -64,6 +75,7 @@ class Columns(NamedTuple):
 
     width: int
     trial_id: int
+    role: int
     cost: int
     prompt: int | None
     completion: int | None
@@ -78,6 +90,7 @@ def _columns(header: list[str]) -> Columns | None:
     return Columns(
         len(header),
         index["trial_id"],
+        index["role"],
         index["cost_usd"],
         index.get("prompt_tokens"),
         index.get("completion_tokens"),
@@ -91,27 +104,34 @@ _new_row = tuple.__new__
 """Builds a CostRow (or CostFile) from its values in field order (its own __new__ is a Python call)."""
 
 
-def _number(cell: str | None) -> float | None:
-    """A cell as `costs.summary` reads it: a number, or None when empty or not a number."""
+def _finite(cell: str | None) -> float | None:
+    """A cell as a finite number; None when empty, not a number, or not finite (unknown)."""
     if not cell:
         return None
     try:
-        return float(cell)
+        value = float(cell)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
-def _lenient_row(
-    trial_id: str | None, cost: str | None, prompt: str | None, completion: str | None, gpu: str | None
+def cost_row(
+    trial_id: str | None,
+    role: str | None,
+    cost: str | None,
+    prompt: str | None,
+    completion: str | None,
+    gpu: str | None,
 ) -> CostRow:
-    """A row with a cell that is not a number (or a count that is not finite), read as `costs.summary`
-    sums it: such a cost is unknown, such a count or GPU-hours adds nothing."""
-    tokens = 0
-    for cell in (prompt, completion):
-        value = _number(cell)
-        if value is not None and math.isfinite(value):
-            tokens += int(value)
-    return CostRow(trial_id, _number(cost), tokens, _number(gpu))
+    """One row's cells as its part of the trial's totals (see `CostRow` for what is unknown)."""
+    if role == EXECUTION:
+        tokens: int | None = int(_finite(prompt) or 0) + int(_finite(completion) or 0)
+        hours = _finite(gpu)
+    else:
+        p, c = _finite(prompt), _finite(completion)
+        tokens = int(p) + int(c) if p is not None and c is not None else None
+        hours = _finite(gpu) if gpu else 0.0
+    return CostRow(trial_id, _finite(cost), tokens, hours)
 
 
 def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> bool:
@@ -123,29 +143,23 @@ def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> b
     columns = _columns(header)
     if columns is None:
         return False
-    width, at_id, at_cost, at_prompt, at_completion, at_gpu = columns
+    width, at_id, at_role, at_cost, at_prompt, at_completion, at_gpu = columns
     for row in rows:
         if len(row) < width:
             if not row:
                 continue
             row = row + [None] * (width - len(row))  # type: ignore[list-item]
-        cost = row[at_cost]
         prompt = row[at_prompt] if at_prompt is not None else None
         completion = row[at_completion] if at_completion is not None else None
         gpu = row[at_gpu] if at_gpu is not None else None
-        try:
-            tokens = (int(float(prompt)) if prompt else 0) + (int(float(completion)) if completion else 0)
-            kept = CostRow(row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None)
-        except (ValueError, OverflowError):
-            kept = _lenient_row(row[at_id], cost, prompt, completion, gpu)
-        out.append(kept)
+        out.append(cost_row(row[at_id], row[at_role], row[at_cost], prompt, completion, gpu))
     return True
 
 
 def _plain_rows(lines: list[str], columns: Columns, out: list[CostRow]) -> bool:
     """`_rows` of a plain file's lines in one loop, for a header with every column (its usual shape);
     False (nothing appended) for another header."""
-    width, at_id, at_cost, at_prompt, at_completion, at_gpu = columns
+    width, at_id, at_role, at_cost, at_prompt, at_completion, at_gpu = columns
     if at_prompt is None or at_completion is None or at_gpu is None:
         return False
     keep = out.append
@@ -155,14 +169,9 @@ def _plain_rows(lines: list[str], columns: Columns, out: list[CostRow]) -> bool:
         row: list[Any] = line.split(",")
         if len(row) < width:
             row += [None] * (width - len(row))
-        cost, prompt, completion, gpu = row[at_cost], row[at_prompt], row[at_completion], row[at_gpu]
-        try:
-            tokens = (int(float(prompt)) if prompt else 0) + (int(float(completion)) if completion else 0)
-            values = (row[at_id], float(cost) if cost else None, tokens, float(gpu) if gpu else None)
-        except (ValueError, OverflowError):
-            keep(_lenient_row(row[at_id], cost, prompt, completion, gpu))
-            continue
-        keep(_new_row(CostRow, values))
+        keep(
+            cost_row(row[at_id], row[at_role], row[at_cost], row[at_prompt], row[at_completion], row[at_gpu])
+        )
     return True
 
 
@@ -242,8 +251,13 @@ def add_rows(rows: Iterable[CostRow], totals: dict[str | None, CostTotal]) -> No
             total.known = False
         else:
             total.cost += cost
-        total.tokens += tokens
-        if gpu is not None:
+        if tokens is None:
+            total.tokens_known = False
+        else:
+            total.tokens += tokens
+        if gpu is None:
+            total.gpu_known = False
+        else:
             total.gpu += gpu
 
 
@@ -257,7 +271,7 @@ def encode(parsed: CostFile) -> Any:
     for _, cost, tokens, gpu in parsed.rows:
         if (cost is not None and not finite(cost)) or (gpu is not None and not finite(gpu)):
             return None
-        if not -JSON_INT <= tokens < JSON_INT:
+        if tokens is not None and not -JSON_INT <= tokens < JSON_INT:
             return None
     return [parsed.readable, list(map(list, parsed.rows))]
 

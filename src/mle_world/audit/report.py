@@ -354,7 +354,8 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
             "",
             "## Costs",
             "",
-            "USD, from costs/*.csv; a trial counts as priced when every row has a cost.",
+            "USD, from costs/*.csv; a trial counts as priced when every row has a cost. Tokens and "
+            "GPU-hours per trial average the trials whose rows know them (summary.csv's n).",
             "",
         ]
         parts.append(markdown(costs_table(result.costs)))

@@ -65,8 +65,8 @@ def summary_rows(result: AuditResult) -> list[SummaryRow]:
         add("costs", group, "cost_per_trial_usd", *c.cost_per_trial)
         add("costs", group, "total_cost_usd", c.total_cost, None, c.cost_known)
         add("costs", group, "cost_per_medal_usd", c.cost_per_medal, None, c.medals)
-        add("costs", group, "tokens_per_trial", c.tokens_per_trial, None, c.with_costs)
-        add("costs", group, "gpu_hours_per_trial", c.gpu_hours_per_trial, None, c.with_costs)
+        add("costs", group, "tokens_per_trial", c.tokens_per_trial, None, c.tokens_known)
+        add("costs", group, "gpu_hours_per_trial", c.gpu_hours_per_trial, None, c.gpu_known)
     for b in result.budgets:
         group = (b.regime, b.configuration)
         for stop, count in b.stopped.items():
