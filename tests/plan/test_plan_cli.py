@@ -67,6 +67,22 @@ def test_seed_dry_run_lists_357_trials_and_records_them(tmp_path: Path, regime: 
     assert sorted(p.name for p in out.iterdir()) == ["agent-config.yaml", "launch.json"]  # nothing else
 
 
+def test_dry_run_beside_a_real_run_leaves_its_records_alone(tmp_path: Path) -> None:
+    """A dry run (here of another regime's science) on the output dir of a real sweep must not replace
+    the record of what that sweep ran: launch.json nor the resolved config agent-config.yaml."""
+    out = tmp_path / "paper"
+    assert run(*SEED_OPTIONS, "--regime", "gated", "--output-dir", str(out), "--dry-run").returncode == 0
+    record = json.loads((out / "launch.json").read_text())
+    (out / "launch.json").write_text(json.dumps({**record, "dry_run": False}))  # as a real run leaves it
+    real = {name: (out / name).read_bytes() for name in ("launch.json", "agent-config.yaml")}
+    proc = run(*SEED_OPTIONS, "--regime", "ungated", "--output-dir", str(out), "--dry-run", "--summary")
+    assert proc.returncode == 0, proc.stderr
+    assert {name: (out / name).read_bytes() for name in real} == real
+    assert "regime: ungated" in (out / "agent-config.dry-run.yaml").read_text()
+    assert json.loads((out / "launch.dry-run.json").read_text())["regime"] == "ungated"
+    assert f"wrote {out / 'launch.dry-run.json'} and {out / 'agent-config.dry-run.yaml'}" in proc.stdout
+
+
 def test_summary_table(tmp_path: Path) -> None:
     proc = run(*SEED_OPTIONS, "--regime", "gated", "--output-dir", str(tmp_path), "--dry-run", "--summary")
     assert proc.returncode == 0

@@ -271,22 +271,25 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     return plan, config, warnings
 
 
-def write_plan_files(plan: SweepPlan, config: PaperConfig) -> Path:
-    """launch.json + agent-config.yaml; a dry run never overwrites a real run's launch.json."""
+def write_plan_files(plan: SweepPlan, config: PaperConfig) -> tuple[Path, Path]:
+    """launch.json + agent-config.yaml (returned in that order); a dry run never overwrites a real
+    run's: beside one it writes launch.dry-run.json and agent-config.dry-run.yaml instead."""
     out = ensure_dir(plan.output_dir, "--output-dir")
     launch_path = out / layout.LAUNCH
+    config_path = out / "agent-config.yaml"
     if plan.record.dry_run and launch_path.exists():
         try:
-            previous = LaunchRecord.model_validate_json(launch_path.read_text())
-            if not previous.dry_run:
-                launch_path = out / "launch.dry-run.json"
+            previous_real = not LaunchRecord.model_validate_json(launch_path.read_text()).dry_run
         except ValueError:
+            previous_real = True
+        if previous_real:
             launch_path = out / "launch.dry-run.json"
+            config_path = out / "agent-config.dry-run.yaml"
     resolved = resolved_regime(config, plan.regime, tuple(config.configurations))
     resolved["config_hash"] = plan.config_hash
     # libyaml's emitter when available: the same text as safe_dump, several times faster.
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text = yaml.dump(resolved, Dumper=dumper, sort_keys=False, width=110)
-    write_text_atomic(out / "agent-config.yaml", text)
+    write_text_atomic(config_path, text)
     write_model(launch_path, plan.record)
-    return launch_path
+    return launch_path, config_path

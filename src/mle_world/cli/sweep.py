@@ -96,7 +96,7 @@ def _print_listing(registry: TaskRegistry, lite: bool, console: Console) -> None
         print(f"{task}\t{tag}")
 
 
-def _print_dry_run(plan: SweepPlan, launch_path: Path, summary: bool, console: Console) -> None:
+def _print_dry_run(plan: SweepPlan, written: tuple[Path, Path], summary: bool, console: Console) -> None:
     if summary:
         table = Table(
             title=f"{plan.regime}: {len(plan.commands)} trials ({plan.record.runtime}, {plan.record.backend})"
@@ -115,10 +115,7 @@ def _print_dry_run(plan: SweepPlan, launch_path: Path, summary: bool, console: C
         for cmd in plan.commands:
             print(f"# {cmd.trial.trial_id}  [{cmd.trial.spec.science_hash}]")
             print(cmd.command)
-    print(
-        f"dry run: {len(plan.commands)} trials; wrote {launch_path} and {plan.output_dir / 'agent-config.yaml'}; "
-        "nothing executed"
-    )
+    print(f"dry run: {len(plan.commands)} trials; wrote {written[0]} and {written[1]}; nothing executed")
 
 
 def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err: Console) -> int:
@@ -134,8 +131,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     for warning in warnings:
         err.print(f"WARNING: {warning}", style="bold red", highlight=False)
     if args.dry_run:
-        launch_path = write_plan_files(plan, config)
-        _print_dry_run(plan, launch_path, args.summary, console)
+        _print_dry_run(plan, write_plan_files(plan, config), args.summary, console)
         if args.backend == "slurm":
             from mle_world.launch.launcher import write_sbatch_preview
 
