@@ -416,3 +416,28 @@ def test_empty_flag_value_refused_not_taken_as_cwd_or_default(tmp_path: Path, fl
 )
 def test_empty_path_refused_by_subcommands(tmp_path: Path, args: list[str]) -> None:
     assert_refused(tmp_path, args, "empty")
+
+
+# --- regrade and page locations ------------------------------------------------------------------------
+
+
+def test_grade_with_a_missing_data_dir(tmp_path: Path) -> None:
+    out = _tiny_output_dir(tmp_path)
+    # Was: one "answers missing" line per trial, exit 1, and the cost CSVs rewritten.
+    assert_refused(tmp_path, ["grade", str(out), "--data-dir", str(tmp_path / "nope")], "--data-dir", "nope")
+    # Without the flag, the sweep's own data dir (launch.json) is the one named.
+    assert_refused(tmp_path, ["grade", str(out)], "launch.json", str(tmp_path / "data"))
+
+
+def test_show_out_under_a_file(tmp_path: Path) -> None:
+    out = _tiny_output_dir(tmp_path)
+    record = json.loads((out / "launch.json").read_text())
+    trial_dir = Path(record["trials"][0]["trial_dir"])
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "status.json").write_text(json.dumps({"trial_id": record["trials"][0]["trial_id"]}))
+    (tmp_path / "afile").write_text("x")
+    # Was: "cannot write .../afile/page.html: File exists".
+    assert_refused(
+        tmp_path, ["show", str(trial_dir), "--out", str(tmp_path / "afile" / "page.html")], "--out", "afile"
+    )
+    assert_refused(tmp_path, ["show", str(trial_dir), "--out", str(tmp_path)], "--out", "directory")

@@ -84,7 +84,18 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     require_output_dir(args.output_dir.absolute(), "grade")
     prices = load_prices(args.prices or default_config_path("prices.yaml"))
     registry = load_registry(list(args.competitions_dir))
-    data_dir = (args.data_dir or recorded_data_dir(args.output_dir) or default_data_dir()).absolute()
+    recorded = None if args.data_dir else recorded_data_dir(args.output_dir)
+    data_dir = (args.data_dir or recorded or default_data_dir()).absolute()
+    if not data_dir.is_dir():
+        origin = (
+            "--data-dir"
+            if args.data_dir
+            else "launch.json's data_dir"
+            if recorded
+            else "the default data dir"
+        )
+        hint = "" if args.data_dir else " (pass --data-dir)"
+        raise UserError(f"grade: {origin} {data_dir}: no such directory{hint}")
     result = grade_output_dir(args.output_dir, data_dir, registry.local, force=not args.missing_only)
     for report in result.graded:
         score = "invalid" if not report.valid_submission else f"{report.score}"
@@ -139,6 +150,10 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
             f"show: {args.trial_dir}: not a trial dir (no journal.json, events.jsonl, status.json or spec.json)"
         )
     out = (args.out or trial_dir / "trial.html").absolute()
+    if args.out:
+        check_writable_dir(out.parent, "--out")
+        if out.is_dir():
+            raise UserError(f"--out {out}: is a directory (name the page's file)")
     try:
         write_trial_page(load_trial_view(trial_dir), out, index_href=sweep_index_href(trial_dir, out))
     except OSError as exc:
