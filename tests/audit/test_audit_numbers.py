@@ -13,6 +13,7 @@ from auditkit import TS, prediction, tid, trial_dir, write_events, write_launch,
 from gradekit import spec_for
 
 from mle_world.audit import audit
+from mle_world.audit.analysis import baseline_delta_rows
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
 
@@ -105,3 +106,49 @@ def test_unknown_tokens_and_gpu_hours_are_left_out_of_the_per_trial_means(tmp_pa
     (row,) = audit([out]).costs
     assert (row.with_costs, row.tokens_known, row.gpu_known) == (3, 1, 2)
     assert row.tokens_per_trial == 5750 and row.gpu_hours_per_trial == pytest.approx((0.7 + 1.0) / 2)
+
+
+def _failed_without_submission(out: Path, regime: str, cfg: str, task: str, seed: int) -> None:
+    status = {"trial_id": tid(regime, cfg, task, seed), "state": "failed", "cause": "endpoint_unavailable"}
+    (trial_dir(out, cfg, task, seed) / "status.json").write_text(json.dumps(status))
+
+
+def test_paired_deltas_count_a_failed_trial_without_submission_as_the_rates_do(tmp_path: Path) -> None:
+    """A trial that failed for good without a submission is a settled non-medal in the rates; the paired
+    deltas pair it the same way instead of dropping the pair (which hid the regime's failures)."""
+    g, u = tmp_path / "g", tmp_path / "u"
+    write_launch(g, "gated", [tid("gated", c, t, 34) for c in ("wm-point", "aide") for t in "AB"])
+    write_launch(u, "ungated", [tid("ungated", "wm-point", t, 34) for t in "AB"])
+    _failed_without_submission(g, "gated", "wm-point", "A", 34)
+    write_report(g, "gated", "wm-point", "B", 34, score=0.85, medal="silver", above_median=True)
+    write_report(u, "ungated", "wm-point", "A", 34, score=0.95, medal="gold", above_median=True)
+    write_report(u, "ungated", "wm-point", "B", 34, score=0.6, above_median=True)
+    write_report(g, "gated", "aide", "A", 34, score=0.5)
+    _failed_without_submission(g, "gated", "aide", "B", 34)
+    result = audit([g, u])
+    (delta,) = result.deltas
+    # any medal: A 0 − 100, B 100 − 0 → mean 0, SEM = sd(−100, 100) / √2 = 141.42 / 1.4142 = 100
+    assert delta.pairs == 2 and delta.deltas["any_medal"] == (0.0, pytest.approx(100.0), 2)
+    # valid: A 0 − 100, B 100 − 100 → −50 ± 50; above median: A 0 − 100, B 0 → −50 ± 50
+    assert delta.deltas["valid_submission"] == (-50.0, pytest.approx(50.0), 2)
+    assert delta.deltas["above_median"] == (-50.0, pytest.approx(50.0), 2)
+    assert (delta.gated_better, delta.gated_worse, delta.ties) == (1, 1, 0)  # A: no score loses
+    (against_aide,) = baseline_delta_rows(result.sweep, "aide")
+    # gated wm-point − aide: A 0 − 0, B 100 − 0 → 50 ± 50 over 2 pairs
+    assert (against_aide.regime, against_aide.configuration, against_aide.pairs) == ("gated", "wm-point", 2)
+    assert against_aide.delta == (50.0, pytest.approx(50.0), 2)
+
+
+def test_pad_missing_pads_the_seeds_that_have_results_not_seeds_that_never_ran(tmp_path: Path) -> None:
+    """MLE-bench's --pad-missing zero-fills up to the largest number of reports a competition has: a
+    seed with no result for any task (not run yet) is not a seed of zeros."""
+    out = tmp_path / "g"
+    write_launch(out, "gated", [tid("gated", "aide", t, s) for t in "AB" for s in (34, 35, 36)])
+    write_report(out, "gated", "aide", "A", 34, score=0.95, medal="gold")
+    write_report(out, "gated", "aide", "B", 34, score=0.1)
+    write_report(out, "gated", "aide", "A", 35, score=0.1)  # B35 running; seed 36 not started
+    (padded,) = audit([out], pad_missing=True).rates
+    # seed 34: 1/2 → 50; seed 35: 0/2 (B missing = failure) → 0; mean 25, SEM = sd(50, 0) / √2 = 25
+    assert padded.seeds_used == [34, 35] and padded.rates["any_medal"] == (25.0, pytest.approx(25.0), 2)
+    (complete,) = audit([out]).rates
+    assert complete.seeds_used == [34] and complete.rates["any_medal"] == (50.0, 0.0, 1)

@@ -68,7 +68,8 @@ class RateRow:
 
 
 def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
-    """Per regime x configuration: complete seeds only, or every seed zero-padded with --pad-missing.
+    """Per regime x configuration: complete seeds only, or with --pad-missing every seed with a result
+    for some task, its missing tasks counted as failures.
 
     Seeds are aligned by their number (seed 35 of every task), not by report order as MLE-bench's
     aggregation does. A trial that failed for good without leaving a submission is settled: it
@@ -92,7 +93,9 @@ def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
             present[trial.seed].add(trial.task)
             for metric in RATE_METRICS:
                 values[metric][trial.seed][trial.task] = bool(getattr(trial.report, metric))
-        used = seeds if pad_missing else [s for s in seeds if present[s] >= set(tasks)]
+        # --pad-missing: a seed counts once any task has a result for it, as MLE-bench pads up to the
+        # largest number of reports a competition has (a seed that has not run yet is no seed of zeros).
+        used = [s for s in seeds if (present[s] if pad_missing else present[s] >= set(tasks))]
         rates = {m: mean_sem(seed_rates(values[m], tasks, used)) for m in RATE_METRICS}
         rows.append(RateRow(regime, cfg, len(tasks), seeds, used, rates))
     return rows
@@ -110,10 +113,28 @@ class DeltaRow:
     ties: int
 
 
+def settled(sweep: Sweep) -> list[Trial]:
+    """Trials with a result for the rates: a grading report, or failed for good without a submission."""
+    return [t for t in sweep.trials if t.report is not None or t.settled_without_report]
+
+
+def indicator(trial: Trial, metric: str) -> float:
+    """A settled trial's 0/1 value of a rate metric; one without a report has no medal and no valid submission."""
+    return float(getattr(trial.report, metric)) if trial.report is not None else 0.0
+
+
+def compare_trials(gated: Trial, ungated: Trial) -> int:
+    """`compare_scores` of two settled trials; one without a report has no score (it loses)."""
+    reports = [t.report for t in (gated, ungated) if t.report is not None]
+    lower = reports[0].is_lower_better if reports else False
+    score = [t.report.score if t.report is not None else None for t in (gated, ungated)]
+    return compare_scores(score[0], score[1], lower)
+
+
 def delta_rows(sweep: Sweep) -> list[DeltaRow]:
-    """Paired deltas over (task, seed) pairs where both regimes have a valid report."""
+    """Paired deltas over (task, seed) pairs where both regimes are settled (see `settled`)."""
     by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
-    for trial in sweep.found:
+    for trial in settled(sweep):
         by_key[(trial.configuration, trial.task, trial.seed)][trial.regime] = trial
     per_cfg: dict[str, list[tuple[Trial, Trial]]] = defaultdict(list)
     for (cfg, _, _), regimes in sorted(by_key.items()):
@@ -123,15 +144,9 @@ def delta_rows(sweep: Sweep) -> list[DeltaRow]:
     for cfg, pairs in sorted(per_cfg.items()):
         deltas = {}
         for metric in DELTA_METRICS:
-            diffs = [
-                100.0 * (float(getattr(g.report, metric)) - float(getattr(u.report, metric)))
-                for g, u in pairs
-            ]
+            diffs = [100.0 * (indicator(g, metric) - indicator(u, metric)) for g, u in pairs]
             deltas[metric] = mean_sem(diffs)
-        outcomes = [
-            compare_scores(g.report.score, u.report.score, g.report.is_lower_better)  # type: ignore[union-attr]
-            for g, u in pairs
-        ]
+        outcomes = [compare_trials(g, u) for g, u in pairs]
         rows.append(
             DeltaRow(cfg, len(pairs), deltas, outcomes.count(1), outcomes.count(-1), outcomes.count(0))
         )
@@ -446,9 +461,9 @@ class BaselineDeltaRow:
 def baseline_delta_rows(
     sweep: Sweep, baseline: str = "aide", metric: str = "any_medal"
 ) -> list[BaselineDeltaRow]:
-    """Paired deltas against `baseline` within each regime, over (task, seed) pairs where both have a report."""
+    """Paired deltas against `baseline` within each regime, over (task, seed) pairs where both are settled."""
     by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
-    for trial in sweep.found:
+    for trial in settled(sweep):
         by_key[(trial.regime, trial.task, trial.seed)][trial.configuration] = trial
     diffs: dict[Group, list[float]] = defaultdict(list)
     for (regime, _, _), configs in sorted(by_key.items()):
@@ -457,7 +472,7 @@ def baseline_delta_rows(
             continue
         for cfg, trial in configs.items():
             if cfg != baseline:
-                value = float(getattr(trial.report, metric)) - float(getattr(base.report, metric))
+                value = indicator(trial, metric) - indicator(base, metric)
                 diffs[(regime, cfg)].append(100.0 * value)
     return [
         BaselineDeltaRow(regime, cfg, baseline, len(values), mean_sem(values))

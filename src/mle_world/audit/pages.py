@@ -199,8 +199,10 @@ class IndexView:
     @property
     def seed_note(self) -> str:
         if self.result.pad_missing:
-            return "every seed; a missing report counts as no medal"
-        return "complete seeds only: every task of the configuration has a report"
+            return "every seed with a result for some task; a missing report counts as no medal"
+        return (
+            "complete seeds only: every task of the configuration has a report or failed without a submission"
+        )
 
     @property
     def gated_deltas(self) -> bool:

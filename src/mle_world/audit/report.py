@@ -165,7 +165,7 @@ BIN_COLUMNS: list[Column[CalibrationBin]] = [
 
 def rates_table(rows: Sequence[RateRow], pad_missing: bool) -> Table:
     """Medal rates per regime x configuration."""
-    note = "all seeds, missing = 0" if pad_missing else "complete seeds only"
+    note = "seeds with a result, missing = 0" if pad_missing else "complete seeds only"
     return build("rates", f"Rates, mean ± SEM over seeds (%; {note})", RATE_COLUMNS, rows)
 
 
@@ -340,14 +340,21 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     if problems:
         parts += ["", *(f"- {line}" for line in problems)]
     if result.pad_missing:
-        note = "every seed, missing reports count as failures (--pad-missing)"
+        note = "every seed with a result for some task, missing reports count as failures (--pad-missing)"
     else:
-        note = "complete seeds only (every task of the configuration has a report)"
+        note = (
+            "complete seeds only (every task of the configuration is settled: it has a report, or it "
+            "failed without a submission, which counts as no medal)"
+        )
     parts += ["", "## Rates", "", f"Mean ± SEM over seeds (%, ddof=1), {note}.", ""]
     parts.append(markdown(rates_table(result.rates, result.pad_missing)))
     if result.deltas:
         parts += ["", "## Paired gated − ungated", ""]
-        parts += ["Same task and seed; percentage points, mean ± SEM over pairs.", ""]
+        parts += [
+            "Same task and seed; percentage points, mean ± SEM over pairs where both trials are settled "
+            "(a failed trial without a submission counts as no medal, no valid submission and no score).",
+            "",
+        ]
         parts.append(markdown(deltas_table(result.deltas)))
     if has_costs(result):
         parts += [

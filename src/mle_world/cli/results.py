@@ -29,7 +29,11 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
 def add_audit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("output_dirs", type=path_arg, nargs="+", metavar="OUTPUT_DIR")
     p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
-    p.add_argument("--pad-missing", action="store_true", help="count missing seeds as failures")
+    p.add_argument(
+        "--pad-missing",
+        action="store_true",
+        help="use every seed with a result for some task, its missing reports counted as failures",
+    )
     p.add_argument("--out", type=path_arg, help="where audit/ goes (default: the first OUTPUT_DIR)")
     p.add_argument("--no-trial-pages", action="store_true", help="write index.html without a page per trial")
 
