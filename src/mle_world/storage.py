@@ -32,6 +32,12 @@ def sync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def _naming(exc: OSError, path: Path) -> OSError:
+    """The error of writing `path` (disk full, quota, read-only), named after it: a write's own error
+    names no file, or the temp file's (the CLI prints `filename: strerror`)."""
+    return type(exc)(exc.errno, exc.strerror, str(path)) if exc.errno else exc
+
+
 def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, durable: bool = True) -> None:
     """Write `data` to `path` so that a reader sees either the old or the new file, never half.
 
@@ -39,7 +45,10 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, dura
     can then leave an empty or partial file under the new name, never a half-written old one).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _naming(exc, path) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -49,6 +58,9 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, dura
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(exc, path) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

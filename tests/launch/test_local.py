@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -360,3 +361,36 @@ def test_a_recycled_pid_is_not_taken_for_the_trial_session() -> None:
     now = datetime.now(UTC)
     assert os.getpid() in session_members(os.getsid(0), now - timedelta(days=3650))
     assert os.getpid() not in session_members(os.getsid(0), now + timedelta(seconds=60))
+
+
+def _in_private_tmpfs(mountpoint: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Runs argv in its own mount namespace with a 2 MiB tmpfs at `mountpoint` (gone with it)."""
+    mountpoint.mkdir(parents=True)
+    script = f"mount -t tmpfs -o size=2m tmpfs {shlex.quote(str(mountpoint))} && exec {shlex.join(argv)}"
+    for prefix in (["unshare", "--mount", "--propagation", "private"], ["unshare", "-rm"]):
+        probe = subprocess.run([*prefix, "sh", "-c", f"mount -t tmpfs tmpfs {shlex.quote(str(mountpoint))}"])
+        if probe.returncode == 0:
+            return subprocess.run(
+                [*prefix, "sh", "-c", script], capture_output=True, text=True, timeout=120, cwd=SUPPORT
+            )
+    pytest.skip("no mount namespace with a tmpfs here (unshare/mount refused)")
+
+
+def test_full_disk_stops_the_sweep_with_one_line_and_loses_nothing(tmp_path: Path) -> None:
+    """The disk fills while a trial is graded: the report and then status.json cannot be written. The
+    launcher stops the sweep with one line naming the file (it raised a traceback after waiting for
+    every running trial); after space is freed the same command finishes every trial, each once."""
+    proc = _in_private_tmpfs(
+        tmp_path / "out", [sys.executable, "full_disk.py", str(tmp_path / "out"), str(tmp_path / "data")]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    error = seen["first_error"]
+    assert error.startswith(
+        "the sweep stopped: ungated/aide/task01/seed34: OSError: [Errno 28] No space left"
+    )
+    assert "task01_seed34/status.json" in error and "\n" not in error
+    assert seen["first_states"][:2] == ["succeeded", "running"]
+    assert seen["second_exit"] == 0 and seen["second_states"] == ["succeeded"] * 3
+    assert seen["reports"] == [f"task0{i}_report.json" for i in range(3)]
+    assert seen["attempts"] == [1, 1, 1]

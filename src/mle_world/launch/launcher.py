@@ -7,6 +7,7 @@ and `<output_dir>/slurm/` (Slurm backend). The entry points the CLI calls are `r
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shlex
@@ -283,13 +284,20 @@ class SweepLauncher:
         )
         for cmd in todo:
             if result.outcomes.get(cmd.trial.trial_id) == "interrupted":
-                # Ctrl-C: back to pending and the attempt does not count.
-                withdraw_attempt(
-                    cmd.trial.trial_dir,
-                    cmd.trial.trial_id,
-                    token=token,
-                    prior_attempt=prior[cmd.trial.trial_id],
-                )
+                # Ctrl-C: back to pending and the attempt does not count. On a full disk this write
+                # fails too; the trial stays submitted and the next launcher releases it the same way.
+                with contextlib.suppress(OSError):
+                    withdraw_attempt(
+                        cmd.trial.trial_dir,
+                        cmd.trial.trial_id,
+                        token=token,
+                        prior_attempt=prior[cmd.trial.trial_id],
+                    )
+        if result.error is not None:
+            raise UserError(
+                f"the sweep stopped: {result.error}; the other running trials were stopped and left "
+                "resumable: fix the cause and re-run the same command"
+            )
         if result.interrupted:
             self._say("[launch] interrupted: running trials stopped and left resumable")
             return 130

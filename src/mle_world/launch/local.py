@@ -43,6 +43,9 @@ def parse_gpu_devices(text: str) -> tuple[str, ...]:
 class PoolResult:
     outcomes: dict[str, Outcome]
     interrupted: bool
+    error: str | None = None
+    """Why the pool stopped early: a trial's run raised (e.g. status.json could not be written: disk
+    full); the other running trials were stopped as by Ctrl-C and left resumable."""
 
 
 class GpuSlots:
@@ -97,6 +100,29 @@ def run_pool(
                 slots.release(gpu)
 
     outcomes: dict[str, Outcome] = {}
+    errors: list[str] = []
+
+    def collect(future: Future[Outcome]) -> None:
+        job = futures[future]
+        try:
+            outcomes[job.trial_id] = "interrupted" if future.cancelled() else future.result()
+        except Exception as exc:  # the run's end could not be recorded: stop the sweep, keep the rest
+            outcomes[job.trial_id] = "interrupted"
+            errors.append(f"{job.trial_id}: {type(exc).__name__}: {exc}")
+
+    def stop_all(reason: str) -> None:
+        stopping.set()
+        with lock:
+            for supervisor in supervisors.values():
+                supervisor.request_stop(reason)
+        for future in futures:
+            future.cancel()
+        # The supervisors terminate their groups and write 'pending'; wait for them, not for the queue.
+        for future in futures:
+            if futures[future].trial_id not in outcomes:
+                wait([future])  # at once for a cancelled one
+                collect(future)
+
     interrupted = False
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trial")
     futures: dict[Future[Outcome], TrialJob] = {pool.submit(one, job): job for job in jobs}
@@ -107,7 +133,11 @@ def run_pool(
         while pending:
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
-                outcomes[futures[future].trial_id] = future.result()
+                collect(future)
+            if errors:
+                display.say(f"[launch] stopping the sweep: {errors[0]}")
+                stop_all("the launcher stopped: another trial's run raised")
+                break
             if show_progress:
                 failed = sum(1 for o in outcomes.values() if o == "failed")
                 with lock:
@@ -115,20 +145,11 @@ def run_pool(
                 display.update_progress(len(outcomes), running, failed)
     except KeyboardInterrupt:
         interrupted = True
-        stopping.set()
-        with lock:
-            for supervisor in supervisors.values():
-                supervisor.request_stop("Ctrl-C")
-        for future in futures:
-            future.cancel()
-        # The supervisors terminate their groups and write 'pending'; wait for them, not for the queue.
-        for future, job in futures.items():
-            if future.cancelled():
-                outcomes[job.trial_id] = "interrupted"
-            else:
-                outcomes[job.trial_id] = future.result()
+        stop_all("Ctrl-C")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         if show_progress:
             display.stop_progress()
-    return PoolResult(outcomes=outcomes, interrupted=interrupted)
+    more = f" (and {len(errors) - 1} more trial(s) alike)" if len(errors) > 1 else ""
+    error = errors[0] + more if errors else None
+    return PoolResult(outcomes=outcomes, interrupted=interrupted or bool(errors), error=error)
