@@ -441,3 +441,26 @@ def test_show_out_under_a_file(tmp_path: Path) -> None:
         tmp_path, ["show", str(trial_dir), "--out", str(tmp_path / "afile" / "page.html")], "--out", "afile"
     )
     assert_refused(tmp_path, ["show", str(trial_dir), "--out", str(tmp_path)], "--out", "directory")
+
+
+def test_prepare_refused_for_credentials_leaves_no_data_dir(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAGGLE_")}
+    env["HOME"] = str(tmp_path / "home")  # no ~/.kaggle/kaggle.json
+    data = tmp_path / "new-data"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "run_paper.py"),
+            "prepare",
+            "--tasks",
+            "iris-species,spooky-author-identification",
+        ]
+        + ["--data-dir", str(data)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_one_line_error(proc, "Kaggle")
+    assert not data.exists()  # was: created empty before the credentials were checked

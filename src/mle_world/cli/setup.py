@@ -9,7 +9,7 @@ import argparse
 
 from rich.console import Console
 
-from mle_world.cli.checks import ensure_dir
+from mle_world.cli.checks import check_writable_dir
 from mle_world.cli.display import RichDisplay
 from mle_world.cli.options import (
     add_endpoint_flags,
@@ -48,7 +48,9 @@ def cmd_prepare(args: argparse.Namespace, console: Console) -> int:
     else:
         config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
         tasks = list(config.tasks)
-    data_dir = ensure_dir((args.data_dir or default_data_dir()).absolute(), "--data-dir")
+    # Checked here, created by prepare_tasks after its credential checks: a refusal leaves no empty dir.
+    data_dir = (args.data_dir or default_data_dir()).absolute()
+    check_writable_dir(data_dir, "--data-dir")
     outcomes = prepare_tasks(
         tasks, data_dir, registry.local, on_progress=lambda t: print(f"preparing {t} ...")
     )
