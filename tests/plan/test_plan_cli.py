@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,6 +109,9 @@ def test_one_trial_mode_honours_mle_seed(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     record = json.loads((tmp_path / "o" / "launch.json").read_text())
     assert [t["trial_id"] for t in record["trials"]] == ["gated/wm-point/spooky-author-identification/seed7"]
+    # The saved settings say what the trial runs with (was: the config's max_steps 500).
+    settings = yaml.safe_load((tmp_path / "o" / "agent-config.yaml").read_text())
+    assert settings["configurations"]["wm-point"]["budget"]["max_steps"] == 5
 
 
 def test_listings() -> None:

@@ -187,6 +187,11 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         # A one-off seed (Kapso's MLE_SEED defaults to 1) is part of the sweep's identity, so a
         # later run with the config's seeds cannot mix into the same output dir unnoticed.
         config = replace(config, seeds=selection.seeds)
+    if selection.max_steps is not None:
+        # -i is science: agent-config.yaml, launch.json's config hash and the sweep's identity show it,
+        # not only each trial's spec.json.
+        budget = config.budget.model_copy(update={"max_steps": selection.max_steps})
+        config = replace(config, budget=budget)
     output_dir = _output_dir(args, selection, regime)
     if args.no_sandbox:
         if args.runtime != "process":
