@@ -7,6 +7,7 @@ Writes trial dirs and submitit folders under pytest's tmp paths; submits jobs to
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import threading
 import time
@@ -55,6 +56,8 @@ def test_sbatch_preview_is_submitits_script(dirs: tuple[Path, Path]) -> None:
     ):
         assert line in text
     assert "# task 11: ungated/aide/task11/seed34" in text
+    # as submitit submits it: the folder ("out dir") quoted, else the job reads a folder "…/out"
+    assert f"-u -m submitit.core._submit {shlex.quote(str(out / 'slurm'))}\n" in text
     assert not (out / "runs").exists()  # a dry run touches no trial
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
+from types import FrameType, SimpleNamespace
 from typing import Any, Protocol
 
 from mle_world.errors import UserError
@@ -292,9 +293,13 @@ def query_live(job_names: Sequence[str]) -> list[LiveTask] | None:
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:
     """The sbatch script submitit would write for this array (its own renderer, same parameters)."""
-    from submitit.slurm.slurm import _make_sbatch_string
+    from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
 
-    command = " ".join([sys.executable, "-u -m submitit.core._submit", str(folder)])
+    # submitit's own command line (its executor cannot be built without srun on PATH, as in a dry run
+    # on a laptop): python and the folder shell-quoted. Joined by hand, a folder with a space or a
+    # `;` showed a command that differs from the submitted one.
+    executor = SimpleNamespace(python=shlex.quote(sys.executable), folder=folder)
+    command = SlurmExecutor._submitit_command_str.fget(executor)  # type: ignore[attr-defined]
     extra: dict[str, Any] = {"map_count": n_trials} if n_trials > 1 else {}
     return str(_make_sbatch_string(command=command, folder=folder, **params, **extra))
 
