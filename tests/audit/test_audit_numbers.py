@@ -5,15 +5,19 @@ Reads nothing; writes small sweeps under tmp_path.
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 from auditkit import TS, prediction, tid, trial_dir, write_events, write_launch, write_report
 from gradekit import spec_for
+from rich.console import Console
 
-from mle_world.audit import audit
+from mle_world.audit import audit, run_audit
 from mle_world.audit.analysis import baseline_delta_rows
+from mle_world.cli.display import RichDisplay
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
 
@@ -152,3 +156,18 @@ def test_pad_missing_pads_the_seeds_that_have_results_not_seeds_that_never_ran(t
     assert padded.seeds_used == [34, 35] and padded.rates["any_medal"] == (25.0, pytest.approx(25.0), 2)
     (complete,) = audit([out]).rates
     assert complete.seeds_used == [34] and complete.rates["any_medal"] == (50.0, 0.0, 1)
+
+
+def test_index_trial_table_calls_a_failed_trial_without_submission_settled_not_missing(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "g"
+    write_launch(out, "gated", [tid("gated", "aide", "A", 34), tid("gated", "aide", "A", 35)])
+    _failed_without_submission(out, "gated", "aide", "A", 34)  # settled: no medal; seed 35 never ran
+    assert run_audit([out], display=RichDisplay(Console(file=io.StringIO())), plots=False) == 0
+    page = (out / "audit" / "index.html").read_text()
+    settled = re.search(r"<tr>[^\n]*gated/aide/A/seed34[^\n]*</tr>", page)
+    missing = re.search(r"<tr>[^\n]*gated/aide/A/seed35[^\n]*</tr>", page)
+    assert settled is not None and missing is not None
+    assert "no submission (no medal); endpoint_unavailable" in settled.group()
+    assert "missing" not in settled.group() and "missing" in missing.group()

@@ -251,7 +251,9 @@ def _trial_row(trial: Trial, href: str | None) -> TrialRow:
         score = "" if report.score is None else f"{report.score:.4g}"
         if not report.valid_submission:
             score = "invalid"
-    note = trial.problem or ""
+    # A failed trial without a submission is settled (no medal), not missing: the completeness table
+    # and the rates count it so.
+    note = "no submission (no medal)" if trial.settled_without_report else trial.problem or ""
     if trial.cause:
         note = f"{note}; {trial.cause}" if note else trial.cause
     cost = "" if trial.cost_usd is None else f"{trial.cost_usd:.2f}"
