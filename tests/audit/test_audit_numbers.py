@@ -5,6 +5,7 @@ Reads nothing; writes small sweeps under tmp_path.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import re
@@ -171,3 +172,26 @@ def test_index_trial_table_calls_a_failed_trial_without_submission_settled_not_m
     assert settled is not None and missing is not None
     assert "no submission (no medal); endpoint_unavailable" in settled.group()
     assert "missing" not in settled.group() and "missing" in missing.group()
+
+
+def test_summary_csv_keeps_sem_for_standard_errors(tmp_path: Path) -> None:
+    """A calibration bin's mean prediction has its own row (it sat in the sem column), and gate
+    precision and recall say what they are over."""
+    out = tmp_path / "u"
+    write_launch(out, "ungated", [tid("ungated", "wm-point", "A", 34)])
+    write_events(out, "wm-point", "A", 34, [
+        prediction("not_gated", 0.12, False, counterfactual_gate="skip"),
+        prediction("not_gated", 0.18, True, counterfactual_gate="skip"),
+        prediction("not_gated", 0.9, False, counterfactual_gate="execute"),
+    ])  # fmt: skip
+    assert run_audit([out], display=RichDisplay(Console(file=io.StringIO())), plots=False) == 0
+    with open(out / "audit" / "summary.csv", newline="") as handle:
+        rows = {
+            (r["configuration"], r["metric"]): (r["value"], r["sem"], r["n"]) for r in csv.DictReader(handle)
+        }
+    # bin 0.1–0.2 holds 0.12 (not improved) and 0.18 (improved): observed 1/2, mean predicted 0.15
+    assert rows[("wm-point", "bin_0.1_0.2_observed")] == ("0.5", "", "2")
+    assert rows[("wm-point", "bin_0.1_0.2_mean_predicted")] == ("0.15", "", "2")
+    # would not run: the two skips, one did not improve → 1/2; not improved: 0.12 and 0.9, one flagged
+    assert rows[("wm-point", "gate_precision")] == ("0.5", "", "2")
+    assert rows[("wm-point", "gate_recall")] == ("0.5", "", "2")

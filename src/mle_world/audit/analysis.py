@@ -281,6 +281,10 @@ class WorldRow:
     """Ungated: of executed candidates the gate would not have run, the share that did not improve."""
     gate_recall: float | None = None
     """Ungated: of executed candidates that did not improve, the share the gate would not have run."""
+    gate_flagged: int = 0
+    """Ungated: executed candidates the gate would not have run (gate precision's denominator)."""
+    gate_not_improved: int = 0
+    """Ungated: executed candidates with a counterfactual decision that did not improve (recall's)."""
     labelled: int = 0
     accuracy: float | None = None
     brier: float | None = None
@@ -381,6 +385,7 @@ def _finish(row: WorldRow, data: _WorldData, n_bins: int) -> None:
     worse = [veto for veto, bad in data.vetoes if bad]
     row.gate_precision = sum(flagged) / len(flagged) if flagged else None
     row.gate_recall = sum(worse) / len(worse) if worse else None
+    row.gate_flagged, row.gate_not_improved = len(flagged), len(worse)
     row.labelled, row.accuracy, row.brier = (
         len(data.probs),
         accuracy_at(data.probs, data.outcomes),

@@ -81,14 +81,15 @@ def summary_rows(result: AuditResult) -> list[SummaryRow]:
         add("world", group, "executions_saved", w.executions_saved, None, w.decisions)
         add("world", group, "not_selected", w.not_selected, None, w.predictions)
         add("world", group, "would_skip", w.would_skip, None, w.decisions)
-        add("world", group, "gate_precision", w.gate_precision)
-        add("world", group, "gate_recall", w.gate_recall)
+        add("world", group, "gate_precision", w.gate_precision, None, w.gate_flagged)
+        add("world", group, "gate_recall", w.gate_recall, None, w.gate_not_improved)
         add("world", group, "accuracy", w.accuracy, None, w.labelled)
         add("world", group, "brier", w.brier, None, w.labelled)
         add("world", group, "bug_brier", w.bug_brier, None, w.bug_labelled)
         for bin_ in w.bins:
-            metric = f"bin_{bin_.lower:.1f}_{bin_.upper:.1f}_observed"
-            add("calibration", group, metric, bin_.observed_rate, bin_.mean_predicted, bin_.size)
+            name = f"bin_{bin_.lower:.1f}_{bin_.upper:.1f}"
+            add("calibration", group, f"{name}_observed", bin_.observed_rate, None, bin_.size)
+            add("calibration", group, f"{name}_mean_predicted", bin_.mean_predicted, None, bin_.size)
     return rows
 
 
