@@ -66,3 +66,19 @@ def test_the_graded_files_link_and_copy_sync_their_directory(tmp_path: Path, cal
 def test_syncing_a_directory_that_cannot_be_opened_is_no_error(tmp_path: Path) -> None:
     sync_directory(tmp_path / "missing")
     sync_directory(Path("/proc/self"))  # opens, and a pseudo file system may refuse the fsync
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_a_record_gets_the_mode_the_umask_gives_a_new_file(tmp_path: Path, umask: int) -> None:
+    """As open() would: a group sharing the output dir reads status.json and the reports (mkstemp's
+    0600 made them unreadable to all but their writer); a private umask keeps them private."""
+    previous = os.umask(umask)
+    try:
+        write_bytes_atomic(tmp_path / "status.json", b"{}")
+        (tmp_path / "plain.json").write_bytes(b"{}")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "status.json").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "plain.json").stat().st_mode) == 0o666 & ~umask
+    write_bytes_atomic(tmp_path / "page.html", b"x", 0o640)
+    assert stat.S_IMODE((tmp_path / "page.html").stat().st_mode) == 0o640

@@ -32,6 +32,21 @@ def sync_directory(path: Path) -> None:
         os.close(fd)
 
 
+def _creation_mode() -> int:
+    """The mode open() would give a new file: 0o666 less the process's umask (mkstemp's temp file is
+    always 0600: records renamed from it were unreadable to the rest of a group sharing the output
+    dir, and `status` by a colleague reported them corrupt). Read from /proc, as setting the umask to
+    read it would race the launcher's other threads; 0600 where it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o600
+
+
 def _naming(exc: OSError, path: Path) -> OSError:
     """The error of writing `path` (disk full, quota, read-only), named after it: a write's own error
     names no file, or the temp file's (the CLI prints `filename: strerror`)."""
@@ -39,7 +54,8 @@ def _naming(exc: OSError, path: Path) -> OSError:
 
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, durable: bool = True) -> None:
-    """Write `data` to `path` so that a reader sees either the old or the new file, never half.
+    """Write `data` to `path` so that a reader sees either the old or the new file, never half; its
+    mode is `mode`, else what the umask gives a new file.
 
     `durable=False` skips the fsync, for outputs that are rebuilt from their inputs anyway (a crash
     can then leave an empty or partial file under the new name, never a half-written old one).
@@ -55,8 +71,7 @@ def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None, *, dura
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, _creation_mode() if mode is None else mode)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
