@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from auditkit import TS, prediction, tid, trial_dir, write_events, write_launch, write_report
+from auditkit import TS, prediction, tid, trial_dir, write_events, write_journal, write_launch, write_report
 from gradekit import spec_for
 from rich.console import Console
 
@@ -195,3 +195,17 @@ def test_summary_csv_keeps_sem_for_standard_errors(tmp_path: Path) -> None:
     # would not run: the two skips, one did not improve → 1/2; not improved: 0.12 and 0.9, one flagged
     assert rows[("wm-point", "gate_precision")] == ("0.5", "", "2")
     assert rows[("wm-point", "gate_recall")] == ("0.5", "", "2")
+
+
+def test_best_metric_curve_counts_a_trial_that_never_found_a_good_node_as_zero(tmp_path: Path) -> None:
+    """Every trial is 0 before its first good node; one that never had one stays 0 instead of leaving
+    the average (which raised the curve of configurations whose trials fail more)."""
+    out = tmp_path / "g"
+    write_launch(out, "gated", [tid("gated", "aide", "A", s) for s in (34, 35)])
+    write_journal(out, "aide", "A", 34, [(0.0, 0.2), (1.0, 0.8)], lower=False)
+    buggy = {"id": "b", "step": 0, "ctime": 1_000_000.0, "executed": True, "is_buggy": True, "metric": None}
+    data = {"trial_id": "x", "science_hash": "x", "lower_is_better": False, "nodes": [buggy]}
+    (trial_dir(out, "aide", "A", 35) / "journal.json").write_text(json.dumps(data))
+    (curve,) = audit([out]).curves
+    # seed 34: 0.2 (the worst seen, 0) then 0.8 (the best, 1) from 1 h on; seed 35 is 0 throughout
+    assert curve.trials == 2 and curve.values[-1] == 0.5 and curve.values[0] == 0.0

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
-from mle_world.audit.journals import journal_curve
+from mle_world.audit.journals import journal_curve, trial_journal
 from mle_world.audit.predictions import PredictionLine
 from mle_world.audit.stats import (
     CalibrationBin,
@@ -407,12 +407,19 @@ class Curve:
 
 
 def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
-    """Per trial best-so-far journal metric, min-max normalised per task (1 = best seen), averaged."""
+    """Per trial best-so-far journal metric, min-max normalised per task (1 = best seen), averaged.
+
+    A trial whose journal has nodes but never a good one counts as 0 throughout, as every trial does
+    before its first good node; a trial without a journal is left out.
+    """
     raw: dict[str, tuple[Trial, list[tuple[float, float]], bool]] = {}
+    never_good: list[Trial] = []
     for trial in sweep.trials:
         curve, lower = journal_curve(trial)
         if curve:
             raw[trial.trial_id] = (trial, curve, bool(lower))
+        elif _has_nodes(trial):
+            never_good.append(trial)
     if not raw:
         return []
     bounds: dict[str, tuple[float, float]] = {}
@@ -446,10 +453,20 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
         for i, v in enumerate(values):
             acc[i] += v
         counts[key] += 1
+    for trial in never_good:
+        key = (trial.regime, trial.configuration)
+        sums.setdefault(key, [0.0] * points)
+        counts[key] += 1
     return [
         Curve(regime, cfg, counts[(regime, cfg)], grid, [v / counts[(regime, cfg)] for v in acc])
         for (regime, cfg), acc in sorted(sums.items())
     ]
+
+
+def _has_nodes(trial: Trial) -> bool:
+    data = trial_journal(trial)
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    return isinstance(nodes, list) and bool(nodes)
 
 
 @dataclass
