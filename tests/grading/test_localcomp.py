@@ -67,6 +67,19 @@ def test_extra_dir_and_clash(tmp_path: Path, local_comps: dict[str, Path]) -> No
         list_local_competitions([tmp_path / "absent"])
 
 
+def test_a_relative_competitions_dir_is_recorded_absolute(
+    tmp_path: Path, local_comps: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder travels to the grading step (pickled to a Slurm job, whose cwd may differ)."""
+    shutil.copytree(local_comps["iris-species"], tmp_path / "mine" / "iris-copy")
+    cfg = tmp_path / "mine" / "iris-copy" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("id: iris-species", "id: iris-copy"))
+    monkeypatch.chdir(tmp_path)
+    found = list_local_competitions([Path("mine")])
+    assert found["iris-copy"] == tmp_path / "mine" / "iris-copy"
+    assert all(folder.is_absolute() for folder in found.values())
+
+
 @pytest.mark.parametrize("comp_id", sorted(SHIPPED))
 def test_prepared_layout(tmp_path: Path, local_comps: dict[str, Path], comp_id: str) -> None:
     assert not is_prepared(tmp_path, comp_id)

@@ -105,7 +105,9 @@ def list_local_competitions(extra_dirs: Iterable[Path] = ()) -> dict[str, Path]:
             comp = load_competition(folder)
             if comp.id in found and found[comp.id].resolve() != folder.resolve():
                 raise UserError(f"competition id {comp.id!r} is defined twice: {found[comp.id]} and {folder}")
-            found[comp.id] = folder
+            # Absolute: the folder travels to the grading step, which on Slurm runs on a compute node
+            # whose cwd need not be the launcher's (--chdir, or /tmp where that path does not exist).
+            found[comp.id] = folder.absolute()
     return found
 
 
