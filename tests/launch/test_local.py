@@ -394,3 +394,27 @@ def test_full_disk_stops_the_sweep_with_one_line_and_loses_nothing(tmp_path: Pat
     assert seen["second_exit"] == 0 and seen["second_states"] == ["succeeded"] * 3
     assert seen["reports"] == [f"task0{i}_report.json" for i in range(3)]
     assert seen["attempts"] == [1, 1, 1]
+
+
+def test_grade_on_a_finished_sweep_grades_what_has_no_report(dirs: tuple[Path, Path]) -> None:
+    """A sweep run without --grade, re-run with it: its finished trials are graded without rerunning
+    their agents (they were skipped as done and stayed ungraded); graded ones are not graded again."""
+    from mle_world import layout
+
+    out, data = dirs
+    plan = make_plan(out, data, 3, mode=lambda i: "crash" if i == 2 else "ok", seconds=0.1)
+    assert run_sweep(plan, options(), display=SilentDisplay()) == 1
+    graded: list[tuple[str, str]] = []
+
+    def hook(trial, state):  # type: ignore[no-untyped-def]
+        graded.append((trial.trial_id, state))
+        layout.report_beside(trial.trial_dir).write_text("{}")
+
+    assert run_sweep(plan, options(grade=True), post_trial=hook, display=SilentDisplay()) == 1
+    assert graded == [
+        (plan.commands[0].trial.trial_id, "succeeded"),
+        (plan.commands[1].trial.trial_id, "succeeded"),
+    ]
+    assert [len(t) for t in timelines(plan)] == [2, 2, 2]  # start + end each: no agent ran again
+    assert run_sweep(plan, options(grade=True), post_trial=hook, display=SilentDisplay()) == 1
+    assert len(graded) == 2

@@ -190,9 +190,35 @@ class SweepLauncher:
             if self.before_launch is not None:
                 self.before_launch()
             record_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
+            self._grade_unreported()
             if options.backend == "local":
                 return self._run_local()
             return self._run_slurm()
+
+    def _grade_unreported(self) -> None:
+        """--grade over trials that ended without a grading report (they ran without --grade, or
+        the report was removed): run the post-trial step for them here, without rerunning their
+        agents. Skipped as done, they stayed ungraded while the launch said nothing."""
+        if not self.options.grade or self.post_trial is None:
+            return
+        todo: list[tuple[TrialCommand, Literal["succeeded", "failed"]]] = []
+        for cmd in self.plan.commands:
+            trial = cmd.trial
+            if layout.report_beside(trial.trial_dir).exists():
+                continue
+            status = read_status(trial.trial_dir, trial.trial_id)
+            left = (trial.trial_dir / "submission" / "submission.csv").is_file()
+            retried = is_retryable(status, self.options.retry_failed, self.plan.cluster.launch.max_attempts)
+            if status.state == "succeeded" or (status.state == "failed" and left and not retried):
+                todo.append((cmd, status.state))
+        if not todo:
+            return
+        self._say(f"[launch] grading {len(todo)} finished trial(s) without a grading report")
+        for cmd, state in todo:
+            try:
+                self.post_trial(cmd.trial, state)
+            except Exception as exc:  # one trial's grading never stops the launch
+                self._say(f"[launch] {cmd.trial.trial_id}: grading failed: {type(exc).__name__}: {exc}")
 
     def _classify_all(
         self, slurm_states: dict[str, str]
