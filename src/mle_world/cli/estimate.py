@@ -54,7 +54,7 @@ def add_estimate_flags(p: argparse.ArgumentParser) -> None:
         "Simulate a sweep on the cluster: expected makespan, GPU-hours and cost per parallelism, "
         "from the time limits or a finished sweep's measured trial times."
     )
-    p.add_argument("--regime", choices=["gated", "ungated"], required=True)
+    p.add_argument("--regime", choices=["gated", "ungated"], required=True, help="the regime to simulate")
     p.add_argument("--config", type=path_arg, help="paper config (default configs/paper.yaml)")
     p.add_argument("--cluster-config", type=path_arg, help="cluster config (default configs/cluster.yaml)")
     p.add_argument(

@@ -19,7 +19,8 @@ from mle_world.errors import UserError
 
 
 def add_status_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR")
+    p.description = "A sweep's progress: trials per state, running trials, failures with causes, ETA."
+    p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR", help="a sweep's --output-dir")
     p.add_argument(
         "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
     )
@@ -27,7 +28,8 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_audit_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("output_dirs", type=path_arg, nargs="+", metavar="OUTPUT_DIR")
+    p.description = "The paper's tables and plots over sweeps: audit/index.html, report.md, summary.csv and a page per trial."
+    p.add_argument("output_dirs", type=path_arg, nargs="+", metavar="OUTPUT_DIR", help="sweeps' --output-dir")
     p.add_argument("--strict", action="store_true", help="exit 1 if anything is missing or invalid")
     p.add_argument(
         "--pad-missing",
@@ -39,12 +41,19 @@ def add_audit_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_show_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trial_dir", type=path_arg, metavar="TRIAL_DIR")
+    p.description = "One trial as an HTML page: search tree, code, outputs, predictions, budget timeline."
+    p.add_argument(
+        "trial_dir",
+        type=path_arg,
+        metavar="TRIAL_DIR",
+        help="OUTPUT_DIR/runs/<configuration>/<task>_seed<seed>",
+    )
     p.add_argument("--out", type=path_arg, help="where the page goes (default: TRIAL_DIR/trial.html)")
 
 
 def add_grade_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR")
+    p.description = "Re-grade a sweep's trials (grading reports) and rewrite its cost CSVs."
+    p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR", help="a sweep's --output-dir")
     p.add_argument(
         "--data-dir",
         type=path_arg,

@@ -25,14 +25,28 @@ from mle_world.tasks.registry import load_registry
 
 
 def add_prepare_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=path_arg)
-    p.add_argument("--data-dir", type=path_arg)
+    p.description = (
+        "Prepare competitions' data: local ones offline, MLE-bench ones with `mlebench prepare` "
+        "(Kaggle credentials needed)."
+    )
+    p.add_argument(
+        "--config", type=path_arg, help="paper config whose tasks to prepare (default configs/paper.yaml)"
+    )
+    p.add_argument("--data-dir", type=path_arg, help="where to prepare (default ~/.cache/mle-bench/data)")
     p.add_argument("--tasks", type=csv_list, help="comma-separated ids (default: the config's task list)")
-    p.add_argument("--competitions-dir", type=path_arg, action="append", default=[])
+    p.add_argument(
+        "--competitions-dir", type=path_arg, action="append", default=[], help="extra local competitions"
+    )
 
 
 def add_check_endpoints_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=path_arg)
+    p.description = (
+        "Probe the coder, feedback and world endpoints (/v1/models and one tiny completion): served "
+        "model ids, context length, latency and tool calling."
+    )
+    p.add_argument(
+        "--config", type=path_arg, help="paper config with the endpoints (default configs/paper.yaml)"
+    )
     add_endpoint_flags(p)
 
 

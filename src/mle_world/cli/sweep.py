@@ -49,8 +49,15 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     g = p.add_argument_group("sweep")
     g.add_argument("--config", type=path_arg, help="paper config (default configs/paper.yaml)")
     g.add_argument("--cluster-config", type=path_arg, help="cluster config (default configs/cluster.yaml)")
-    g.add_argument("--regime", choices=["gated", "ungated"])
-    g.add_argument("--output-dir", type=path_arg)
+    g.add_argument(
+        "--regime", choices=["gated", "ungated"], help="which regime to run (default with -c: gated)"
+    )
+    g.add_argument(
+        "--output-dir",
+        type=path_arg,
+        help="where launch.json, runs/ and costs/ go; re-running on it resumes (default with -c: "
+        "runs/<competition>-<configuration>-<regime>)",
+    )
     g.add_argument(
         "--data-dir", type=path_arg, help="prepared MLE-bench data (default ~/.cache/mle-bench/data)"
     )
@@ -64,21 +71,52 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     g.add_argument("--prices", type=path_arg, help="price table for cost CSVs (default configs/prices.yaml)")
     g.add_argument("--dry-run", action="store_true", help="render and record everything, execute nothing")
     g.add_argument("--summary", action="store_true", help="with --dry-run: a table instead of every command")
-    g.add_argument("--retry-failed", nargs="?", const="infra", choices=["infra", "all"])
+    g.add_argument(
+        "--retry-failed",
+        nargs="?",
+        const="infra",
+        choices=["infra", "all"],
+        help="rerun failed trials: infrastructure failures (the default) or all",
+    )
     add_endpoint_flags(p.add_argument_group("endpoints"))  # type: ignore[arg-type]
     r = p.add_argument_group("execution")
-    r.add_argument("--backend", choices=["local", "slurm"], default="local")
-    r.add_argument("--runtime", choices=list(RUNTIMES), default="enroot")
-    r.add_argument("--enroot-image", type=path_arg)
-    r.add_argument("--no-sandbox", action="store_true", help="process runtime without bubblewrap (unsafe)")
-    r.add_argument("--n-workers", type=positive_int, default=1)
-    r.add_argument("--gpu-device", default=None, help="GPU ids for the local pool, e.g. 0,1,2,3 or 0-3")
-    r.add_argument("--trials-per-gpu", type=positive_int, default=1)
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument(
+        "--backend",
+        choices=["local", "slurm"],
+        default="local",
+        help="local: a worker pool on this allocation (default); slurm: one job array through submitit",
+    )
+    r.add_argument(
+        "--runtime",
+        choices=list(RUNTIMES),
+        default="enroot",
+        help="enroot start (default), srun with pyxis, or process: no container, under bubblewrap",
+    )
+    r.add_argument(
+        "--enroot-image", type=path_arg, help="the AIDE .sqsh image (required with enroot and pyxis)"
+    )
+    r.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="process runtime without bubblewrap nor the scripts' inner sandbox (unsafe; recorded)",
+    )
+    r.add_argument("--n-workers", type=positive_int, default=1, help="trials at once in the local pool (1)")
+    r.add_argument(
+        "--gpu-device",
+        default=None,
+        help="GPU ids for the local pool, e.g. 0,1,2,3 or 0-3, or none (default 0; with -c $CUDA_DEVICE)",
+    )
+    r.add_argument("--trials-per-gpu", type=positive_int, default=1, help="trials sharing one GPU (1)")
+    r.add_argument("--no-progress", action="store_true", help="no live progress bar (for logs)")
     r.add_argument("--no-endpoint-check", action="store_true", help="skip probing endpoints before launching")
     k = p.add_argument_group("one trial (Kapso-style)")
     k.add_argument("-c", "--competition", type=non_empty, help="run one competition (one trial)")
-    k.add_argument("-i", "--iterations", type=positive_int, help="max agent steps")
+    k.add_argument(
+        "-i",
+        "--iterations",
+        type=positive_int,
+        help="max agent steps (default: the config's budget.max_steps)",
+    )
     k.add_argument(
         "-m", "--configuration", type=non_empty, help="configuration name for -c (default: the first)"
     )
