@@ -379,6 +379,8 @@ class LaunchRecord(Record):
     sandbox: bool
     warnings: tuple[str, ...] = ()
     data_dir: str
+    competitions_dirs: tuple[str, ...] = ()
+    """The --competitions-dir folders (absolute): `grade` finds the sweep's own local competitions."""
     image_path: str | None = None
     image_sha256: str | None = None
     endpoints_file: str | None = None

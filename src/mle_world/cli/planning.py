@@ -245,6 +245,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         sandbox=runtime.sandbox,
         warnings=tuple(warnings),
         data_dir=str(data_dir),
+        competitions_dirs=tuple(str(Path(d).absolute()) for d in args.competitions_dir),
         image_path=runtime.image,
         endpoints_file=str(args.endpoints_file.absolute()) if args.endpoints_file else None,
         endpoints=tuple(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -16,6 +17,9 @@ from mle_world import layout
 from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import default_config_path, default_data_dir, path_arg, positive_float
 from mle_world.errors import UserError
+
+if TYPE_CHECKING:
+    from mle_world.records import LaunchRecord
 
 
 def add_status_flags(p: argparse.ArgumentParser) -> None:
@@ -60,7 +64,11 @@ def add_grade_flags(p: argparse.ArgumentParser) -> None:
         help="prepared data with the answers (default: the sweep's, from launch.json; else ~/.cache/mle-bench/data)",
     )
     p.add_argument(
-        "--competitions-dir", type=path_arg, action="append", default=[], help="extra local competitions"
+        "--competitions-dir",
+        type=path_arg,
+        action="append",
+        default=[],
+        help="extra local competitions (default: the sweep's, from launch.json)",
     )
     p.add_argument("--missing-only", action="store_true", help="keep existing reports")
     p.add_argument("--prices", type=path_arg, help="price table (default configs/prices.yaml)")
@@ -76,16 +84,15 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     return show_status(args.output_dir.absolute(), console)
 
 
-def recorded_data_dir(output_dir: Path) -> Path | None:
-    """The --data-dir the sweep ran with, as its launch.json records it (None if unreadable): a regrade
-    compares with the answers the trials were prepared from, wherever the user put them."""
+def recorded_launch(output_dir: Path) -> LaunchRecord | None:
+    """The sweep's launch.json (None if unreadable): a regrade compares with the answers the trials
+    were prepared from (--data-dir) and knows their local competitions (--competitions-dir)."""
     from mle_world.records import LaunchRecord
 
     try:
-        record = LaunchRecord.model_validate_json((output_dir / layout.LAUNCH).read_bytes())
+        return LaunchRecord.model_validate_json((output_dir / layout.LAUNCH).read_bytes())
     except (OSError, ValueError):
         return None
-    return Path(record.data_dir)
 
 
 def cmd_grade(args: argparse.Namespace, console: Console) -> int:
@@ -96,8 +103,10 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
 
     require_output_dir(args.output_dir.absolute(), "grade")
     prices = load_prices(args.prices or default_config_path("prices.yaml"))
-    registry = load_registry(list(args.competitions_dir))
-    recorded = None if args.data_dir else recorded_data_dir(args.output_dir)
+    launch = recorded_launch(args.output_dir)
+    comps = args.competitions_dir or [Path(d) for d in (launch.competitions_dirs if launch else ())]
+    registry = load_registry(comps)
+    recorded = None if args.data_dir or launch is None else Path(launch.data_dir)
     data_dir = (args.data_dir or recorded or default_data_dir()).absolute()
     if not data_dir.is_dir():
         origin = (
