@@ -84,6 +84,19 @@ def test_dry_run_beside_a_real_run_leaves_its_records_alone(tmp_path: Path) -> N
     assert f"wrote {out / 'launch.dry-run.json'} and {out / 'agent-config.dry-run.yaml'}" in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["50%util", "a\\b"])
+def test_slurm_refuses_an_output_dir_its_log_patterns_would_rewrite(tmp_path: Path, name: str) -> None:
+    """sbatch --output expands '%u', '%x', … in the whole path (a backslash turns off the '%j' that
+    submitit's log names need): one line, exit 2, before anything is written."""
+    out = tmp_path / name
+    proc = run(
+        *SEED_OPTIONS, "--regime", "gated", "--output-dir", str(out), "--dry-run", "--backend", "slurm"
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "sbatch --output reads" in proc.stderr and str(out) in proc.stderr
+    assert not out.exists()
+
+
 def test_summary_table(tmp_path: Path) -> None:
     proc = run(*SEED_OPTIONS, "--regime", "gated", "--output-dir", str(tmp_path), "--dry-run", "--summary")
     assert proc.returncode == 0

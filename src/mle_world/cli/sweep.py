@@ -165,6 +165,10 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     # A dry run validates every flag a real run would, before anything is written.
     options = launch_options(args)
     check_writable_dir(plan.output_dir, "--output-dir")
+    if args.backend == "slurm":
+        from mle_world.launch.slurm import check_log_folder
+
+        check_log_folder(plan.output_dir)
     prices_path = _load_prices_flag(args)
     for warning in warnings:
         err.print(f"WARNING: {warning}", style="bold red", highlight=False)

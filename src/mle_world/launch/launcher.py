@@ -35,6 +35,7 @@ from mle_world.launch.slurm import (
     SlurmView,
     SubmititSubmitter,
     Submitter,
+    check_log_folder,
     check_sbatch_available,
     slurm_parameters,
     submitit_sbatch_text,
@@ -332,6 +333,7 @@ class SweepLauncher:
     # ---------------------------------------------------------------- slurm
     def _run_slurm(self) -> int:
         plan = self.plan
+        check_log_folder(plan.output_dir)
         if self.submitter_factory is SubmititSubmitter:
             check_sbatch_available()
         submitter = self.submitter_factory(plan.output_dir / "slurm")

@@ -304,6 +304,19 @@ def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) ->
     return str(_make_sbatch_string(command=command, folder=folder, **params, **extra))
 
 
+def check_log_folder(output_dir: Path) -> None:
+    """Slurm expands `%` sequences anywhere in --output (`%u` the user, `%x` the job name, …), and a
+    backslash would turn off the `%j` submitit's log names need: under an output dir with either,
+    every job's log path would point elsewhere, and a job whose log cannot be opened does not run."""
+    text = str(output_dir)
+    for char in ("%", "\\"):
+        if char in text:
+            raise UserError(
+                f"--output-dir {text}: sbatch --output reads {char!r} in the jobs' log paths as a pattern; "
+                "choose a path without '%' or '\\' for --backend slurm"
+            )
+
+
 def check_sbatch_available() -> None:
     for tool in ("sbatch", "squeue", "sacct"):
         if _run(["which", tool]) is None:
