@@ -5,6 +5,7 @@ Reads nothing; runs tiny scripts through bubblewrap in tmp workspaces (skipped w
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -158,3 +159,58 @@ def test_jail_is_not_built_without_bubblewrap(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert "bwrap not found" in out.stdout
+
+
+@needs_bwrap
+def test_the_data_view_cannot_be_replaced_for_later_runs(tmp_path: Path) -> None:
+    """`input/` lies in the writable workspace: renamed away (or, where the script's host uid owns it,
+    chmod'ed and written), a poisoned copy would feed every later run. It is mounted read-only."""
+    layout = sandbox_layout(tmp_path)
+    runner = _runner(layout, SandboxSettings())
+    attack = (
+        "import os\n"
+        "for name, act in [('chmod', lambda: os.chmod('input', 0o755)),\n"
+        "                  ('plant', lambda: open('input/planted.csv', 'w').write('x')),\n"
+        "                  ('unlink', lambda: os.unlink('input/train.csv')),\n"
+        "                  ('rename', lambda: os.rename('input', 'input-orig'))]:\n"
+        "    try:\n        act()\n        print('done', name)\n"
+        "    except OSError as error:\n        print('refused', name, error)\n"
+        "os.makedirs('input', exist_ok=True)\n"
+        "open('input/train.csv', 'w').write('poisoned\\n')\n"
+    )
+    first = runner.run(attack, args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert "done" not in first.term_out, first.term_out
+    check = "import os\nprint(sorted(os.listdir('input')), open('input/train.csv').read())\n"
+    second = runner.run(check, args=[], timeout_s=60, log_path=tmp_path / "b.log")
+    assert "['train.csv'] id,y\n1,2" in second.term_out, second.term_out
+    assert sorted(os.listdir(layout.workspace)) == ["input", "runfile.py", "submission", "tmp", "working"]
+
+
+@needs_bwrap
+def test_a_daemon_left_by_a_script_dies_with_its_run(tmp_path: Path) -> None:
+    """Double fork, setsid, signals ignored: the daemon still dies before `run` returns (the run's PID
+    namespace is emptied), so nothing writes into `submission/` after the agent copied it."""
+    layout = sandbox_layout(tmp_path)
+    runner = _runner(layout, SandboxSettings())
+    daemon = (
+        "import fcntl, os, signal, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):\n"
+        "            signal.signal(sig, signal.SIG_IGN)\n"
+        "        lock = open('working/lock', 'w')\n"
+        "        fcntl.flock(lock, fcntl.LOCK_EX)\n"
+        "        open('working/ready', 'w').close()\n"
+        "        while True:\n"
+        "            time.sleep(0.05)\n"
+        "            open('submission/submission.csv', 'w').write('id,y\\n1,9\\n')\n"
+        "    os._exit(0)\n"
+        "while not os.path.exists('working/ready'):\n"
+        "    time.sleep(0.01)\n"
+        "print('daemon started')\n"
+    )
+    result = runner.run(daemon, args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert result.ok and "daemon started" in result.term_out, result.term_out
+    with open(layout.working / "lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while the daemon lives

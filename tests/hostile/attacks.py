@@ -84,6 +84,27 @@ init = try_read("/proc/1/environ")
 record("proc_1_environ", not (isinstance(init, bytes) and b"API_KEY" in init), init)
 record("proc_environ_cmdline", "API_KEY" not in str(seen) and "mle_world.agent" not in str(seen), f"pids={sorted(seen)}")
 
+# 4b. Every other process's memory, descriptors and a ptrace attach (the sandbox's PID 1 is bubblewrap,
+# started by the agent: its host uid is the script's under Enroot started by root).
+reached = {}
+for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+    # Its descriptors' numbers may be listed (the directory is its owner's); opening one may not.
+    try:
+        numbers = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        numbers = []
+    paths = [f"/proc/{pid}/{name}" for name in ("mem", "root/", "cwd/")]
+    for path in paths + [f"/proc/{pid}/fd/{n}" for n in numbers]:
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+            reached[path] = "opened"
+        except OSError:
+            pass
+    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+        reached[f"{pid}/ptrace"] = "attached"
+        libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+record("proc_mem_fd_ptrace", not reached, reached)
+
 # 5. Search the whole filesystem for answers and private dirs.
 found = []
 for dirpath, dirnames, filenames in os.walk("/", onerror=lambda e: None):
@@ -118,6 +139,24 @@ writes = [p for p in data_files + real if try_write(p) is True]
 new_file = try_write(os.path.join(os.path.dirname(real[0]), "planted.csv")) if real else None
 record("public_data_write", not writes and new_file is not True, f"written={writes} new={new_file}")
 
+# 7b. The data view `input/` lies in the writable workspace: replace it (rename it away, or chmod and
+# write it where the script's host uid owns it) and every later run reads poisoned data.
+view = {}
+for name, act in (
+    ("chmod", lambda: os.chmod("input", 0o755)),
+    ("plant", lambda: open("input/planted.csv", "w").close()),
+    ("unlink", lambda: os.unlink(data_files[0])),
+    ("rename", lambda: os.rename("input", "input-orig")),
+):
+    try:
+        act()
+        view[name] = "done"
+    except OSError as error:
+        view[name] = str(error)
+if view["rename"] == "done":
+    os.rename("input-orig", "input")
+record("data_view_replace", "done" not in view.values(), view)
+
 # 8. The network: the coder endpoint on the host's loopback, and the outside world.
 for label, address in (("network_loopback", ("127.0.0.1", {port})), ("network_outside", ("1.1.1.1", 80))):
     try:
@@ -125,6 +164,13 @@ for label, address in (("network_loopback", ("127.0.0.1", {port})), ("network_ou
         record(label, False, "connected")
     except OSError as error:
         record(label, True, error)
+# An abstract unix socket the test listens on in the host's network namespace (no file to hide).
+try:
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.connect(b"\0" + b"{abstract}")
+    record("network_abstract_unix", False, "connected")
+except OSError as error:
+    record("network_abstract_unix", True, error)
 
 # 10. Memory beyond the limit.
 try:
@@ -231,8 +277,10 @@ def disk_fill_script() -> str:
     return DISK_FILL
 
 
-def hostile_script(*, port: int, alloc_mb: int) -> str:
-    return ATTACKS.replace("{port}", str(port)).replace("{alloc_mb}", str(alloc_mb))
+def hostile_script(*, port: int, alloc_mb: int, abstract: str) -> str:
+    """`abstract`: the name of an abstract unix socket the test listens on (outside the sandbox)."""
+    script = ATTACKS.replace("{port}", str(port)).replace("{alloc_mb}", str(alloc_mb))
+    return script.replace("{abstract}", abstract)
 
 
 def link_script() -> str:

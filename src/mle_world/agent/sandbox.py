@@ -3,9 +3,9 @@
 Reads the agent's own credentials from /proc/self (capabilities, uid and gid maps); returns argv lists.
 Mechanism (docs/threat-model.md): bubblewrap builds a fresh mount, PID, IPC, UTS (and network)
 namespace with a read-only root that shows only system paths, the Python prefixes, the public data
-read-only and `workspace/` writable; inside it the script drops to an unprivileged uid (a real one
-when the agent is root), enters a user namespace of its own, loses every capability including the
-bounding set, gets `no_new_privs` and its resource limits, then execs Python.
+read-only and `workspace/` writable but for its data view `input/`; inside it the script drops to an
+unprivileged uid (a real one when the agent is root), enters a user namespace of its own, loses every
+capability including the bounding set, gets `no_new_privs` and its resource limits, then execs Python.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mle_world.agent.workspace import DATA_VIEW
 from mle_world.records import SandboxSettings
 
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt")
@@ -129,6 +130,11 @@ class Jail:
         # Shared memory on disk in the workspace: counted in its usage, not in the node's RAM.
         cmd += ["--bind", f"{ws}/tmp", "/dev/shm"]
         cmd += ["--ro-bind", data, data, "--bind", ws, ws]
+        # The data view lies in the writable workspace; as a mount point it can be neither renamed nor
+        # replaced, and read-only it cannot be chmod'ed or written where the script's host uid owns it
+        # (a user's launch, Enroot started by root): no run can poison what later runs read.
+        view = f"{ws}/{DATA_VIEW}"
+        cmd += ["--ro-bind", view, view]
         cmd += ["--remount-ro", "/", "--chdir", ws, "--clearenv"]
         for name, value in env.items():
             cmd += ["--setenv", name, value]
