@@ -40,7 +40,11 @@ def add_audit_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="use every seed with a result for some task, its missing reports counted as failures",
     )
-    p.add_argument("--out", type=path_arg, help="where audit/ goes (default: the first OUTPUT_DIR)")
+    p.add_argument(
+        "--out",
+        type=path_arg,
+        help="the directory to write the audit into (default: the first OUTPUT_DIR/audit)",
+    )
     p.add_argument("--no-trial-pages", action="store_true", help="write index.html without a page per trial")
 
 
@@ -146,7 +150,9 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     from mle_world.cli.display import RichDisplay
 
     dirs = [require_output_dir(d.absolute(), "audit") for d in args.output_dirs]
-    check_writable_dir((args.out or dirs[0]).absolute() / "audit", "--out" if args.out else "audit")
+    check_writable_dir(
+        args.out.absolute() if args.out else dirs[0] / "audit", "--out" if args.out else "audit"
+    )
     return run_audit(
         dirs,
         strict=args.strict,
