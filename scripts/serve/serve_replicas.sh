@@ -40,7 +40,7 @@ while [[ $# -gt 0 ]]; do
         --sbatch-arg=*) sbatch_args+=("${1#--sbatch-arg=}"); shift ;;
         --sbatch-arg) need_value "$@"; sbatch_args+=("$2"); shift 2 ;;
         --) shift; serve_args=("$@"); break ;;
-        -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) usage_error "unknown argument $1 (serve_vllm.sh options go after --)" ;;
     esac
 done

@@ -66,7 +66,7 @@ while [[ $# -gt 0 ]]; do
         --timeout) need_value "$@"; timeout="$2"; shift 2 ;;
         --endpoints-file) need_value "$@"; endpoints_file="$2"; shift 2 ;;
         --) shift; extra=("$@"); break ;;
-        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) usage_error "unknown argument $1 (vLLM arguments go after --)" ;;
     esac
 done

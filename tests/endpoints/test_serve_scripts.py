@@ -354,3 +354,14 @@ def test_replicas_as_slurm_jobs_fill_the_endpoints_file(serve_env, tmp_path) -> 
     while time.monotonic() < deadline and yaml.safe_load(endpoints.read_text()):
         time.sleep(0.5)
     assert not yaml.safe_load(endpoints.read_text())  # stopped replicas took their URLs out
+
+
+@pytest.mark.parametrize("script", ["serve_vllm.sh", "serve_replicas.sh", "serve_coder.sh"])
+def test_help_is_the_usage_header_and_nothing_else(script: str) -> None:
+    proc = subprocess.run(
+        ["bash", str(SERVE / script), "--help"], capture_output=True, text=True, timeout=30, check=True
+    )
+    lines = proc.stdout.splitlines()
+    # Was: a fixed line range that had drifted, printing `set -Eeuo pipefail` and the comment marks.
+    assert lines[-1].startswith("Exit codes:"), lines[-3:]
+    assert not any(line.startswith(("#", "set ")) for line in lines), lines
