@@ -205,7 +205,12 @@ def test_not_ready_in_time_stops_vllm(serve_env) -> None:
         ([], "no role: pass --role coder|world|feedback (or set ROLE)"),
         (["--role", "judge"], "unknown role judge (coder, world or feedback)"),
         (["--role", "coder", "--bogus"], "unknown argument --bogus (vLLM arguments go after --)"),
-        (["--role", "coder", "--model", "m", "--port", "x"], "port must be a number, got x"),
+        (["--role", "coder", "--model", "m", "--port", "x"], "port must be a number from 1 to 65535, got x"),
+        # Was accepted: vLLM was started and died, exit 1 "before coder was ready".
+        (
+            ["--role", "coder", "--model", "m", "--port", "99999"],
+            "port must be a number from 1 to 65535, got 99999",
+        ),
         (["--role", "coder", "--config", "/nonexistent.yaml"], "config /nonexistent.yaml does not exist"),
     ],
 )
