@@ -464,3 +464,16 @@ def test_prepare_refused_for_credentials_leaves_no_data_dir(tmp_path: Path) -> N
     )
     assert_one_line_error(proc, "Kaggle")
     assert not data.exists()  # was: created empty before the credentials were checked
+
+
+def test_audit_out_where_the_os_refuses_names_the_flag(tmp_path: Path) -> None:
+    out = _tiny_output_dir(tmp_path)
+    # Was: "/proc/mle-world-audit: No such file or directory", without the flag.
+    assert_refused(
+        tmp_path, ["audit", str(out), "--out", "/proc/mle-world-audit"], "--out", "/proc/mle-world-audit"
+    )
+
+
+def test_prepare_data_dir_where_the_os_refuses_names_the_flag(tmp_path: Path) -> None:
+    args = ["prepare", "--config", str(REPO / "configs/demo.yaml"), "--data-dir", "/proc/mle-world-data"]
+    assert_refused(tmp_path, args, "--data-dir", "/proc/mle-world-data")

@@ -150,17 +150,23 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     from mle_world.cli.display import RichDisplay
 
     dirs = [require_output_dir(d.absolute(), "audit") for d in args.output_dirs]
-    check_writable_dir(
-        args.out.absolute() if args.out else dirs[0] / "audit", "--out" if args.out else "audit"
-    )
-    return run_audit(
-        dirs,
-        strict=args.strict,
-        pad_missing=args.pad_missing,
-        display=RichDisplay(console),
-        out_dir=args.out,
-        trial_pages=not args.no_trial_pages,
-    )
+    out = args.out.absolute() if args.out else dirs[0] / "audit"
+    flag = "--out" if args.out else "audit"
+    check_writable_dir(out, flag)
+    try:
+        return run_audit(
+            dirs,
+            strict=args.strict,
+            pad_missing=args.pad_missing,
+            display=RichDisplay(console),
+            out_dir=args.out,
+            trial_pages=not args.no_trial_pages,
+        )
+    except OSError as exc:
+        # Where the OS refuses to let us write (a read-only or pseudo file system): name the flag.
+        if exc.filename is None or not Path(exc.filename).absolute().is_relative_to(out):
+            raise
+        raise UserError(f"{flag} {out}: cannot write {exc.filename} ({exc.strerror or exc})") from None
 
 
 def cmd_show(args: argparse.Namespace, console: Console) -> int:

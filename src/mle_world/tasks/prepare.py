@@ -147,7 +147,12 @@ def prepare_tasks(
     if kaggle_tasks:
         check_kaggle_credentials(environ, home_dir)
         exe = find_mlebench(environ)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"--data-dir {data_dir}: cannot create the directory ({exc.strerror or exc})"
+        ) from None
     outcomes: list[PrepareOutcome] = []
     for task in task_list:
         if on_progress is not None:
