@@ -126,13 +126,14 @@ def run_pool(
     interrupted = False
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trial")
     futures: dict[Future[Outcome], TrialJob] = {pool.submit(one, job): job for job in jobs}
+    order = {future: i for i, future in enumerate(futures)}
     if show_progress:
         display.start_progress(len(jobs))
     try:
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            for future in done:
+            for future in sorted(done, key=order.__getitem__):  # a set: report in the plan's order
                 collect(future)
             if errors:
                 display.say(f"[launch] stopping the sweep: {errors[0]}")
