@@ -477,3 +477,13 @@ def test_audit_out_where_the_os_refuses_names_the_flag(tmp_path: Path) -> None:
 def test_prepare_data_dir_where_the_os_refuses_names_the_flag(tmp_path: Path) -> None:
     args = ["prepare", "--config", str(REPO / "configs/demo.yaml"), "--data-dir", "/proc/mle-world-data"]
     assert_refused(tmp_path, args, "--data-dir", "/proc/mle-world-data")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--tasks", "diabetes-progression"), ("--configs", "wm-point"), ("--seeds", "34")]
+)
+def test_sweep_filters_do_not_combine_with_one_trial_mode(tmp_path: Path, flag: str, value: str) -> None:
+    # Was silently ignored: `-c iris-species --configs wm-point` planned the aide trial.
+    args = ["--config", str(REPO / "configs/demo.yaml"), "--runtime", "process", "--dry-run"]
+    args += ["--output-dir", str(tmp_path / "o"), "-c", "iris-species", flag, value]
+    assert_refused(tmp_path, args, flag, "-c")

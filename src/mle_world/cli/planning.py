@@ -123,6 +123,12 @@ def _selection(args: argparse.Namespace, config: PaperConfig) -> tuple[Selection
     """The trials the flags select; `-c COMPETITION` is one trial (seed from --seed, $MLE_SEED, or the first)."""
     regime: Regime | None = args.regime
     if args.competition:
+        given = [flag for flag in ("tasks", "configs", "seeds") if getattr(args, flag) is not None]
+        if given:
+            # They would be ignored: `-c X --configs wm-point` ran the first configuration.
+            raise UserError(
+                f"--{given[0]} does not combine with -c COMPETITION (one trial: use -m/--configuration, --seed)"
+            )
         seed = args.seed
         if seed is None and os.environ.get("MLE_SEED"):
             try:
