@@ -9,10 +9,15 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from agent_helpers import coder_reply, make_spec
+from fakeserver import FakeOpenAIServer
 
+from mle_world.agent.__main__ import build_agent
 from mle_world.agent.best import BestSolution
 from mle_world.agent.journal import Checkpoint, Journal, Node
+from mle_world.agent.llm import Backoff
 from mle_world.agent.workspace import TrialLayout, reset_run_submission, set_up_trial_dir, stage_submission
+from mle_world.records import BudgetSettings
 
 
 def _reviewed(layout: TrialLayout, name: str, metric: float, lower_is_better: bool) -> Node:
@@ -90,3 +95,41 @@ def test_a_promotion_cut_before_the_checkpoint_is_undone_on_resume(tmp_path: Pat
     assert layout.best_solution.read_text() == "print('a')"
     resumed.restore()  # nothing to do the second time
     assert layout.submission_csv.read_bytes() == graded
+
+
+PROMOTED_EVERY_STEP = """
+import os, sys
+# A hostile script: a better metric every run, and a submission as long as it likes (sparse: it takes
+# no room in the workspace, but every copy the agent makes of it costs its full length).
+count = int(open("working/n").read()) if os.path.exists("working/n") else 0
+open("working/n", "w").write(str(count + 1))
+with open("submission/submission.csv", "wb") as handle:
+    handle.write(b"id,target\\n1,1\\n")
+    handle.truncate(8 << 20)
+print("Validation metric:", 0.1 + count / 100)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("direction", ["task", "reviews"])
+def test_kept_csvs_stay_few_when_every_step_promotes_a_new_best(
+    tmp_path: Path, competition: tuple[Path, Path], servers: dict[str, FakeOpenAIServer], direction: str
+) -> None:
+    """Each promoted node's CSV was kept in logs/nodes/ for good: the trial dir grew by one submission
+    (up to the disk limit each) per step, outside the workspace's quota."""
+    public, _ = competition
+    for _ in range(6):
+        servers["coder"].push(coder_reply(PROMOTED_EVERY_STEP, "Better."))
+    budget = BudgetSettings(
+        time_limit_s=120, max_steps=6, exec_timeout_s=20, debug_timeout_s=10, min_step_s=0
+    )
+    spec = make_spec(tmp_path, public, servers, budget=budget)
+    if direction == "task":
+        spec = spec.model_copy(update={"lower_is_better": False})
+    result = build_agent(spec, backoff=Backoff(base_s=0.01, cap_s=0.05), kill_grace_s=1.0).run()
+    assert result.status == "completed" and result.steps == 6
+    kept = sorted((tmp_path / "trial" / "logs" / "nodes").glob("*.submission.csv"))
+    # The best (the graded file's inode) and, with the direction from the reviews, the worst (the best
+    # if the majority flips); before, all six were kept.
+    assert len(kept) == (1 if direction == "task" else 2), [p.name for p in kept]
+    assert result.best_node_id in {p.name.split(".")[0] for p in kept}

@@ -2,13 +2,16 @@
 
 Reads the agent's staged copy of the last run's submission and the journal; writes
 submission/submission.csv and best_solution.py (atomically, before the checkpoint names the node)
-and, in logs/nodes/, each promoted node's CSV (to restore after a promotion cut short) and, while the
-direction comes from the reviews, each good node's (for a flip).
+and, in logs/nodes/, the CSVs a resume or a flip may need: the best's as of the last fsynced
+checkpoint, each node's promoted since, and while the direction comes from the reviews each good node's
+until another beats it in both directions. The rest are removed (`prune`): each may be as large as the
+workspace's disk limit, and a script makes a promotion every step by printing a better metric.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from mle_world.agent.journal import Checkpoint, Journal, Node
@@ -28,6 +31,9 @@ class BestSolution:
         self.layout = layout
         self.journal = journal
         self.ckpt = ckpt
+        self._kept: set[str] = set()
+        """Nodes whose CSV may be kept in logs/nodes/ (all of them on disk after a resume, found by prune)."""
+        self._listed = False
 
     def consider(self, node: Node) -> None:
         """A reviewed node: a good one votes on the direction, then is promoted when it improves on
@@ -69,7 +75,30 @@ class BestSolution:
         a flip or `restore` checks the kept copy's hash before it is graded.
         """
         if node.submission_sha256 is not None and self.layout.staged_submission.is_file():
+            self._kept.add(node.id)
             link_atomic(self.layout.staged_submission, self._kept_submission(node), durable=False)
+
+    def prune(self) -> None:
+        """Remove the kept CSVs no resume or flip can need; call it once a checkpoint is fsynced.
+
+        A resume restores the checkpoint's best (which an fsynced checkpoint now names); a flip of the
+        direction (reviews only) promotes the best good node in the other direction. Metrics and
+        verdicts of reviewed nodes never change, so a node that is the best in neither direction never
+        will be.
+        """
+        if not self._listed:  # kept by an earlier session of this trial
+            suffix = ".submission.csv"
+            with os.scandir(self.layout.node_logs) as entries:
+                self._kept |= {e.name[: -len(suffix)] for e in entries if e.name.endswith(suffix)}
+            self._listed = True
+        needed = {self.ckpt.best_node_id}
+        if self.ckpt.direction_source != "task":
+            for lower in (True, False):
+                best = Journal(self.journal.good_nodes, lower).best_node()
+                needed.add(best.id if best else None)
+        for node_id in self._kept - needed:
+            (self.layout.node_logs / f"{node_id}.submission.csv").unlink(missing_ok=True)
+        self._kept &= needed
 
     def _repromote(self, exclude: Node) -> None:
         """After a flip: the new best's kept CSV becomes the graded file, if it is whole (a machine

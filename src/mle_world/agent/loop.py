@@ -381,6 +381,8 @@ class Agent:
         self.ckpt.rng_state = self._rng_at_step if self._rng_at_step is not None else _rng_state(self.rng)
         self.ckpt.lower_is_better = self.journal.lower_is_better
         self.journal_writer.save(self.ckpt, compact=compact, sync=sync)
+        if sync:  # the checkpoint's best survives a machine crash now: older kept CSVs are not needed
+            self.best.prune()
 
     def result(self, status: str, reason: str) -> AgentResult:
         best = self.journal.get(self.ckpt.best_node_id)
