@@ -335,6 +335,57 @@ def test_enroot_sweep_killed_inside_the_container_resumes(
     assert str(out) not in ps
 
 
+def test_enroot_sweep_whose_launcher_was_sigkilled_resumes_without_a_second_agent(
+    tmp_path: Path, ci_image: Path, data_dir: Path, fast_config: Path, fake_home: Path
+) -> None:
+    """`kill -9` of the launcher (the OOM killer, a lost terminal) while an agent runs inside `enroot
+    start`: the container outlives it (the command has a session of its own). The rerun stops it (SIGTERM: the agent
+    checkpoints) before it resumes the trial; it started a second agent beside the first, which
+    found the journal held and exited 75, failing the trial as infra."""
+    out = tmp_path / "sigkill"
+    with (
+        FakeOpenAIServer("coder-model", default=probing_coder(fake_home, sleep_s=2.0)) as coder,
+        FakeOpenAIServer("feedback-model", default=scripted.review) as feedback,
+        FakeOpenAIServer("world-model", default=scripted.world()) as world,
+    ):
+        servers = {"coder": coder, "feedback": feedback, "world": world}
+        argv = [
+            sys.executable,
+            str(REPO / "run_paper.py"),
+            *sweep_argv("enroot", ci_image, fast_config, data_dir, out, servers, configs="aide"),
+        ]
+        env = launcher_env(fake_home)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not _running_nodes(out):
+            time.sleep(0.3)
+        assert _running_nodes(out), _states(out)
+        proc.kill()
+        proc.wait(timeout=60)
+        [(trial, orphan)] = [(p.parent, json.loads(p.read_text())) for p in out.glob("runs/*/*/status.json")]
+        assert orphan["state"] == "running"
+        try:
+            os.kill(orphan["pid"], 0)  # the command (exec'd into the container's agent) outlived its launcher
+            rerun = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+            assert rerun.returncode == 0, rerun.stderr[-3000:]
+            assert "[launch] stopping 1 trial(s) still running from a launcher that is gone" in rerun.stderr
+            status = json.loads((trial / "status.json").read_text())
+            assert (status["state"], status["attempt"]) == ("succeeded", 1)
+            assert json.loads((trial / "journal.json").read_text())["sessions"] == 2
+            assert not _alive(orphan["pid"])
+        finally:
+            if _alive(orphan["pid"]):  # a failed test leaves no container behind
+                os.killpg(orphan["pid"], signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, nor a zombie init has not reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.mark.slurm
 def test_pyxis_slurm_tiny_sweep_one_gpu_per_trial(
     tmp_path: Path,
