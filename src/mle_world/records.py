@@ -362,7 +362,8 @@ class LaunchedTrial(Record):
 
 
 class LaunchRecord(Record):
-    """launch.json: provenance of one launch of a sweep (rewritten on every launch)."""
+    """launch.json: provenance of the latest launch of a sweep (rewritten on every launch); its trials
+    are every trial launched into the output dir, by this launch or an earlier one of the same science."""
 
     argv: tuple[str, ...]
     harness_version: str

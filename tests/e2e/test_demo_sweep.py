@@ -74,6 +74,12 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
     for regime in ("ungated", "gated"):
         proc = cli(*options, "--regime", regime, "--output-dir", str(tmp_path / regime))
         assert proc.returncode == 0, proc.stderr[-3000:]
+    # A re-run of a subset (nothing left to run in it) keeps the whole sweep in launch.json, where the
+    # audit takes the sweep's trials from: the audit below must still find all 12.
+    subset = cli(
+        *options, "--regime", "ungated", "--output-dir", str(tmp_path / "ungated"), "--tasks", "iris-species"
+    )
+    assert subset.returncode == 0 and "0 to run" in subset.stderr, subset.stderr[-3000:]
 
     for regime in ("ungated", "gated"):
         out = tmp_path / regime

@@ -303,5 +303,24 @@ def write_plan_files(plan: SweepPlan, config: PaperConfig) -> tuple[Path, Path]:
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text = yaml.dump(resolved, Dumper=dumper, sort_keys=False, width=110)
     write_text_atomic(config_path, text)
-    write_model(launch_path, plan.record)
+    record = plan.record
+    if not record.dry_run and launch_path.exists():
+        record = with_earlier_trials(record, launch_path)
+    write_model(launch_path, record)
     return launch_path, config_path
+
+
+def with_earlier_trials(record: LaunchRecord, path: Path) -> LaunchRecord:
+    """This launch's record listing also the trials earlier real launches of the same sweep listed in
+    `path` (theirs first, this launch's commands replacing theirs). The audit takes a sweep's trials
+    from launch.json: a re-run of a subset (`--tasks`, `--configs`, `--seeds`) dropped every other
+    trial's results from its tables."""
+    try:
+        previous = LaunchRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return record
+    if previous.dry_run or (previous.regime, previous.config_hash) != (record.regime, record.config_hash):
+        return record
+    new = {trial.trial_id: trial for trial in record.trials}
+    merged = [new.pop(trial.trial_id, trial) for trial in previous.trials] + list(new.values())
+    return record.model_copy(update={"trials": tuple(merged)})
