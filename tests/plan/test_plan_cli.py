@@ -285,3 +285,15 @@ def test_planning_leaves_the_parsed_flags_alone(tmp_path: Path, monkeypatch: pyt
         == tmp_path / "runs" / f"iris-species-{plan.commands[0].trial.spec.configuration}-gated"
     )
     assert launch_options(args).gpu_devices == ("3",)
+
+
+def test_task_list_is_readable_by_mlebench_prepare_list() -> None:
+    # The seed README runs `mlebench prepare --list configs/tasks.txt`; MLE-bench's CLI takes every line
+    # as a competition id (`f.read().splitlines()`, mlebench/cli.py), so a comment or a blank line
+    # there made it fail on its first line.
+    from mle_world.tasks.registry import load_registry
+
+    registry = load_registry()
+    lines = (REPO / "configs" / "tasks.txt").read_text().splitlines()
+    assert len(lines) == 17
+    assert [line for line in lines if line not in registry or registry.is_local(line)] == []
