@@ -214,3 +214,31 @@ def test_a_daemon_left_by_a_script_dies_with_its_run(tmp_path: Path) -> None:
     assert result.ok and "daemon started" in result.term_out, result.term_out
     with open(layout.working / "lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while the daemon lives
+
+
+@needs_bwrap
+def test_run_dirs_left_as_links_or_removed_are_made_again_not_followed(tmp_path: Path) -> None:
+    """tmp/ is bound on the next run's /tmp: left as a link to the trial dir (or the agent's /proc), it
+    showed the bookkeeping (or the agent's environment) where the agent had no uid to drop to; where it
+    had, the run refused to start and the trial failed, as it did for a script that removed working/."""
+    layout = sandbox_layout(tmp_path)
+    (layout.trial_dir / "spec.json").write_text("{}")
+    runner = _runner(layout, SandboxSettings())
+    plant = (
+        "import os, shutil\n"
+        "open('tmp/kept', 'w').close()\n"
+        "shutil.rmtree('working')\n"
+        "os.rename('tmp', 'tmp-real')\n"
+        "os.symlink(os.path.dirname(os.getcwd()), 'tmp')\n"
+    )
+    first = runner.run(plant, args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert first.ok, first.term_out
+    # /dev/shm is always workspace/tmp (/tmp too, unless the trial lies under /tmp, as here).
+    look = (
+        "import os\nprint(os.listdir('/dev/shm'), os.listdir('working'), os.path.exists('/tmp/spec.json'))\n"
+    )
+    second = runner.run(look, args=[], timeout_s=60, log_path=tmp_path / "b.log")
+    assert second.ok and "[] [] False" in second.term_out, second.term_out
+    assert (
+        layout.tmp.is_dir() and not layout.tmp.is_symlink() and (layout.workspace / "tmp-real/kept").exists()
+    )

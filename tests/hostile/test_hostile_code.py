@@ -311,6 +311,9 @@ def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     assert best["metric"] == 0.5 and best["has_submission"] is True
     link_node = next(n for n in journal["nodes"] if "os.symlink" in n["code"])
     assert link_node["has_submission"] is False and link_node["submission_sha256"] is None
+    # Its full run saw a fresh tmp/ on /dev/shm, not the trial dir its debug run linked there.
+    shm_views = [line for line in link_node["term_out"].splitlines() if line.startswith("shm view:")]
+    assert shm_views and all("spec.json" not in line for line in shm_views), link_node["term_out"]
     bomb = next(n for n in journal["nodes"] if "Fork bomb" in n["code"])
     bomb_logs = sorted((trial / "logs" / "nodes").glob(f"*-{bomb['id'][:8]}.*.log"))
     assert bomb_logs, sorted(p.name for p in (trial / "logs" / "nodes").iterdir())

@@ -30,7 +30,7 @@ from mle_world.agent.process_tree import (
 )
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import Jail
-from mle_world.agent.workspace import DATA_VIEW, remove_entry
+from mle_world.agent.workspace import DATA_VIEW, remove_entry, restore_dirs
 
 HEAD_CHARS = 2500
 TAIL_CHARS = 2500
@@ -248,6 +248,9 @@ class ProcessRunner:
 
     def run(self, code: str, *, args: Sequence[str], timeout_s: float, log_path: Path) -> ExecResult:
         write_script(self.workspace, self.file_name, code)
+        # The last run may have removed tmp/ or working/ or left a link there (tmp/ -> the trial dir or
+        # the agent's /proc would become the next run's /tmp): real directories again, before any bind.
+        restore_dirs([p for p in self.writable if p != self.workspace])
         if self.jail is not None:
             self.jail.grant(self.writable)
         log_path.parent.mkdir(parents=True, exist_ok=True)

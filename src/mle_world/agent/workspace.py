@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,14 +131,24 @@ def set_up_trial_dir(layout: TrialLayout) -> None:
     """Create the trial's directories and a fresh data view (idempotent, also on resume)."""
     for path in (layout.logs, layout.node_logs, layout.workspace):
         path.mkdir(parents=True, exist_ok=True)
-    for path in (layout.working, layout.tmp):
-        # A link left by an earlier session's script is replaced, not followed.
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            remove_entry(path)
-        path.mkdir(exist_ok=True)
+    restore_dirs((layout.working, layout.tmp))
     layout.submission_csv.parent.mkdir(parents=True, exist_ok=True)
     build_data_view(layout.data_dir, layout.input)
     reset_run_submission(layout)
+
+
+def restore_dirs(paths: Sequence[Path]) -> None:
+    """Make each path a real directory again, keeping what it holds: a script may have removed it or
+    left a link, file or FIFO in its place, which is removed, never followed. Before every run (with
+    no script alive): the sandbox binds `tmp/` on /tmp, and bubblewrap follows a link it is given."""
+    for path in paths:
+        try:
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                continue
+            remove_entry(path)
+        except FileNotFoundError:
+            pass
+        os.mkdir(path, 0o755)
 
 
 def remove_entry(path: Path) -> None:
