@@ -487,3 +487,15 @@ def test_sweep_filters_do_not_combine_with_one_trial_mode(tmp_path: Path, flag: 
     args = ["--config", str(REPO / "configs/demo.yaml"), "--runtime", "process", "--dry-run"]
     args += ["--output-dir", str(tmp_path / "o"), "-c", "iris-species", flag, value]
     assert_refused(tmp_path, args, flag, "-c")
+
+
+@pytest.mark.parametrize(
+    ("extra", "culprit"),
+    [
+        (["--parallelism", "0"], "--parallelism"),  # was a traceback (ArgumentTypeError raised by hand)
+        (["--parallelism", "abc"], "--parallelism"),
+        (["--overhead-s", "inf"], "--overhead-s"),
+    ],
+)
+def test_bad_estimate_flags(tmp_path: Path, extra: list[str], culprit: str) -> None:
+    assert_refused(tmp_path, ["estimate", "--regime", "gated", *extra], culprit)

@@ -19,7 +19,7 @@ from mle_world.cli.options import (
     default_config_path,
     path_arg,
     positive_float,
-    positive_int,
+    positive_int_list,
     seed_list,
 )
 from mle_world.errors import UserError
@@ -79,7 +79,9 @@ def add_estimate_flags(p: argparse.ArgumentParser) -> None:
         help="measure the gate's savings: finished gated and ungated sweeps of the same trials",
     )
     p.add_argument(
-        "--parallelism", type=csv_list, help="comma-separated levels (default: ¼, ½, 1 and 2 × the config's)"
+        "--parallelism",
+        type=positive_int_list,
+        help="comma-separated levels (default: ¼, ½, 1 and 2 × the config's)",
     )
     p.add_argument(
         "--overhead-s", type=float, default=0.0, help="scheduler time per trial besides the trial (s)"
@@ -117,11 +119,11 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         from mle_world.costs.prices import load_prices
 
         price = load_prices(args.prices or default_config_path("prices.yaml")).execution.usd_per_gpu_hour
-    if not args.overhead_s >= 0:
+    if not (math.isfinite(args.overhead_s) and args.overhead_s >= 0):
         raise UserError("--overhead-s: expected a number >= 0")
-    if not args.startup_s >= 0:
+    if not (math.isfinite(args.startup_s) and args.startup_s >= 0):
         raise UserError("--startup-s: expected a number >= 0")
-    levels = [positive_int(text) for text in args.parallelism] if args.parallelism else None
+    levels = list(args.parallelism) if args.parallelism else None
 
     runtime = RuntimeSpec("process", python=sys.executable)
     trials = expand(

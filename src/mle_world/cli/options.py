@@ -45,6 +45,13 @@ def seed_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+def positive_int_list(text: str) -> tuple[int, ...]:
+    values = tuple(positive_int(item) for item in csv_list(text))
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return values
+
+
 def non_empty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(
