@@ -499,3 +499,8 @@ def test_sweep_filters_do_not_combine_with_one_trial_mode(tmp_path: Path, flag: 
 )
 def test_bad_estimate_flags(tmp_path: Path, extra: list[str], culprit: str) -> None:
     assert_refused(tmp_path, ["estimate", "--regime", "gated", *extra], culprit)
+
+
+def test_mistyped_subcommand_names_the_commands(tmp_path: Path) -> None:
+    # Was: "unrecognized arguments: statu runs/x".
+    assert_refused(tmp_path, ["statu", str(tmp_path)], "statu", "status")

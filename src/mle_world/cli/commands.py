@@ -77,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] in COMMANDS:
             return dispatch(argv[0], argv[1:], console)
+        if argv and not argv[0].startswith("-"):
+            # The sweep takes no positional argument: a word first is a mistyped subcommand.
+            raise UserError(
+                f"unknown command '{argv[0]}' (choose from: {', '.join(COMMANDS)}; or sweep flags)"
+            )
         from mle_world.cli.sweep import build_run_parser, cmd_run
 
         args = build_run_parser(tuple(COMMANDS)).parse_args(argv)
