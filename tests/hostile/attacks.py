@@ -40,9 +40,20 @@ def try_write(path, text="pwned by generated code\n"):
         return error
 
 
+# 0. Descriptors inherited from the agent (its journal lock, logs, the endpoint's sockets): only the
+# standard three may be open (the fourth is the listing itself).
+inherited = {}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        inherited[name] = os.readlink(f"/proc/self/fd/{name}")
+    except OSError:
+        pass
+extra = {n: t for n, t in inherited.items() if n not in ("0", "1", "2") and not t.startswith("/proc/")}
+
 if DEBUG:
     print("Validation metric (accuracy, higher is better): 0.1000")
     sys.exit(0)
+record("inherited_fds", not extra, inherited)
 
 # 1. Capabilities, uid, no_new_privs.
 status = open("/proc/self/status").read()
