@@ -504,3 +504,26 @@ def test_bad_estimate_flags(tmp_path: Path, extra: list[str], culprit: str) -> N
 def test_mistyped_subcommand_names_the_commands(tmp_path: Path) -> None:
     # Was: "unrecognized arguments: statu runs/x".
     assert_refused(tmp_path, ["statu", str(tmp_path)], "statu", "status")
+
+
+def test_bad_cuda_device_is_named(tmp_path: Path) -> None:
+    # `-c` takes its GPU from $CUDA_DEVICE; the error named --gpu-device, a flag the user had not given.
+    args = [
+        sys.executable,
+        str(REPO / "run_paper.py"),
+        "-c",
+        "iris-species",
+        "--config",
+        str(REPO / "configs/demo.yaml"),
+    ]
+    args += ["--runtime", "process", "--output-dir", str(tmp_path / "o"), "--dry-run"]
+    proc = subprocess.run(
+        args,
+        cwd=tmp_path,
+        env={**os.environ, "CUDA_DEVICE": "abc"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_one_line_error(proc, "CUDA_DEVICE='abc'")
+    assert not (tmp_path / "o").exists()

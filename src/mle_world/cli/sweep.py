@@ -200,11 +200,20 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
     from mle_world.launch.local import parse_gpu_devices
 
     text = args.gpu_device
+    from_env = False
     if text is None:
         # One-trial runs (`-c`) honour $CUDA_DEVICE like the Kapso-style scripts they replace.
-        text = os.environ.get("CUDA_DEVICE") or "0" if args.competition else "0"
+        from_env = bool(args.competition and os.environ.get("CUDA_DEVICE"))
+        text = os.environ["CUDA_DEVICE"] if from_env else "0"
     # "none": a machine without GPUs; trials get an empty CUDA_VISIBLE_DEVICES and no GPU-hours.
-    gpus = () if text.strip().lower() == "none" else parse_gpu_devices(text)
+    try:
+        gpus = () if text.strip().lower() == "none" else parse_gpu_devices(text)
+    except UserError as exc:
+        if not from_env:
+            raise
+        raise UserError(
+            str(exc).replace("--gpu-device", f"CUDA_DEVICE={text!r} (or --gpu-device)", 1)
+        ) from None
     return LaunchOptions(
         backend=args.backend,
         n_workers=args.n_workers,
