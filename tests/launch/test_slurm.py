@@ -102,6 +102,18 @@ def test_array_of_twelve_with_parallelism_two(slurm_cluster: None, dirs: tuple[P
     assert all(max_overlap(s) == 1 for s in by_gpu.values())
     script = next((out / "slurm").glob("*_submission.sh")).read_text()
     assert "#SBATCH --array=0-11%2" in script
+    # The dry run's preview is the script submitit submitted (the output dir has a space: quoted),
+    # but for the job name's submission id and the preview's comments.
+    [preview] = write_sbatch_preview(plan, SLURM)
+
+    def script_lines(text: str) -> list[str]:
+        return [
+            ln
+            for ln in text.splitlines()
+            if ln.strip() and not ln.startswith(("#SBATCH --job-name=", "# task", "# array"))
+        ]
+
+    assert script_lines(preview.read_text()) == script_lines(script)
 
     # Re-running the finished sweep submits nothing.
     before = sorted(p.name for p in (out / "slurm").glob("*_submission.sh"))
