@@ -81,3 +81,47 @@ def test_cli_watch_returns_at_once_on_a_finished_sweep(sweep: Path) -> None:
         timeout=120,
     )
     assert bad.returncode == 2 and "--interval" in bad.stderr
+
+
+@pytest.mark.slurm
+def test_a_slurm_job_that_ended_unrecorded_is_shown_and_ends_the_watch(
+    slurm_cluster: None, sweep: Path
+) -> None:
+    """No launcher watches (it was Ctrl-C'd): a trial's job was cancelled, status.json still says
+    running. `status` says so, from squeue/sacct, and `--watch` returns once the other trials are
+    done instead of showing it running for ever."""
+    from launchkit import wait_until
+
+    from mle_world.launch.slurm import query_states
+    from mle_world.launch.status import show_status
+
+    def submit() -> str:
+        argv = ["sbatch", "--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 300"]
+        return (
+            subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+            .stdout.split(";")[0]
+            .strip()
+        )
+
+    dead, alive = submit(), submit()
+    try:
+        subprocess.run(["scancel", dead], check=True, timeout=60)
+        wait_until(lambda: query_states([dead]).states.get(dead) == "CANCELLED", 60, f"job {dead} CANCELLED")
+        write(sweep, "aide", "running", started_at=STARTED, slurm_job_id=dead)
+        write(sweep, "wm-point", "submitted", slurm_job_id=alive)
+        console = Console(file=io.StringIO(), width=300, record=True)
+        show_status(sweep, console)
+        text = console.export_text()
+        assert f"Slurm says their jobs ended ({dead} CANCELLED)" in text
+        assert alive not in text.split("Slurm says")[1]
+
+        def sleep(seconds: float) -> None:
+            assert not done, "still watching a sweep whose only active trial's job ended"
+            done.append(seconds)
+            write(sweep, "wm-point", "succeeded", started_at=STARTED, ended_at=STARTED, slurm_job_id=alive)
+
+        done: list[float] = []
+        assert watch_status(sweep, Console(file=io.StringIO()), interval_s=1, sleep=sleep) == 0
+        assert done == [1]
+    finally:
+        subprocess.run(["scancel", alive], timeout=60)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from rich.text import Text
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import IDENTITY_FILE
+from mle_world.launch.slurm import ALIVE_STATES, query_states
 from mle_world.launch.state import STATES, utcnow
 from mle_world.records import TrialStatus
 
@@ -34,12 +36,19 @@ class SweepStatus:
     """status.json files that could not be read, with the problem."""
     launcher_alive: bool = True
     """False when no local launcher holds the output dir's lock (its trials cannot be progressing)."""
+    ended_jobs: tuple[tuple[str, str], ...] = ()
+    """(trial id, "12_3 CANCELLED"): Slurm trials still marked submitted/running whose job Slurm says
+    ended, with no launcher watching to record it (`ended_slurm_jobs`)."""
 
     def orphaned(self) -> list[TrialStatus]:
         """Local trials still marked submitted/running although their launcher is gone."""
         if self.launcher_alive:
             return []
         return [t for t in self.trials if t.state in ("submitted", "running") and t.backend == "local"]
+
+    def stuck(self) -> int:
+        """Trials marked submitted/running that cannot progress: orphaned local ones, ended Slurm jobs."""
+        return len(self.orphaned()) + len(self.ended_jobs)
 
     def counts(self) -> Counter[str]:
         return Counter(t.state for t in self.trials)
@@ -93,24 +102,54 @@ def _launcher_alive(output_dir: Path) -> bool:
     return False
 
 
+def ended_slurm_jobs(trials: Sequence[tuple[Path, TrialStatus]]) -> tuple[tuple[str, str], ...]:
+    """Slurm trials marked submitted/running whose job Slurm reports ended (CANCELLED, NODE_FAIL,
+    TIMEOUT, …) and whose status.json still says so after Slurm answered (a job records its own end
+    before it ends). Only a watching launcher records such an end; without one, `status` said
+    'running' for ever and `status --watch` never returned. Nothing when squeue/sacct cannot answer."""
+    active = [
+        (path, t)
+        for path, t in trials
+        if t.state in ("submitted", "running") and t.backend == "slurm" and t.slurm_job_id
+    ]
+    if not active or shutil.which("sacct") is None:
+        return ()
+    view = query_states(sorted({t.slurm_job_id or "" for _, t in active}))
+    ended: list[tuple[str, str]] = []
+    for path, status in active:
+        state = view.states.get(status.slurm_job_id or "")
+        if state is None or state in ALIVE_STATES:
+            continue
+        try:
+            now = TrialStatus.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if now.state in ("submitted", "running") and now.slurm_job_id == status.slurm_job_id:
+            ended.append((status.trial_id, f"{status.slurm_job_id} {state}"))
+    return tuple(ended)
+
+
 def read_sweep_status(output_dir: Path) -> SweepStatus:
     """Every trial's status.json under an output dir of run_paper.py (else a UserError)."""
     if not output_dir.is_dir():
         raise UserError(f"{output_dir}: no such output dir")
     if not is_output_dir(output_dir):
         raise UserError(f"{output_dir}: not an output dir of run_paper.py (no launch.json)")
-    trials: list[TrialStatus] = []
+    trials: list[tuple[Path, TrialStatus]] = []
     bad: list[tuple[Path, str]] = []
     for path in layout.status_paths(output_dir):
         try:
-            trials.append(TrialStatus.model_validate_json(path.read_text(encoding="utf-8")))
+            trials.append((path, TrialStatus.model_validate_json(path.read_text(encoding="utf-8"))))
         except OSError as exc:
             bad.append((path, exc.strerror or str(exc)))
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             bad.append((path, f"{where + ': ' if where else ''}{err['msg']}"))
-    return SweepStatus(tuple(trials), tuple(bad), launcher_alive=_launcher_alive(output_dir))
+    alive = _launcher_alive(output_dir)
+    ended = () if alive else ended_slurm_jobs(trials)  # a watching launcher records them itself
+    statuses = tuple(t for _, t in trials)
+    return SweepStatus(statuses, tuple(bad), launcher_alive=alive, ended_jobs=ended)
 
 
 def _duration(seconds: float) -> str:
@@ -209,6 +248,17 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
                 style="yellow",
             )
         )
+    if sweep.ended_jobs:
+        jobs = ", ".join(job for _, job in sweep.ended_jobs[:5])
+        more = f", … ({len(sweep.ended_jobs)} in all)" if len(sweep.ended_jobs) > 5 else ""
+        out.append(
+            Text(
+                f"{len(sweep.ended_jobs)} trial(s) marked submitted/running, but Slurm says their jobs "
+                f"ended ({jobs}{more}) and no launcher is watching: re-run the same command to record "
+                "them (failed/infra), then --retry-failed to rerun them",
+                style="yellow",
+            )
+        )
     if sweep.unreadable:
         # Counting them as finished (or dropping them) would misreport the sweep: refuse instead.
         path, problem = sweep.unreadable[0]
@@ -225,7 +275,8 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
         out.append(Text("ETA: unknown (no trial finished yet)"))
     else:
         out.append(Text(f"ETA: ~{_duration(eta)} at the current parallelism"))
-    finished = (eta == 0.0 or bool(orphaned)) and not sweep.unreadable
+    active = sum(1 for t in sweep.trials if t.state in ("pending", "submitted", "running"))
+    finished = (eta == 0.0 or bool(orphaned) or active == sweep.stuck()) and not sweep.unreadable
     return StatusView(tuple(out), len(failed), finished)
 
 
