@@ -5,6 +5,7 @@ Reads configs/; writes nothing. Run: `python benchmarks/plan.py` (prints a table
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from pathlib import Path
@@ -83,4 +84,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options; --help says what it does instead of running the benchmark.
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     main()
