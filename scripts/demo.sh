@@ -6,6 +6,11 @@
 # Knobs: OUT (runs/demo), DATA_DIR, PORT (8011),
 # N_WORKERS (2), CODER_URL/FEEDBACK_URL/WORLD_URL (use your own servers instead of llama.cpp).
 set -euo pipefail
+# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+case ${1:-} in
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    ?*) echo "demo.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-runs/demo}

@@ -10,6 +10,11 @@
 # completion. We build without native detection, AMX and AVX-512 (AVX2 + FMA stay on: every x86-64 host
 # of this kind has them). Knobs: PYTHON (python3), LLAMA_CMAKE_ARGS (override the CMake flags).
 set -euo pipefail
+# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+case ${1:-} in
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    ?*) echo "install_llama.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}

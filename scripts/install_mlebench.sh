@@ -16,6 +16,11 @@
 #
 # Needs network access to GitHub (and PyPI for dependencies). Not run in CI.
 set -euo pipefail
+# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+case ${1:-} in
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    ?*) echo "install_mlebench.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+esac
 
 # openai/mle-bench commit 783b15a (2026-02-26), the snapshot reference/mlebench.md describes.
 # Pinned by its short sha; git resolves it after the full clone below.

@@ -11,6 +11,11 @@
 # Environment: MLEW_VENDOR_DIR, MLEW_RUNTIMES_PREFIX (/usr/local), MLEW_RUNTIMES_INSTALL (1 = apt-get
 # install missing Debian packages).
 set -euo pipefail
+# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+case ${1:-} in
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    ?*) echo "install_runtimes.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+esac
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENDOR="${MLEW_VENDOR_DIR:-$REPO/../shared/vendor}"

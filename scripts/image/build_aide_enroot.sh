@@ -35,6 +35,11 @@
 # the previous OUT_SQSH untouched and removes its scratch container and temporary files.
 # Exit codes: 0 built, 2 a prerequisite is missing (one line each on stderr), other: build failed.
 set -Eeuo pipefail
+# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+case ${1:-} in
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    ?*) echo "build_aide_enroot.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+esac
 
 PROG=build_aide_enroot.sh
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -17,6 +17,11 @@
 #   MLEW_IMAGE_KEEP    images kept in the cache (6)
 # Exit codes: 0 built or cached, 2 a prerequisite is missing (one line), other: build failed.
 set -Eeuo pipefail
+# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+case ${1:-} in
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    ?*) echo "build_ci_image.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+esac
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CACHE="${MLEW_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/images}"

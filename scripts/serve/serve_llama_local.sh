@@ -8,6 +8,11 @@
 # Knobs: PORT (8011), HOST (127.0.0.1), N_CTX (4096), N_THREADS (nproc), MODEL_DIR (~/.cache/mle-world),
 # ALIAS (gemma3-270m), READY_TIMEOUT_S (120), LOG (MODEL_DIR/llama-PORT.log), PYTHON (python3).
 set -euo pipefail
+# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+case ${1:-} in
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    ?*) echo "serve_llama_local.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+esac
 
 PORT=${PORT:-8011}
 HOST=${HOST:-127.0.0.1}
