@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     if args.dry_run:
         _print_dry_run(plan, write_plan_files(plan, config), args.summary, console)
         if args.backend == "slurm":
-            from mle_world.launch.launcher import write_sbatch_preview
+            from mle_world.launch.slurm import write_sbatch_preview
 
             for path in write_sbatch_preview(plan, options):
                 print(f"\n# sbatch script that would be submitted ({path}):")
@@ -236,9 +236,9 @@ def execute_plan(
     """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
     from mle_world.costs.summary import write_cost_summary
     from mle_world.launch.endpoints import check_endpoints, endpoint_records
-    from mle_world.launch.launcher import check_prepared, run_sweep
+    from mle_world.launch.launcher import run_sweep
     from mle_world.launch.post_trial import TrialFinisher
-    from mle_world.launch.preflight import check_container_runtime, check_image
+    from mle_world.launch.preflight import check_container_runtime, check_image, check_prepared
 
     options = launch_options(args)
     check_sweep_identity(plan.output_dir, plan.config_hash)

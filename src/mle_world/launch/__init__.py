@@ -10,17 +10,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mle_world.launch.launcher import check_prepared as check_prepared
     from mle_world.launch.launcher import run_sweep as run_sweep
-    from mle_world.launch.launcher import write_sbatch_preview as write_sbatch_preview
     from mle_world.launch.local import parse_gpu_devices as parse_gpu_devices
+    from mle_world.launch.preflight import check_prepared as check_prepared
+    from mle_world.launch.slurm import write_sbatch_preview as write_sbatch_preview
     from mle_world.launch.status import show_status as show_status
 
 _EXPORTS = {
     "parse_gpu_devices": "mle_world.launch.local",
-    "check_prepared": "mle_world.launch.launcher",
+    "check_prepared": "mle_world.launch.preflight",
     "run_sweep": "mle_world.launch.launcher",
-    "write_sbatch_preview": "mle_world.launch.launcher",
+    "write_sbatch_preview": "mle_world.launch.slurm",
     "show_status": "mle_world.launch.status",
 }
 __all__ = list(_EXPORTS)

@@ -1,8 +1,7 @@
-"""The sweep launcher: pre-flight checks, resume/retry decisions from status files, and the local/Slurm backends.
+"""The sweep launcher: resume/retry decisions from status files, and the local/Slurm backends.
 
 Reads the plan and every trial's status.json; writes status.json, spec.json, `<output_dir>/.sweep-identity`
-and `<output_dir>/slurm/` (Slurm backend). The entry points the CLI calls are `run_sweep`,
-`write_sbatch_preview` and `check_prepared`.
+and `<output_dir>/slurm/` (Slurm backend). The CLI calls `run_sweep`, after `preflight.check_prepared`.
 """
 
 from __future__ import annotations
@@ -10,12 +9,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shlex
 import signal
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ from types import FrameType
 from typing import Literal
 
 from mle_world import layout
-from mle_world.errors import NotPreparedError, UserError
+from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay
 from mle_world.launch.intents import reconcile, submit_recorded
@@ -37,8 +35,6 @@ from mle_world.launch.slurm import (
     Submitter,
     check_log_folder,
     check_sbatch_available,
-    slurm_parameters,
-    submitit_sbatch_text,
 )
 from mle_world.launch.state import (
     FINAL,
@@ -51,41 +47,10 @@ from mle_world.launch.state import (
 )
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
 from mle_world.launch.watchdog import watch
-from mle_world.plan.sweep import PlannedTrial
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.records import TrialStatus
-from mle_world.storage import write_text_atomic
 
 Action = Literal["skip", "run", "watch", "stale"]
-
-
-def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:
-    """Every selected task needs its public and private folders under --data-dir; else one line
-    naming the missing tasks and the command that prepares them (NotPreparedError, exit 2)."""
-    missing: list[str] = []
-    for trial in trials:
-        task = trial.spec.task
-        if task in missing:
-            continue
-        if not (trial.public_dir.is_dir() and trial.private_dir.is_dir()):
-            missing.append(task)
-    if not missing:
-        return
-    data = shlex.quote(str(data_dir))
-    hints: list[str] = []
-    mle = [t for t in missing if t not in local]
-    ours = [t for t in missing if t in local]
-    if len(mle) == 1:
-        hints.append(f"mlebench prepare -c {mle[0]} --data-dir {data}")
-    elif mle:
-        hints.append(f'for t in {" ".join(mle)}; do mlebench prepare -c "$t" --data-dir {data}; done')
-    if ours:
-        hints.append(f"run_paper.py prepare --tasks {','.join(ours)} --data-dir {data}")
-    noun = "task" if len(missing) == 1 else "tasks"
-    raise NotPreparedError(
-        f"--data-dir {data_dir}: {len(missing)} {noun} not prepared: {', '.join(missing)}; run: "
-        + " && ".join(hints)
-    )
 
 
 @contextmanager
@@ -418,19 +383,3 @@ def run_sweep(
     launcher = SweepLauncher(plan, options, post_trial, display or PlainDisplay())
     launcher.before_launch = before_launch
     return launcher.run()
-
-
-def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
-    """--dry-run --backend slurm: write the sbatch script submitit would submit for this plan's
-    array under `<output_dir>/slurm/preview/` (nothing is submitted, no status is touched)."""
-    if not plan.commands:
-        return []
-    folder = plan.output_dir / "slurm"
-    budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in plan.commands)
-    params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(plan.commands))
-    text = submitit_sbatch_text(folder.absolute(), params, len(plan.commands))
-    path = folder / "preview" / f"mlew-{plan.regime}.sbatch"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    listing = "\n".join(f"# task {i}: {cmd.trial.trial_id}" for i, cmd in enumerate(plan.commands))
-    write_text_atomic(path, text + "\n\n# array tasks (each runs one trial's command):\n" + listing + "\n")
-    return [path]

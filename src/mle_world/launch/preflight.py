@@ -1,18 +1,21 @@
-"""Checks of the container runtime on the launching host before a sweep starts.
+"""Checks on the launching host before a sweep starts: the selected tasks' data, the container runtime.
 
-Reads PATH, `srun --help`, the image and its manifest (launch/image.py); writes nothing. Each
-problem is one UserError line naming what to install or fix. On the Slurm backend the compute
-nodes are not checked from here: the docs say what they need (enroot, squashfuse, pyxis).
+Reads the tasks' folders under --data-dir, PATH, `srun --help`, the image and its manifest (launch/image.py);
+writes nothing. Each problem is one UserError line naming what to prepare, install or fix. On the Slurm
+backend the compute nodes are not checked from here: the docs say what they need (enroot, squashfuse, pyxis).
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 
-from mle_world.errors import UserError
+from mle_world.errors import NotPreparedError, UserError
 from mle_world.launch.image import ImageInfo, verify_image
+from mle_world.plan.sweep import PlannedTrial
 
 Which = Callable[[str], str | None]
 
@@ -52,3 +55,32 @@ def check_image(path: str) -> ImageInfo:
             "the image changed after it was built (rebuild it, or remove the stale manifest)"
         )
     return info
+
+
+def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:
+    """Every selected task needs its public and private folders under --data-dir; else one line
+    naming the missing tasks and the command that prepares them (NotPreparedError, exit 2)."""
+    missing: list[str] = []
+    for trial in trials:
+        task = trial.spec.task
+        if task in missing:
+            continue
+        if not (trial.public_dir.is_dir() and trial.private_dir.is_dir()):
+            missing.append(task)
+    if not missing:
+        return
+    data = shlex.quote(str(data_dir))
+    hints: list[str] = []
+    mle = [t for t in missing if t not in local]
+    ours = [t for t in missing if t in local]
+    if len(mle) == 1:
+        hints.append(f"mlebench prepare -c {mle[0]} --data-dir {data}")
+    elif mle:
+        hints.append(f'for t in {" ".join(mle)}; do mlebench prepare -c "$t" --data-dir {data}; done')
+    if ours:
+        hints.append(f"run_paper.py prepare --tasks {','.join(ours)} --data-dir {data}")
+    noun = "task" if len(missing) == 1 else "tasks"
+    raise NotPreparedError(
+        f"--data-dir {data_dir}: {len(missing)} {noun} not prepared: {', '.join(missing)}; run: "
+        + " && ".join(hints)
+    )

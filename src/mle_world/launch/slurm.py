@@ -26,6 +26,8 @@ from mle_world.errors import UserError
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
 from mle_world.plan.config import ClusterConfig
+from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan
+from mle_world.storage import write_text_atomic
 
 ALIVE_STATES = frozenset(
     {
@@ -321,3 +323,19 @@ def check_sbatch_available() -> None:
     for tool in ("sbatch", "squeue", "sacct"):
         if _run(["which", tool]) is None:
             raise UserError(f"--backend slurm: '{tool}' not found on PATH (run on a Slurm login node)")
+
+
+def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
+    """--dry-run --backend slurm: write the sbatch script submitit would submit for this plan's
+    array under `<output_dir>/slurm/preview/` (nothing is submitted, no status is touched)."""
+    if not plan.commands:
+        return []
+    folder = plan.output_dir / "slurm"
+    budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in plan.commands)
+    params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(plan.commands))
+    text = submitit_sbatch_text(folder.absolute(), params, len(plan.commands))
+    path = folder / "preview" / f"mlew-{plan.regime}.sbatch"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    listing = "\n".join(f"# task {i}: {cmd.trial.trial_id}" for i, cmd in enumerate(plan.commands))
+    write_text_atomic(path, text + "\n\n# array tasks (each runs one trial's command):\n" + listing + "\n")
+    return [path]
