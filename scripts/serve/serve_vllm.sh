@@ -96,8 +96,9 @@ gpus="${gpus:-${cfg_gpus:-1}}"
 max_model_len="${max_model_len:-$cfg_max_model_len}"
 
 [[ -n "$model" ]] || usage_error "no model for $role: pass --model or set serve.$role.model in $config"
-[[ "$port" =~ ^[0-9]+$ ]] && ((10#$port >= 1 && 10#$port <= 65535)) ||
+if [[ ! "$port" =~ ^[0-9]+$ ]] || ((10#$port < 1 || 10#$port > 65535)); then
     usage_error "port must be a number from 1 to 65535, got $port"
+fi
 [[ "$gpus" =~ ^[1-9][0-9]*$ ]] || usage_error "gpus must be a positive number, got $gpus"
 [[ -z "$max_model_len" || "$max_model_len" =~ ^[1-9][0-9]*$ ]] ||
     usage_error "max-model-len must be a positive number, got $max_model_len"
