@@ -99,13 +99,12 @@ def test_a_promotion_cut_before_the_checkpoint_is_undone_on_resume(tmp_path: Pat
 
 PROMOTED_EVERY_STEP = """
 import os, sys
-# A hostile script: a better metric every run, and a submission as long as it likes (sparse: it takes
-# no room in the workspace, but every copy the agent makes of it costs its full length).
+# A hostile script: a better metric every run, and a submission as long as it likes (up to the disk
+# limit: the workspace's copy is removed by the next run, the agent's kept copies were not).
 count = int(open("working/n").read()) if os.path.exists("working/n") else 0
 open("working/n", "w").write(str(count + 1))
 with open("submission/submission.csv", "wb") as handle:
-    handle.write(b"id,target\\n1,1\\n")
-    handle.truncate(8 << 20)
+    handle.write(b"id,target\\n" + b"1,1\\n" * (2 << 20))
 print("Validation metric:", 0.1 + count / 100)
 """
 

@@ -242,3 +242,22 @@ def test_run_dirs_left_as_links_or_removed_are_made_again_not_followed(tmp_path:
     assert (
         layout.tmp.is_dir() and not layout.tmp.is_symlink() and (layout.workspace / "tmp-real/kept").exists()
     )
+
+
+@needs_bwrap
+@pytest.mark.parametrize("hole", ["end", "middle"])
+def test_a_sparse_submission_is_refused(tmp_path: Path, hole: str) -> None:
+    """A hole costs the workspace's disk limit nothing but cost its full length in the agent's copy
+    (up to disk_mb, 100 GiB by default, written outside the workspace by one run)."""
+    layout = sandbox_layout(tmp_path)
+    runner = _runner(layout, SandboxSettings(disk_mb=64))
+    grow = (
+        "handle.truncate(32 << 20)" if hole == "end" else "handle.seek(32 << 20)\n    handle.write(b'1,2\\n')"
+    )
+    code = (
+        f"with open('submission/submission.csv', 'wb') as handle:\n    handle.write(b'id,y\\n')\n    {grow}\n"
+    )
+    result = runner.run(code, args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert result.ok and layout.run_submission_csv.stat().st_size >= 32 << 20, result.term_out
+    assert result.workspace_bytes is not None and result.workspace_bytes < 1 << 20
+    assert stage_submission(layout) is None and not layout.staged_submission.exists()

@@ -280,7 +280,7 @@ def stage_submission(layout: TrialLayout) -> str | None:
 
     The script owns the workspace, so every step is opened relative to a directory descriptor with
     O_NOFOLLOW: a link (to the graded file, the journal, /proc/self/environ) or a FIFO is refused,
-    never read. An empty or missing file means no submission. Not fsynced: most staged copies are
+    never read. An empty or missing file means no submission, and so does a sparse one (`_has_hole`). Not fsynced: most staged copies are
     never used, and `link_atomic(durable=True)` syncs the one that becomes the graded file.
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -290,7 +290,7 @@ def stage_submission(layout: TrialLayout) -> str | None:
         fds.append(os.open("submission", flags | os.O_DIRECTORY, dir_fd=fds[-1]))
         fds.append(os.open("submission.csv", flags | os.O_NONBLOCK, dir_fd=fds[-1]))
         info = os.fstat(fds[-1])
-        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or _has_hole(fds[-1], info.st_size):
             return None
         digest = hashlib.sha256()
         layout.staged_submission.parent.mkdir(parents=True, exist_ok=True)
@@ -306,6 +306,19 @@ def stage_submission(layout: TrialLayout) -> str | None:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _has_hole(fd: int, size: int) -> bool:
+    """Whether the file has a hole (a range never written, e.g. a truncate past its end). The disk
+    limit counts allocated blocks, so such a file costs the workspace nothing, but every copy the agent
+    made of it cost its full length outside the workspace: a CSV written as text has none."""
+    try:
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)  # the file's length where the file system cannot tell
+    except OSError:
+        return False
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
+    return hole < size
 
 
 def file_sha256(path: Path) -> str:
