@@ -261,3 +261,23 @@ def test_a_sparse_submission_is_refused(tmp_path: Path, hole: str) -> None:
     assert result.ok and layout.run_submission_csv.stat().st_size >= 32 << 20, result.term_out
     assert result.workspace_bytes is not None and result.workspace_bytes < 1 << 20
     assert stage_submission(layout) is None and not layout.staged_submission.exists()
+
+
+@needs_bwrap
+def test_runfile_left_as_a_deeply_nested_directory_is_removed(tmp_path: Path) -> None:
+    """shutil.rmtree recursed into it and raised RecursionError out of run(): the trial failed."""
+    layout = sandbox_layout(tmp_path)
+    runner = _runner(layout, SandboxSettings())
+    nest = (
+        "import os\n"
+        "os.unlink('runfile.py')\n"
+        "os.mkdir('runfile.py')\n"
+        "fd = os.open('runfile.py', os.O_RDONLY)\n"
+        "for _ in range(3000):\n"
+        "    os.mkdir('d', dir_fd=fd)\n"
+        "    fd = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
+    )
+    first = runner.run(nest, args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert first.ok and (layout.workspace / "runfile.py").is_dir(), first.term_out
+    second = runner.run("print('fine')\n", args=[], timeout_s=60, log_path=tmp_path / "b.log")
+    assert second.ok and "fine" in second.term_out

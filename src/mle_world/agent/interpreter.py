@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -151,13 +150,10 @@ class BoundedCapture:
 
 
 def write_script(workspace: Path, name: str, code: str) -> None:
-    """Replace `workspace/name` with a new file; whatever a script left there (a link) is removed first."""
+    """Replace `workspace/name` with a new file; whatever a script left there (a link, a directory tree
+    nested past Python's recursion limit) is removed first, never followed."""
     path = workspace / name
-    with contextlib.suppress(FileNotFoundError):
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
+    remove_entry(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(code)
