@@ -25,8 +25,9 @@ from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay
 from mle_world.launch.intents import reconcile, submit_recorded
+from mle_world.launch.liveness import agent_alive
 from mle_world.launch.local import run_pool
-from mle_world.launch.orphans import agent_alive, find_leftover, stop_leftovers
+from mle_world.launch.orphans import find_leftover, stop_leftovers
 from mle_world.launch.slurm import (
     ALIVE_STATES,
     SlurmTrial,

@@ -6,16 +6,12 @@ nothing, signals the processes of a trial's session on this host.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
-
-from mle_world import layout
 
 START_SLACK_S = 2.0
 """A process counts as the run's when it started at most this long before the run's `started_at`
@@ -118,22 +114,3 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return text[text.rindex(")") + 2 :].split()[0] != "Z"
-
-
-def agent_alive(trial_dir: Path) -> bool:
-    """A live agent holds the trial's `.journal.lock` (flock, also across NFS clients): its run
-    survived the launcher, on this host or another one."""
-    path = trial_dir / layout.JOURNAL_LOCK
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False

@@ -5,8 +5,6 @@ Reads every `runs/*/*/status.json` under the output dir (the sweep's only source
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
 import time
 from collections import Counter, defaultdict
@@ -24,6 +22,7 @@ from rich.text import Text
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import IDENTITY_FILE
+from mle_world.launch.liveness import launcher_alive
 from mle_world.launch.slurm import ALIVE_STATES, query_states
 from mle_world.launch.state import STATES, utcnow
 from mle_world.records import TrialStatus
@@ -87,21 +86,6 @@ def is_output_dir(path: Path) -> bool:
     return any((path / name).is_file() for name in OUTPUT_DIR_MARKERS)
 
 
-def _launcher_alive(output_dir: Path) -> bool:
-    """Whether a launcher holds `.launcher.lock` (taken for the whole run by `launcher_lock`)."""
-    try:
-        fd = os.open(output_dir / layout.LAUNCHER_LOCK, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # also releases our probe lock
-    return False
-
-
 def ended_slurm_jobs(trials: Sequence[tuple[Path, TrialStatus]]) -> tuple[tuple[str, str], ...]:
     """Slurm trials marked submitted/running whose job Slurm reports ended (CANCELLED, NODE_FAIL,
     TIMEOUT, …) and whose status.json still says so after Slurm answered (a job records its own end
@@ -146,7 +130,7 @@ def read_sweep_status(output_dir: Path) -> SweepStatus:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             bad.append((path, f"{where + ': ' if where else ''}{err['msg']}"))
-    alive = _launcher_alive(output_dir)
+    alive = launcher_alive(output_dir)
     ended = () if alive else ended_slurm_jobs(trials)  # a watching launcher records them itself
     statuses = tuple(t for _, t in trials)
     return SweepStatus(statuses, tuple(bad), launcher_alive=alive, ended_jobs=ended)
