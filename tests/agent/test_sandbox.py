@@ -281,3 +281,24 @@ def test_runfile_left_as_a_deeply_nested_directory_is_removed(tmp_path: Path) ->
     assert first.ok and (layout.workspace / "runfile.py").is_dir(), first.term_out
     second = runner.run("print('fine')\n", args=[], timeout_s=60, log_path=tmp_path / "b.log")
     assert second.ok and "fine" in second.term_out
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "os.mkfifo('submission/submission.csv')",
+        "socket.socket(socket.AF_UNIX).bind('submission/submission.csv')",
+        "os.makedirs('submission/submission.csv/x')",
+    ],
+    ids=["fifo", "socket", "directory"],
+)
+def test_a_special_file_as_submission_is_refused_without_blocking(tmp_path: Path, plant: str) -> None:
+    """Opening a FIFO with no writer left blocks, a socket cannot be opened: none is read or copied."""
+    layout = sandbox_layout(tmp_path)
+    runner = _runner(layout, SandboxSettings())
+    result = runner.run(f"import os, socket\n{plant}\n", args=[], timeout_s=60, log_path=tmp_path / "a.log")
+    assert result.ok, result.term_out
+    assert stage_submission(layout) is None and not layout.staged_submission.exists()
+    reset_run_submission(layout)
+    assert os.listdir(layout.run_submission_dir) == []
