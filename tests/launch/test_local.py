@@ -354,13 +354,20 @@ def test_trial_whose_agent_lives_elsewhere_is_not_restarted(dirs: tuple[Path, Pa
 
 
 def test_a_recycled_pid_is_not_taken_for_the_trial_session() -> None:
+    """status.json's pid may lead another session by now: only a leader started with the run counts."""
     from datetime import UTC, datetime, timedelta
 
     from mle_world.launch.orphans import session_members
 
-    now = datetime.now(UTC)
-    assert os.getpid() in session_members(os.getsid(0), now - timedelta(days=3650))
-    assert os.getpid() not in session_members(os.getsid(0), now + timedelta(seconds=60))
+    since = datetime.now(UTC)
+    leader = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        assert session_members(leader.pid, since) == (leader.pid,)
+        assert session_members(leader.pid, since - timedelta(hours=1)) == ()  # began long after that run
+        assert session_members(leader.pid, since + timedelta(hours=1)) == ()  # older than that run
+    finally:
+        leader.kill()
+        leader.wait()
 
 
 def _in_private_tmpfs(mountpoint: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:

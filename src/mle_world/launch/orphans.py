@@ -16,6 +16,9 @@ from datetime import datetime
 START_SLACK_S = 2.0
 """A process counts as the run's when it started at most this long before the run's `started_at`
 (the status is written just before the command starts; clock ticks round)."""
+LEADER_WITHIN_S = 60.0
+"""The session's leader (the supervisor's `bash -c`, or what it exec'd) started at most this long after
+`started_at`; a leader started later is a recycled pid that leads another, newer session."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,10 @@ def _session_and_start(text: str) -> tuple[int, int]:
 
 
 def session_members(session: int, since: datetime, proc: str = "/proc") -> tuple[int, ...]:
-    """Processes of `session` that started at or after `since` (minus START_SLACK_S): a recycled pid
-    that leads an older, unrelated session is never matched."""
+    """Processes of the session a run started at `since` as the leader `session`: none when `session`
+    now leads a session started outside [since - START_SLACK_S, since + LEADER_WITHIN_S] (a recycled
+    pid); members of an older session never count. A leader that is gone cannot have been recycled:
+    Linux keeps a pid that is still some process's session id."""
     try:
         boot = _boot_time(proc)
         entries = list(os.scandir(proc))
@@ -62,7 +67,10 @@ def session_members(session: int, since: datetime, proc: str = "/proc") -> tuple
                 sid, start = _session_and_start(handle.read())
         except (OSError, ValueError, IndexError):
             continue
-        if sid == session and boot + start / ticks >= floor:
+        started = boot + start / ticks
+        if int(entry.name) == session and sid == session and started > since.timestamp() + LEADER_WITHIN_S:
+            return ()  # the pid leads a session begun long after the run: not the run's
+        if sid == session and started >= floor:
             found.append(int(entry.name))
     return tuple(sorted(found))
 
