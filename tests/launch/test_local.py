@@ -235,6 +235,13 @@ def test_ctrl_c_or_sigterm_stops_children_and_leaves_pending(dirs: tuple[Path, P
     assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
     assert states(plan) == ["pending"] * 4
     assert all(read_status(r.trial.trial_dir, r.trial.trial_id).attempt == 0 for r in plan.commands)
+    reason = "Ctrl-C" if sig == signal.SIGINT else "SIGTERM"
+    causes = [
+        read_status(r.trial.trial_dir, r.trial.trial_id).cause
+        for r in plan.commands
+        if r.trial.trial_dir in started()
+    ]
+    assert causes == [f"interrupted ({reason}); resumable"] * 2, causes
     assert len(started()) == 2 and all((d / "ckpt.json").exists() for d in started())
     for pid in pids:
         with pytest.raises(ProcessLookupError):

@@ -96,7 +96,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("SIGTERM")  # the reason the stopped trials' status records
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:

@@ -144,9 +144,9 @@ def run_pool(
                 with lock:
                     running = len(supervisors) - len(outcomes.keys() & supervisors.keys())
                 display.update_progress(len(outcomes), running, failed)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         interrupted = True
-        stop_all("Ctrl-C")
+        stop_all(str(exc) or "Ctrl-C")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         if show_progress:
