@@ -193,6 +193,43 @@ def test_world_model_fails_open_on_a_context_400(tmp_path, competition, servers)
     assert "context length" in (nodes_of(spec)[1].prediction.error or "")  # type: ignore[union-attr]
 
 
+def test_an_overflowing_step_is_no_gate_decision(tmp_path, competition, servers):
+    """A step whose prompt never fits records a buggy node without a gate label: the world model was
+    not asked, so `aide` (and any configuration) counts no candidate as not selected."""
+    public, _ = competition
+    servers["coder"].default = enforcing(100, counter_coder())
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=600, max_steps=2, min_step_s=0)
+    )
+    result = run(spec)
+    nodes = nodes_of(spec)
+    assert result.status == "completed" and result.context_overflows == 2 and result.executed == 2
+    assert result.not_selected == 0 and [n.gate for n in nodes] == [None, None]
+    assert all(n.is_buggy and not n.skipped for n in nodes)
+
+
+def test_a_vetoed_step_says_nothing_ran(tmp_path, competition, servers):
+    """The candidates of a vetoed multi-candidate step were not run because the step was vetoed."""
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    servers["world"].default = lambda r: world_reply(
+        0.9 if "There is no working solution" in prompt_text(r) else 0.1
+    )
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        regime="gated",
+        world=WorldModelSettings(enabled=True, candidates=4, max_consecutive_skips=1),
+        budget=BudgetSettings(time_limit_s=600, max_steps=2, min_step_s=0),
+    )
+    run(spec)
+    vetoed = [n for n in nodes_of(spec) if n.group == 1]
+    assert sorted(n.gate for n in vetoed) == ["not_selected"] * 3 + ["skip"]
+    for node in vetoed:
+        assert "another candidate was run" not in node.analysis and "vetoed" in node.analysis
+
+
 # ---- bug 5: the blind world model is asked the same question ---------------------------------
 
 

@@ -36,7 +36,8 @@ from mle_world.records import GateLabel, Prediction, Regime, WorldModelSettings
 class GateOutcome:
     chosen: int | None
     """Index of the candidate to execute; None when the whole step is skipped."""
-    labels: tuple[GateLabel, ...]
+    labels: tuple[GateLabel | None, ...]
+    """Per candidate; None for a node no gate decided on (a step whose prompt overflowed)."""
     ranks: tuple[int, ...]
     rejected: bool
     """Whether the best-ranked candidate was rejected by the world model (the step would be vetoed)."""

@@ -39,7 +39,7 @@ from mle_world.agent.workspace import (
     set_up_trial_dir,
     stage_submission,
 )
-from mle_world.records import AgentResult, ExecutionEvent, TrialSpec
+from mle_world.records import AgentResult, ExecutionEvent, GateLabel, TrialSpec
 from mle_world.storage import write_model
 
 log = logging.getLogger(__name__)
@@ -226,9 +226,14 @@ class Agent:
         overflowed = [i for i, n in enumerate(nodes) if n.context_overflow]
         if overflowed:
             # The prompt did not fit even shrunk: record one buggy node for the step, no world model.
+            # No gate decision either: the overflowing node gets no label (it is no "not_selected"
+            # candidate: it is the step's node), the step's other candidates are not selected.
             consultant = None
             chosen = overflowed[0]
-            outcome = gate.GateOutcome(chosen, tuple("not_selected" for _ in nodes), (0,) * len(nodes), False)
+            labels: tuple[GateLabel | None, ...] = tuple(
+                None if i == chosen else "not_selected" for i in range(len(nodes))
+            )
+            outcome = gate.GateOutcome(chosen, labels, (0,) * len(nodes), False)
         elif consultant is not None:
             outcome = consultant.consult(
                 parent, nodes, group, self.journal, self.budget, self.ckpt.consecutive_skips
@@ -249,7 +254,12 @@ class Agent:
             if node is not executed:
                 node.skipped = True
                 rank = node.prediction.rank if node.prediction else None
-                why = "vetoed by the world model" if node.gate == "skip" else "another candidate was run"
+                if node.gate == "skip":
+                    why = "vetoed by the world model"
+                elif executed is None:
+                    why = "the world model vetoed the step"
+                else:
+                    why = "another candidate was run"
                 node.analysis = f"Not executed: {why} (gate {node.gate}, predicted rank {rank})."
         used = self.budget.used()
         for node in nodes:
