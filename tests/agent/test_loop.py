@@ -407,6 +407,25 @@ def test_endpoint_down_for_good_fails_the_trial(tmp_path, competition, servers):
     assert (Path(spec.paths.trial_dir) / "journal.json").exists()
 
 
+def test_world_endpoint_down_fails_the_trial_and_never_decides_the_step(tmp_path, competition, servers):
+    """A world model that does not answer is no invalid prediction: after the outage window the trial
+    fails as infra, and the step it could not predict is neither executed nor skipped."""
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    servers["world"].default = lambda r: world_reply(0.9)
+    servers["world"].outage(None, after_requests=1)
+    spec = _world_spec(tmp_path, public, servers, "gated", max_steps=4)  # outage window: 2 s
+    result = run(spec)
+    assert result.status == "failed" and result.stop_reason.startswith("endpoint_unavailable: world")
+    nodes = journal(spec).nodes
+    assert [(n.stage, n.gate, n.executed) for n in nodes] == [
+        ("draft", None, True),
+        ("improve", "execute", True),
+    ]
+    predictions = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
+    assert [p["node_id"] for p in predictions] == [nodes[1].id]
+
+
 def test_time_budget_exhausted(tmp_path, competition, servers):
     public, _ = competition
     servers["coder"].default = counter_coder(sleep_s=30)
