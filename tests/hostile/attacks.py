@@ -116,6 +116,22 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) 
         libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
 record("proc_mem_fd_ptrace", not reached, reached)
 
+# 4c. Kernel settings: where the script's host uid is 0 (Enroot or pyxis started by root) the kernel
+# lets it write any sysctl, capabilities or not (kernel.core_pattern runs a program as host root).
+# Each file is only opened for writing, never written.
+opened = []
+for top in ("/proc/sys", "/proc/sysrq-trigger", "/proc/pressure"):
+    paths = [top] if os.path.isfile(top) else [
+        os.path.join(d, f) for d, _, fs in os.walk(top, onerror=lambda e: None) for f in fs
+    ]
+    for path in paths:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            opened.append(path)
+        except OSError:
+            pass
+record("kernel_settings_write", not opened, opened[:20])
+
 # 5. Search the whole filesystem for answers and private dirs.
 found = []
 for dirpath, dirnames, filenames in os.walk("/", onerror=lambda e: None):

@@ -30,6 +30,8 @@ GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + (
     "/dev/nvidia-uvm-tools",
     "/dev/dri",
 )
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "pressure", "fs", "asound", "acpi", "scsi", "driver")
+"""Kernel settings under /proc the script sees read-only (Docker's list; bubblewrap covers irq and bus)."""
 TOOLS = ("bwrap", "setpriv", "unshare", "prlimit")
 CODE_ID_IN_NAMESPACE = 65534
 """The uid and gid the script has inside its own user namespace."""
@@ -124,7 +126,13 @@ class Jail:
             cmd += ["--perms", "0755", "--dir", parent]
         for path in self.read_only:
             cmd += ["--ro-bind-try", path, path]
-        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        # Where the script's host uid is 0 (Enroot or pyxis started by root) the kernel lets it write
+        # every sysctl, capabilities or not (core_pattern names a program the kernel runs as root on
+        # the host), and bubblewrap leaves /proc/sys writable when it cannot write it itself.
+        cmd += ["--proc", "/proc"]
+        for entry in PROC_READ_ONLY:
+            cmd += ["--ro-bind-try", f"/proc/{entry}", f"/proc/{entry}"]
+        cmd += ["--dev", "/dev"]
         for device in GPU_DEVICES:
             cmd += ["--dev-bind-try", device, device]
         # Shared memory on disk in the workspace: counted in its usage, not in the node's RAM.
