@@ -515,6 +515,8 @@ class PredictionEvent(Record):
     """Decision: execute, skip (gated veto of the step), forced (after max consecutive skips),
     not_gated (run by the ungated regime), not_selected (another candidate of the step ran or was vetoed)."""
     executed: bool
+    """The candidate's script ran and has an outcome (False for one the gate did not run, and for a
+    chosen one the trial's budget left no time to run)."""
     actual_buggy: bool | None = None
     actual_improved: bool | None = None
     """Known for executed nodes: the node is good and `improves` on the best node before it."""

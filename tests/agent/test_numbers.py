@@ -7,6 +7,7 @@ Reads the tiny competition fixture; runs trials against scripted servers on loop
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ from fakeserver import FakeOpenAIServer, Reply, prompt_text
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.journal import Checkpoint, Node, load_checkpoint
 from mle_world.agent.llm import Backoff
+from mle_world.agent.loop import Agent
 from mle_world.records import AgentResult, BudgetSettings, SearchSettings, TrialSpec, WorldModelSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -509,6 +511,46 @@ def test_kill_during_an_execution_keeps_its_time(tmp_path, competition, servers)
     # The resumed trial is charged the cut run (at least the time it ran before the kill).
     assert agent.budget.used() >= ckpt.execution_started_s + killed_after - 0.5
     assert agent.ckpt.execution_started_s is None
+
+
+class JumpClock:
+    """The monotonic clock plus the seconds a test makes pass at once."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self.skipped
+
+
+def test_a_candidate_the_budget_left_no_time_to_run_has_no_outcome(tmp_path, competition, servers):
+    """The world model's answer uses up the budget: the candidate is recorded as not run for want of
+    time, and its prediction event has no outcome (executed false), so calibration does not score the
+    prediction against a run that never happened."""
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    clock = JumpClock()
+
+    def slow_world(request: dict[str, Any]) -> Reply:
+        clock.skipped += 10_000.0  # the whole budget passes while the world model thinks
+        return world_reply(0.9, p_bug=0.1)
+
+    servers["world"].default = slow_world
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        world=WorldModelSettings(enabled=True),
+        budget=BudgetSettings(time_limit_s=600, max_steps=5, min_step_s=0),
+    )
+    built = build_agent(spec, backoff=FAST, kill_grace_s=1.0)
+    result = Agent(spec, built.layout, dataclasses.replace(built.services, clock=clock)).run()
+    assert result.stop_reason == "time_limit"
+    draft, improve = nodes_of(spec)
+    assert improve.is_buggy and "no time left" in improve.term_out
+    (event,) = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
+    assert event["node_id"] == improve.id and event["gate"] == "not_gated"
+    assert event["executed"] is False and event["actual_buggy"] is None and event["actual_improved"] is None
 
 
 def test_ungated_pairwise_calibrates_the_executed_candidate(tmp_path, competition, servers):

@@ -221,7 +221,9 @@ class Consultant:
     def prediction_event(self, node: Node, prev_best: Node | None, journal: Journal) -> PredictionEvent:
         """The node's prediction and, when it ran, whether it improved on `prev_best` (the best before it)."""
         prediction = node.prediction or Prediction(mode=self.settings.selection, valid=False)
-        ran = node.executed
+        # A chosen candidate the budget left no time to run (loop.execute sets no exec_time then) has
+        # no outcome: scoring the prediction against "buggy" would score the budget, not the script.
+        ran = node.executed and node.exec_time is not None
         improved = not node.is_buggy and journal.improves(
             node.metric, prev_best.metric if prev_best else None
         )

@@ -334,7 +334,7 @@ class Agent:
         elif debug_result is not None:
             node.debug_run_ok = False
             prefix = "[The `--debug` run failed, so the full run was not started.]\n"
-        if result is None:
+        if result is None:  # exec_time stays None: no outcome for the world model's calibration
             node.term_out = "TimeoutError: no time left in the trial budget to run the script."
             node.exc_type, node.exc_info = "TimeoutError", "trial budget exhausted"
             node.is_buggy, node.analysis = True, "Not run: the trial's time budget was exhausted."
