@@ -184,6 +184,19 @@ if view["rename"] == "done":
     os.rename("input-orig", "input")
 record("data_view_replace", "done" not in view.values(), view)
 
+# 7c. Hard links to files outside the workspace (a link survives as a file the agent would copy as the
+# submission): another mount, so EXDEV; protected_hardlinks besides.
+os.makedirs("working", exist_ok=True)
+linked = {}
+for source in ("/etc/shadow", "/etc/passwd", sys.executable, data_files[0], "/proc/self/environ"):
+    try:
+        os.link(source, "working/hardlink")
+        linked[source] = "linked"
+        os.unlink("working/hardlink")
+    except OSError:
+        pass
+record("hardlink_outside", not linked, linked)
+
 # 8. The network: the coder endpoint on the host's loopback, and the outside world.
 for label, address in (("network_loopback", ("127.0.0.1", {port})), ("network_outside", ("1.1.1.1", 80))):
     try:
