@@ -305,17 +305,22 @@ def test_a_special_file_as_submission_is_refused_without_blocking(tmp_path: Path
 
 
 @needs_bwrap
-def test_kernel_settings_are_read_only(tmp_path: Path) -> None:
+def test_kernel_settings_and_host_devices_are_read_only(tmp_path: Path) -> None:
     """bubblewrap left /proc/sys writable: a script whose host uid is 0 (Enroot or pyxis started by
     root) could set any sysctl, e.g. kernel.core_pattern, which the kernel runs as root on the host."""
     layout = sandbox_layout(tmp_path)
     runner = _runner(layout, SandboxSettings())
     # As uid 65534 here the kernel refuses the write anyway (EACCES); what a host uid 0 would meet is
     # the mount's read-only flag, seen in mountinfo (mount point, then its options).
+    # The host's device nodes likewise (a host uid 0 owns them: chmod 000 /dev/null), yet still usable.
     probe = (
         "mounts = [line.split()[4:6] for line in open('/proc/self/mountinfo')]\n"
-        "print('sys', [options.split(',')[0] for point, options in mounts if point == '/proc/sys'])\n"
+        "for path in ('/proc/sys', '/dev/null', '/dev/urandom'):\n"
+        "    print(path, [options.split(',')[0] for point, options in mounts if point == path])\n"
         "print('ostype', open('/proc/sys/kernel/ostype').read().strip())\n"
+        "print('null', open('/dev/null', 'w').write('x'), len(open('/dev/urandom', 'rb').read(4)))\n"
     )
     result = runner.run(probe, args=[], timeout_s=60, log_path=tmp_path / "a.log")
-    assert "sys ['ro']" in result.term_out and "ostype Linux" in result.term_out, result.term_out
+    out = result.term_out
+    assert "/proc/sys ['ro']" in out and "ostype Linux" in out, out
+    assert "/dev/null ['ro']" in out and "/dev/urandom ['ro']" in out and "null 1 4" in out, out

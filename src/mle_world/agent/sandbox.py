@@ -32,6 +32,22 @@ GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + (
 )
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "pressure", "fs", "asound", "acpi", "scsi", "driver")
 """Kernel settings under /proc the script sees read-only (Docker's list; bubblewrap covers irq and bus)."""
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+"""The host's device nodes bubblewrap's `--dev` binds in. Where the script's host uid is 0 (Enroot or
+pyxis started by root) it owns them and could chmod them for the whole node (`chmod 000 /dev/null`):
+they are remounted read-only, which stops chmod but not reading or writing the device. bubblewrap's
+own read-only mounts add `nodev`, which would break them, hence `_REMOUNT_DEVICES`."""
+_REMOUNT_DEVICES = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+end = sys.argv.index("--")
+for target in sys.argv[1:end]:
+    # MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID: the flags of the bind mount only, devices allowed.
+    if libc.mount(None, target.encode(), None, 32 | 4096 | 1 | 2, None) != 0:
+        sys.exit(f"read-only {target}: {os.strerror(ctypes.get_errno())}")
+os.execv(sys.argv[end + 1], sys.argv[end + 1 :])
+"""
+"""Run as the sandbox's root before the script's command: bind mounts of devices made read-only."""
 TOOLS = ("bwrap", "setpriv", "unshare", "prlimit")
 CODE_ID_IN_NAMESPACE = 65534
 """The uid and gid the script has inside its own user namespace."""
@@ -105,6 +121,8 @@ class Jail:
     """A real uid/gid to switch to first (the agent is root with that id mapped); None keeps the agent's."""
     own_userns: bool
     """The agent lacks CAP_SYS_ADMIN, so bubblewrap must create a user namespace itself."""
+    python: str = sys.executable
+    """The agent's interpreter (shown read-only), which remounts the devices inside the sandbox."""
 
     def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         s = self.settings
@@ -147,6 +165,11 @@ class Jail:
         for name, value in env.items():
             cmd += ["--setenv", name, value]
         cmd.append("--")
+        if not self.own_userns:
+            # While the sandbox's root still holds its capabilities: the host's device nodes read-only.
+            devices = [f"/dev/{name}" for name in DEV_NODES]
+            devices += [d for d in GPU_DEVICES if os.path.exists(d)]
+            cmd += [self.python, "-I", "-S", "-c", _REMOUNT_DEVICES, *devices, "--"]
         if self.drop_to is not None:
             ident = str(self.drop_to)
             cmd += [self.tools["setpriv"], f"--reuid={ident}", f"--regid={ident}", "--clear-groups", "--"]
@@ -249,4 +272,5 @@ def build_jail(
         tools=tools,
         drop_to=drop_to,
         own_userns=not caps >> _CAP_SYS_ADMIN & 1,
+        python=os.path.realpath(python),
     )
