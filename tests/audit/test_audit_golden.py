@@ -27,9 +27,16 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     dirs = make_sweep(root, 600, events=True, seed=3)
     add_irregularities(dirs, seed=3)
     buf = io.StringIO()
-    code = run_audit(
-        dirs, display=RichDisplay(Console(file=buf, width=160)), out_dir=root / "audit", trial_pages=False
-    )
+    # Audited from inside the temp dir by relative paths: the lines naming files are as long, and wrap
+    # the same, whatever the temp dir's length (another user, another TMPDIR).
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        relative = [Path(d.name) for d in dirs]
+        display = RichDisplay(Console(file=buf, width=160))
+        code = run_audit(relative, display=display, out_dir=Path("audit"), trial_pages=False)
+    finally:
+        os.chdir(here)
     assert code == 0
     outputs = {name: (root / "audit" / name).read_text() for name in ("summary.csv", "report.md")}
     outputs["console.txt"] = buf.getvalue()

@@ -175,6 +175,14 @@ def test_show_writes_the_page_and_rejects_a_dir_that_is_no_trial(tmp_path: Path)
     assert cli("show", str(tmp_path / "nope")).returncode == 2
 
 
+def test_show_prints_a_long_url_on_one_line(tmp_path: Path) -> None:
+    """Piped or logged (no terminal), rich broke lines at 80 columns, mid-path: the URL was unusable."""
+    trial = make_trial(tmp_path / ("a-long-directory-name-" * 6))
+    proc = cli("show", str(trial))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (trial / "trial.html").as_uri() + "\n"
+
+
 @pytest.mark.parametrize("name", ["trial.html", "sub/dir/page.html"])
 def test_show_out(tmp_path: Path, name: str) -> None:
     trial = make_trial(tmp_path)

@@ -22,7 +22,9 @@ class RichDisplay:
         self._task: TaskID | None = None
 
     def say(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        # soft_wrap: a line naming a path or URL stays one line where output is no terminal (a log, a
+        # pipe: rich would break it at 80 columns, mid-path); a terminal wraps it for the eye.
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def start_progress(self, total: int) -> None:
         self._progress = Progress(

@@ -163,12 +163,14 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         f"GPU price {_money(price)}/GPU-hour; trial times: {source}",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     if savings is not None:
         console.print(
             f"gate savings: {savings:.1%} of each trial's time ({savings_note})",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
 
     table = Table(title=f"Simulated sweep ({args.regime}), trials started in array order on free slots")
@@ -202,6 +204,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         "(see costs/summary.csv after a sweep).",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     return 0
 

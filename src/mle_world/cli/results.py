@@ -192,5 +192,5 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         write_trial_page(load_trial_view(trial_dir), out, index_href=sweep_index_href(trial_dir, out))
     except OSError as exc:
         raise UserError(f"show: cannot write {out}: {exc.strerror or exc}") from exc
-    console.print(out.as_uri(), markup=False, highlight=False)
+    console.print(out.as_uri(), markup=False, highlight=False, soft_wrap=True)
     return 0

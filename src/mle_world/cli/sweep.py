@@ -171,7 +171,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
         check_log_folder(plan.output_dir)
     prices_path = _load_prices_flag(args)
     for warning in warnings:
-        err.print(f"WARNING: {warning}", style="bold red", highlight=False)
+        err.print(f"WARNING: {warning}", style="bold red", highlight=False, soft_wrap=True)
     if args.dry_run:
         _print_dry_run(plan, write_plan_files(plan, config), args.summary, console)
         if args.backend == "slurm":
