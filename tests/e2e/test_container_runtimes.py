@@ -397,7 +397,8 @@ def test_pyxis_slurm_tiny_sweep_one_gpu_per_trial(
     fake_home: Path,
 ) -> None:
     """submitit job array → `srun --overlap --container-image=...` through the real pyxis plugin,
-    one (fake) GPU per trial: the hook is asked for `all` of the job's GPUs with compute."""
+    one (fake) GPU per trial: the hook is asked for the node's id of the task's own GPU with compute
+    (`all` mounted every GPU of a local pool's job in every trial)."""
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(
         yaml.safe_dump(
@@ -419,9 +420,18 @@ def test_pyxis_slurm_tiny_sweep_one_gpu_per_trial(
     proc = cli(*argv, "--cluster-config", str(cluster), env=launcher_env(fake_home), timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     check_graded_costed_in_container(out)
-    for probe in probes(out):
-        assert "--device=all" in probe["nvidia_configure"] and "--compute" in probe["nvidia_configure"]
     statuses = [json.loads(p.read_text()) for p in out.glob("runs/*/*/status.json")]
     assert all(s["slurm_job_id"] for s in statuses), statuses
+    # The local cluster does not renumber (no ConstrainDevices): the task's CUDA_VISIBLE_DEVICES, which
+    # status.json records, is the node's id.
+    gpus = sorted(s["gpu"] for s in statuses)
+    devices = sorted(
+        arg.removeprefix("--device=")
+        for probe in probes(out)
+        for arg in probe["nvidia_configure"]
+        if arg.startswith("--device=")
+    )
+    assert devices == gpus and all(d in {"0", "1", "2", "3"} for d in devices), (devices, gpus)
+    assert all("--compute" in probe["nvidia_configure"] for probe in probes(out))
     results = [json.loads(p.read_text()) for p in out.glob("runs/*/*/result.json")]
     assert [r["gpu"]["names"] for r in results] == [["Fake Test GPU"]] * 2

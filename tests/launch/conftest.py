@@ -26,7 +26,8 @@ def _slurm_usable() -> str | None:
         ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30, check=False
     )
     state = proc.stdout.strip()
-    if proc.returncode != 0 or not state.startswith(("idle", "mix", "alloc")):
+    # `completing`: the node is finishing a job an earlier test ran (or cancelled); it takes new ones.
+    if proc.returncode != 0 or not state.startswith(("idle", "mix", "alloc", "completing")):
         return (
             f"local Slurm not usable (sinfo rc={proc.returncode}, state={state!r}): "
             "run `bash scripts/slurm/local_cluster.sh up`"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,16 @@ def test_sandbox_refuses_data_dir_under_a_bound_path() -> None:
     spec = RUNTIMES["process-sandbox"]
     with pytest.raises(UserError, match="--data-dir"):
         render_command(_trial(spec, data_dir=Path("/opt/py/data")), spec)
+
+
+def test_pyxis_leaves_the_trials_gpus_to_the_launchers_nvidia_visible_devices() -> None:
+    """`NVIDIA_VISIBLE_DEVICES=all srun …` gave each trial of a local pool every GPU of the job (Slurm sets
+    each step's CUDA_VISIBLE_DEVICES to all of them), so all trials ran on the first. With GPUs the
+    command sets nothing: the launcher's per-trial value (launch/gpus.py) reaches the hook through
+    srun's --export=ALL. Without GPUs the hook is kept out."""
+    with_gpus = replace(RUNTIMES["pyxis"], gpus=True)
+    command = render_command(_trial(with_gpus), with_gpus)
+    assert "NVIDIA_VISIBLE_DEVICES" not in command and command.startswith("srun ")
+    assert "--export=ALL," in command
+    without = render_command(_trial(RUNTIMES["pyxis"]), RUNTIMES["pyxis"])
+    assert without.startswith("NVIDIA_VISIBLE_DEVICES=void srun ")

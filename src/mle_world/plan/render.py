@@ -51,7 +51,7 @@ class RuntimeSpec:
     mounts: tuple[tuple[str, str], ...] = ()
     """Extra read-only mounts (src, dst)."""
     gpus: bool = False
-    """pyxis: trials get GPUs from Slurm (NVIDIA_VISIBLE_DEVICES=all within the job, else void)."""
+    """pyxis: trials get GPUs (the launcher's NVIDIA_VISIBLE_DEVICES, their node ids; else void)."""
     path_env: str = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -154,11 +154,13 @@ def render_command(trial: PlannedTrial, runtime: RuntimeSpec, renderer: Renderer
         common["env_names"] = names
         return renderer.render("enroot.sh.j2", image=runtime.image, env_values=env_values, **common)
     if runtime.runtime == "pyxis":
-        # Within a Slurm job the step's cgroup holds only the job's GPUs and CUDA_VISIBLE_DEVICES is
-        # Slurm's: the hook gets `all` (of the job's), never the launcher's ids. It is set on srun's
-        # own environment: `--export=ALL,NAME=value` keeps a NAME the environment already has
-        # (verified with Slurm 22.05). pyxis passes the rest (NVIDIA_DRIVER_CAPABILITIES) as it is.
-        gpu_values = [("NVIDIA_VISIBLE_DEVICES", "all" if runtime.gpus else "void")]
+        # The hook mounts what NVIDIA_VISIBLE_DEVICES names. With GPUs it is the launcher's, set per
+        # trial to the node's ids of the trial's GPUs (launch/gpus.py), and srun's `--export=ALL` passes
+        # it on untouched: Slurm rewrites only CUDA_VISIBLE_DEVICES, to every GPU of the job for each
+        # step (`all` gave every trial of a local pool all of them, and each ran on the first). Without
+        # GPUs it is `void` on srun's own environment (`--export=ALL,NAME=value` keeps a NAME the
+        # environment already has; verified with Slurm 22.05).
+        gpu_values = [] if runtime.gpus else [("NVIDIA_VISIBLE_DEVICES", "void")]
         mounts = [f"{trial.trial_dir}:{CONTAINER_TRIAL}", f"{trial.public_dir}:{CONTAINER_DATA}:ro"]
         mounts += [f"{src}:{dst}:ro" for src, dst in runtime.mounts]
         return renderer.render(
