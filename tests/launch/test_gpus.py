@@ -78,7 +78,9 @@ def test_in_a_real_job_each_trial_gpu_maps_to_its_node_id(slurm_cluster: None, t
     script.write_text(probe)
     out = tmp_path / "probe.out"
     sbatch = ["sbatch", "--parsable", "--partition=gpu", "--gres=gpu:2", "--time=2"]
-    blocker = subprocess.run([*sbatch, "--wrap=sleep 60"], capture_output=True, text=True, check=True).stdout
+    blocker = subprocess.run(
+        [*sbatch, "--output=/dev/null", "--wrap=sleep 60"], capture_output=True, text=True, check=True
+    ).stdout
     try:
         subprocess.run(
             [*sbatch, "--wait", f"--output={out}", f"--wrap={sys.executable} {script}"],
