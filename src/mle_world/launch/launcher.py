@@ -46,7 +46,7 @@ from mle_world.launch.state import (
     release_orphan,
     withdraw_attempt,
 )
-from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec
+from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec, to_grade
 from mle_world.launch.watchdog import watch
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.records import TrialStatus
@@ -169,15 +169,18 @@ class SweepLauncher:
         if not self.options.grade or self.post_trial is None:
             return
         todo: list[tuple[TrialCommand, Literal["succeeded", "failed"]]] = []
+        max_attempts = self.plan.cluster.launch.max_attempts
         for cmd in self.plan.commands:
             trial = cmd.trial
             if layout.report_beside(trial.trial_dir).exists():
                 continue
             status = read_status(trial.trial_dir, trial.trial_id)
-            left = (trial.trial_dir / "submission" / "submission.csv").is_file()
-            retried = is_retryable(status, self.options.retry_failed, self.plan.cluster.launch.max_attempts)
-            if status.state == "succeeded" or (status.state == "failed" and left and not retried):
-                todo.append((cmd, status.state))
+            state = status.state
+            if state != "succeeded" and state != "failed":
+                continue
+            retried = state == "failed" and is_retryable(status, self.options.retry_failed, max_attempts)
+            if to_grade(state, trial.trial_dir) and not retried:
+                todo.append((cmd, state))
         if not todo:
             return
         self._say(f"[launch] grading {len(todo)} finished trial(s) without a grading report")

@@ -21,6 +21,7 @@ from typing import BinaryIO, Literal
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
+from mle_world.grading.submission import SUBMISSION_RELPATH
 from mle_world.launch.gpus import gpu_environment
 from mle_world.launch.state import (
     ResumeState,
@@ -51,6 +52,12 @@ CHECKPOINT_EXITS = (143, 140, -signal.SIGTERM, -signal.SIGUSR2)
 
 class SpecMismatchError(UserError):
     """spec.json on disk has another science hash than the planned trial."""
+
+
+def to_grade(state: str, trial_dir: Path) -> bool:
+    """Whether a trial that ended in `state` is graded: it succeeded, or it failed leaving a submission
+    (graded as it stands: a failed trial's best so far still counts)."""
+    return state == "succeeded" or (state == "failed" and (trial_dir / SUBMISSION_RELPATH).is_file())
 
 
 @dataclass(frozen=True)
@@ -308,8 +315,7 @@ class TrialSupervisor:
             limit_text=f"{job.budget_s:.0f}+{job.grace_s:.0f}",
             last_line=_last_log_line(log_path),
         )
-        left_submission = (job.trial_dir / "submission" / "submission.csv").is_file()
-        if self.post_trial is not None and (verdict.state == "succeeded" or left_submission):
+        if self.post_trial is not None and to_grade(verdict.state, job.trial_dir):
             try:
                 self.post_trial(job.trial, verdict.state)
             except Exception as exc:  # any hook crash is an infra failure of this trial, not of the sweep
