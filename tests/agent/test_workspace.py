@@ -122,3 +122,21 @@ def test_reset_removes_a_tree_nested_past_path_max_and_the_recursion_limit(tmp_p
     reset_run_submission(layout)  # (else pytest's own clean-up would fail on it: it recurses)
     assert list(layout.run_submission_dir.iterdir()) == []
     assert (outside / "keep.txt").read_text() == "not the script's"
+
+
+def test_a_resume_rebuilds_the_read_only_data_view_without_following_what_replaced_it(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    assert (layout.input / "train.csv").read_text() == "id,y\n1,2\n"
+    assert stat.S_IMODE(layout.input.stat().st_mode) == 0o555
+    set_up_trial_dir(layout)  # a resume: the read-only view is removed and built again
+    assert sorted(p.name for p in layout.input.iterdir()) == ["train.csv"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.csv").write_text("precious")
+    for path in sorted(layout.input.rglob("*"), reverse=True):
+        path.unlink()
+    layout.input.rmdir()
+    os.symlink(outside, layout.input)  # what an unsandboxed script could leave in its place
+    set_up_trial_dir(layout)
+    assert (outside / "keep.csv").read_text() == "precious"
+    assert not layout.input.is_symlink() and sorted(p.name for p in layout.input.iterdir()) == ["train.csv"]

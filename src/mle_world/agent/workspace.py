@@ -92,15 +92,6 @@ class TrialLayout:
         return self.workspace / "tmp"
 
 
-def _make_writable(root: Path) -> None:
-    for dirpath, dirnames, _ in os.walk(root):
-        os.chmod(dirpath, stat.S_IRWXU)
-        for name in dirnames:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-
-
 def build_data_view(data_dir: Path, view: Path) -> None:
     """Mirror `data_dir` as real directories holding symlinks to its files, then make it read-only.
 
@@ -109,11 +100,7 @@ def build_data_view(data_dir: Path, view: Path) -> None:
     resolves in the target. File symlinks have no such walk-up, and mirrored directories'
     `..` stays inside the workspace.
     """
-    if view.is_symlink() or view.is_file():
-        view.unlink()
-    elif view.exists():
-        _make_writable(view)
-        shutil.rmtree(view)
+    remove_entry(view)  # read-only dirs made writable first; a link or file left there is not followed
     source_root = data_dir.resolve()
     for dirpath, dirnames, filenames in os.walk(source_root, followlinks=True):
         rel = Path(dirpath).relative_to(source_root)
@@ -280,8 +267,9 @@ def stage_submission(layout: TrialLayout) -> str | None:
 
     The script owns the workspace, so every step is opened relative to a directory descriptor with
     O_NOFOLLOW: a link (to the graded file, the journal, /proc/self/environ) or a FIFO is refused,
-    never read. An empty or missing file means no submission, and so does a sparse one (`_has_hole`). Not fsynced: most staged copies are
-    never used, and `link_atomic(durable=True)` syncs the one that becomes the graded file.
+    never read. An empty or missing file means no submission, and so does a sparse one (`_has_hole`).
+    Not fsynced: most staged copies are never used, and `link_atomic(durable=True)` syncs the one that
+    becomes the graded file.
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     fds: list[int] = []
