@@ -20,6 +20,8 @@ SPEC = "spec.json"
 STATUS = "status.json"
 COST_SUMMARY = "summary.csv"
 REPORT_SUFFIX = "_grading_report.json"
+SUBMISSION_RELPATH = Path("submission") / "submission.csv"
+"""The graded file, under a trial dir (the agent writes it; the grader reads it)."""
 
 _DIGITS = re.compile(r"(\d+)")
 _TRIAL_ID = re.compile(

@@ -20,7 +20,6 @@ from mle_world.errors import UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.mlebench import make_mlebench_grader
 from mle_world.grading.report import CompetitionReport, GradingReport
-from mle_world.grading.submission import SUBMISSION_RELPATH
 from mle_world.records import TrialSpec, TrialStatus
 from mle_world.storage import read_model, write_json_atomic
 
@@ -61,7 +60,7 @@ def unselected_submission(trial_dir: Path) -> str | None:
     The agent copies the best node's file there itself and records its sha256 on the node; anything
     else in that place (a stale or planted file) is not graded.
     """
-    path = trial_dir / SUBMISSION_RELPATH
+    path = trial_dir / layout.SUBMISSION_RELPATH
     if not path.is_file():
         return None
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -100,7 +99,7 @@ def grade_trial(
     """Grade `<trial_dir>/submission/submission.csv` after the agent exited; write the report atomically.
 
     `trial_state` None: read it from the trial's status.json when final (a regrade)."""
-    core = grader.grade(spec.task, trial_dir / SUBMISSION_RELPATH)
+    core = grader.grade(spec.task, trial_dir / layout.SUBMISSION_RELPATH)
     rejected = unselected_submission(trial_dir)
     if rejected is not None:
         log.warning("%s: submission not graded: %s", spec.trial_id, rejected)

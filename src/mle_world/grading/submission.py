@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # frames are passed in; importing pandas here would cost every reader of reports ~0.3 s
     import pandas as pd
 
-SUBMISSION_RELPATH = Path("submission") / "submission.csv"
-
 
 class InvalidSubmissionError(Exception):
     """A submission that cannot be graded (wrong columns, ids, NaN); the score becomes null.

@@ -21,7 +21,6 @@ from typing import BinaryIO, Literal
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
-from mle_world.grading.submission import SUBMISSION_RELPATH
 from mle_world.launch.gpus import gpu_environment
 from mle_world.launch.state import (
     ResumeState,
@@ -33,6 +32,7 @@ from mle_world.launch.state import (
     record_pid,
     utcnow,
 )
+from mle_world.layout import SUBMISSION_RELPATH
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import AgentResult, DowntimeEvent, TrialSpec, TrialStatus
 from mle_world.storage import write_model
