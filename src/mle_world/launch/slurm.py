@@ -65,8 +65,14 @@ def slurm_parameters(cluster: ClusterConfig, budget_s: float, job_name: str, n_t
         value = getattr(s, key)
         if value:
             params[key] = value
-    if s.extra_sbatch:
-        params["additional_parameters"] = {k.replace("-", "_"): v for k, v in s.extra_sbatch.items()}
+    # --requeue: a trial resumes after preemption, node failure or submitit's checkpoint, whatever
+    # the cluster's JobRequeue default (with JobRequeue=0, `scontrol requeue` and PreemptMode=REQUEUE
+    # would cancel the job instead). Extra options: true/null → a bare flag, false → left out.
+    extra: dict[str, Any] = {"requeue": True}
+    for key, value in s.extra_sbatch.items():
+        if value is not False:
+            extra[key.lstrip("-").replace("-", "_")] = True if value is None else value
+    params["additional_parameters"] = extra
     if s.setup:
         params["setup"] = list(s.setup)
     return params

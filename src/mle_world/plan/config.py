@@ -108,6 +108,27 @@ class PaperFile(_File):
         return value
 
 
+HARNESS_SBATCH: dict[str, str] = {
+    "array": "one array per submission, throttled by slurm.array_parallelism",
+    "job-name": "the name finds a submission's array again on a re-run",
+    "output": "the logs go to <output-dir>/slurm/",
+    "error": "the logs go to <output-dir>/slurm/",
+    "open-mode": "a requeued trial appends to its log",
+    "signal": "USR2 90 s before the limit checkpoints and requeues the trial",
+    "time": "the budget + slurm.grading_margin_min",
+    "no-requeue": "preempted and checkpointed trials are requeued and resume",
+    "partition": "use slurm.partition",
+    "account": "use slurm.account",
+    "qos": "use slurm.qos",
+    "mem": "use slurm.mem_gb",
+    "cpus-per-task": "use slurm.cpus_per_trial",
+    "gpus-per-node": "use slurm.gpus_per_trial",
+    "wrap": "the job runs the trial",
+}
+"""sbatch options the launcher sets itself (name → why): in `extra_sbatch` they would silently replace
+the harness's (a job name breaks the reconciliation of submissions, `time` the wall limit's margin)."""
+
+
 class SlurmSettings(_File):
     partition: str | None = None
     account: str | None = None
@@ -117,8 +138,20 @@ class SlurmSettings(_File):
     mem_gb: int = Field(64, ge=1)
     array_parallelism: int = Field(32, ge=1)
     grading_margin_min: int = Field(30, ge=0)
-    extra_sbatch: dict[str, str | int | None] = Field(default_factory=dict)
+    extra_sbatch: dict[str, bool | int | str | None] = Field(default_factory=dict)
+    """More sbatch options, `{constraint: a100}` → `--constraint=a100`; `true` or null → a bare flag
+    (`--exclusive`), `false` → left out."""
     setup: tuple[str, ...] = ()
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _free_options(cls, value: dict[str, bool | int | str | None]) -> dict[str, bool | int | str | None]:
+        for key in value:
+            name = key.lstrip("-").replace("_", "-")
+            owner = HARNESS_SBATCH.get(name)
+            if owner is not None:
+                raise ValueError(f"{key}: set by the harness ({owner}); not an extra option")
+        return value
 
 
 class ContainerSettings(_File):
