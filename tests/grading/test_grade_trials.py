@@ -6,6 +6,8 @@ import json
 import logging
 import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 from gradekit import spec_for, submit
 
-from mle_world.errors import UserError
+from mle_world.errors import NotPreparedError, UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.grader import MultiGrader, grade_output_dir, grade_trial
 from mle_world.grading.mlebench import MLEBENCH_MISSING, MLEBenchGrader, import_mlebench
@@ -130,6 +132,9 @@ def test_import_mlebench_uses_scratch_cwd_and_undoes_basicconfig(
         "pathlib.Path('cache').mkdir()\nregistry = 'REG'\n"
     )
     (pkg / "grade.py").write_text("def grade_csv(path, competition):\n    return None\n")
+    (pkg / "data.py").write_text(
+        "def is_dataset_prepared(competition, grading_only=False):\n    return True\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.chdir(tmp_path)
     handlers = list(logging.getLogger().handlers)
@@ -137,7 +142,7 @@ def test_import_mlebench_uses_scratch_cwd_and_undoes_basicconfig(
     assert mods["registry"] == "REG"
     assert not (tmp_path / "cache").exists() and Path.cwd() == tmp_path
     assert logging.getLogger().handlers == handlers
-    for name in ("mlebench", "mlebench.registry", "mlebench.grade"):
+    for name in ("mlebench", "mlebench.registry", "mlebench.grade", "mlebench.data"):
         sys.modules.pop(name, None)
 
 
@@ -149,14 +154,33 @@ class FakeReport:
         return dict(self.data)
 
 
-def fake_mlebench(tmp_path: Path, score: Any, crash: bool = False) -> dict[str, Any]:
+def fake_mlebench(
+    tmp_path: Path, score: Any, crash: bool = False, grade_csv: Any = None, on_get: Any = None
+) -> dict[str, Any]:
+    """MLE-bench's in-process API: registry, grade_csv and is_dataset_prepared (its grading_only rule)."""
     leaderboard = tmp_path / "leaderboard.csv"
     leaderboard.write_text("score\n0.9\n0.8\n0.7\n")
-    competition = SimpleNamespace(id="fake-comp", leaderboard=leaderboard)
-    registry = SimpleNamespace(set_data_dir=lambda d: SimpleNamespace(get_competition=lambda i: competition))
 
-    def grade_csv(path: Path, comp: Any) -> FakeReport:
-        assert Path.cwd() != tmp_path  # scratch cwd during grading too
+    def get_competition(task: str) -> SimpleNamespace:
+        if on_get is not None:
+            on_get()
+        private = data_dir[0] / task / "prepared" / "private"
+        return SimpleNamespace(
+            id=task, leaderboard=leaderboard, private_dir=private, answers=private / "test.csv"
+        )
+
+    data_dir: list[Path] = []
+
+    def set_data_dir(d: Path) -> SimpleNamespace:
+        data_dir[:] = [d]
+        return SimpleNamespace(get_competition=get_competition)
+
+    def is_dataset_prepared(comp: Any, grading_only: bool = False) -> bool:
+        assert grading_only
+        private = comp.private_dir
+        return bool(private.is_dir() and any(private.iterdir()) and comp.answers.is_file())
+
+    def fake_grade_csv(path: Path, comp: Any) -> FakeReport:
         if crash:
             raise ValueError("malformed csv")
         return FakeReport(
@@ -170,7 +194,11 @@ def fake_mlebench(tmp_path: Path, score: Any, crash: bool = False) -> dict[str, 
             }
         )  # fmt: skip
 
-    return {"registry": registry, "grade_csv": grade_csv}
+    return {
+        "registry": SimpleNamespace(set_data_dir=set_data_dir),
+        "grade_csv": grade_csv or fake_grade_csv,
+        "is_dataset_prepared": is_dataset_prepared,
+    }
 
 
 @pytest.fixture
@@ -213,18 +241,83 @@ def test_mlebench_crash_yields_invalid_report(
     assert os.getcwd() == str(tmp_path)
 
 
+def test_mlebench_answers_missing_is_not_prepared_rather_than_an_invalid_submission(
+    tmp_path: Path, prepared_fake: Path
+) -> None:
+    """MLE-bench's grade_csv raises ValueError for unprepared data; it must not become a zero in the paper."""
+    (prepared_fake / "fake-comp" / "prepared" / "private" / "test.csv").rename(
+        prepared_fake / "fake-comp" / "prepared" / "private" / "other.csv"
+    )
+    grader = MLEBenchGrader(prepared_fake, fake_mlebench(tmp_path, 1.0, crash=True))
+    with pytest.raises(NotPreparedError, match="fake-comp/prepared/private: not prepared"):
+        grader.grade("fake-comp", submit(tmp_path / "s.csv", "id,y\n"))
+
+
+def test_mlebench_grading_leaves_root_logging_alone(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Importing a competition's grade.py (on get_competition) runs mlebench's logging.basicConfig,
+    which would make the launcher (no root handler of its own) print every library's INFO lines."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # the launcher's root logger: pytest's capture handlers off
+    level = root.level
+    grader = MLEBenchGrader(
+        prepared_fake, fake_mlebench(tmp_path, 0.95, on_get=lambda: logging.basicConfig(level=logging.DEBUG))
+    )
+    assert grader.grade("fake-comp", tmp_path / "s.csv").valid_submission
+    assert (root.handlers, root.level) == ([], level)
+
+
+def test_mlebench_grading_from_pool_threads_gives_each_its_report(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local pool grades from several supervisor threads: one grade must not undo another's setup
+    (each call's scratch cwd was restored, when the calls overlapped, into the other's deleted dir)."""
+    monkeypatch.chdir(tmp_path)
+    first_inside, second_inside, first_done = threading.Event(), threading.Event(), threading.Event()
+
+    def grade_csv(path: Path, comp: Any) -> FakeReport:
+        if path.name == "a.csv":
+            first_inside.set()
+            second_inside.wait(2)  # unserialised, the second call gets in meanwhile ...
+        else:
+            second_inside.set()
+            first_done.wait(2)  # ... and ends after the first
+        return base["grade_csv"](path, comp)
+
+    base = fake_mlebench(tmp_path, 0.95)
+    grader = MLEBenchGrader(prepared_fake, {**base, "grade_csv": grade_csv})
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(grader.grade, "fake-comp", tmp_path / "a.csv")
+        first.add_done_callback(lambda _: first_done.set())
+        first_inside.wait(30)
+        second = pool.submit(grader.grade, "fake-comp", tmp_path / "b.csv")
+        reports = [first.result(timeout=60), second.result(timeout=60)]
+    assert [r.valid_submission and r.gold_medal for r in reports] == [True, True]
+    assert Path.cwd() == tmp_path
+
+
 FAKE_REGISTRY = """
 from pathlib import Path
 from types import SimpleNamespace
 LB = Path(__file__).with_name("leaderboard.csv")
 class _R:
     def set_data_dir(self, d):
+        self.d = d
         return self
     def get_competition(self, cid):
         if cid == "absent":
             raise FileNotFoundError(cid)
-        return SimpleNamespace(id=cid, leaderboard=LB)
+        private = self.d / cid / "prepared" / "private"
+        return SimpleNamespace(id=cid, leaderboard=LB, private_dir=private, answers=private / "test.csv")
 registry = _R()
+"""
+FAKE_DATA = """
+import pathlib
+pathlib.Path("cache").mkdir()  # as mlebench.data's diskcache.Cache("cache") at import
+def is_dataset_prepared(comp, grading_only=False):
+    private = comp.private_dir
+    return private.is_dir() and any(private.iterdir()) and comp.answers.is_file()
 """
 FAKE_GRADE = """
 import math
@@ -256,11 +349,14 @@ def test_grading_through_a_separate_mlebench_venv(
     (site / "__init__.py").write_text("")
     (site / "registry.py").write_text(FAKE_REGISTRY)
     (site / "grade.py").write_text(FAKE_GRADE)
+    (site / "data.py").write_text(FAKE_DATA)
     (site / "leaderboard.csv").write_text("score\n0.9\n0.8\n0.7\n")
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
     monkeypatch.setenv("PYTHONPATH", str(site.parent))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     monkeypatch.setitem(sys.modules, "mlebench", None)  # not importable in-process
     monkeypatch.setitem(sys.modules, "mlebench.registry", None)
     grader = make_mlebench_grader(prepared_fake, {"MLEBENCH_VENV": str(venv)})
@@ -273,6 +369,11 @@ def test_grading_through_a_separate_mlebench_venv(
     assert not crash.valid_submission and crash.gold_threshold == 0.9
     with pytest.raises(UserError, match="not prepared"):
         grader.grade("absent", tmp_path / "ok.csv")
+    answers = prepared_fake / "fake-comp" / "prepared" / "private" / "test.csv"
+    answers.rename(answers.with_name("other.csv"))  # private/ not empty, but no answers file
+    with pytest.raises(NotPreparedError, match="fake-comp/prepared/private: not prepared"):
+        grader.grade("fake-comp", tmp_path / "ok.csv")
+    assert not list((tmp_path / "tmp").iterdir())  # each run's scratch cwd (with mlebench's ./cache) is gone
 
 
 @pytest.mark.parametrize("journal", ["other-hash", "no-best", "none"])

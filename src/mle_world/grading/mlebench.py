@@ -10,6 +10,7 @@ import importlib
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,35 +25,62 @@ log = logging.getLogger(__name__)
 MLEBENCH_MISSING = "mlebench is not installed; run scripts/install_mlebench.sh"
 
 
+_LOCK = threading.Lock()
+"""Serialises in-process MLE-bench calls: the local pool grades from several supervisor threads, and
+both the import's scratch cwd (process-wide) and the undoing of logging.basicConfig must not interleave."""
+
+
 @contextlib.contextmanager
-def _scratch_cwd() -> Iterator[None]:
-    """Run inside a temp cwd and undo logging.basicConfig (mlebench's import side effects)."""
+def _root_logging_kept() -> Iterator[None]:
+    """Undo what mlebench does to the root logger: every module it imports (the competitions' grade.py
+    too, on `get_competition`) calls `logging.basicConfig`, which would make the launcher print every
+    library's INFO lines."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+
+
+@contextlib.contextmanager
+def _scratch_cwd() -> Iterator[None]:
+    """Run inside a temp cwd (importing mlebench.data creates ./cache) and keep root logging as it was."""
     old = Path.cwd()
-    with tempfile.TemporaryDirectory(prefix="mlebench-scratch-") as scratch:
+    with _root_logging_kept(), tempfile.TemporaryDirectory(prefix="mlebench-scratch-") as scratch:
         os.chdir(scratch)
         try:
             yield
         finally:
             os.chdir(old)
-            for handler in list(root.handlers):
-                if handler not in handlers:
-                    root.removeHandler(handler)
-            root.setLevel(level)
 
 
 def import_mlebench() -> dict[str, Any]:
     """Import mlebench lazily in a scratch cwd; UserError with the install hint when absent."""
     try:
-        with _scratch_cwd():
+        with _LOCK, _scratch_cwd():
             registry_mod = importlib.import_module("mlebench.registry")
             grade_mod = importlib.import_module("mlebench.grade")
+            data_mod = importlib.import_module("mlebench.data")
     except ImportError as exc:
         if getattr(exc, "name", "") and str(getattr(exc, "name", "")).startswith("mlebench"):
             raise UserError(MLEBENCH_MISSING) from exc
         raise UserError(f"mlebench failed to import ({exc}); run scripts/install_mlebench.sh") from exc
-    return {"registry": registry_mod.registry, "grade_csv": grade_mod.grade_csv}
+    return {
+        "registry": registry_mod.registry,
+        "grade_csv": grade_mod.grade_csv,
+        "is_dataset_prepared": data_mod.is_dataset_prepared,
+    }
+
+
+def _not_prepared(task: str, private: Path) -> NotPreparedError:
+    return NotPreparedError(
+        f"{private}: not prepared (MLE-bench needs a non-empty private/ holding the answers file); "
+        f"run `mlebench prepare -c {task}`"
+    )
 
 
 class MLEBenchGrader:
@@ -63,36 +91,47 @@ class MLEBenchGrader:
         self._mlebench = dict(mlebench) if mlebench is not None else import_mlebench()
 
     def grade(self, task: str, submission_path: Path) -> CompetitionReport:
-        """Grade via `grade_csv`; a crash inside it still yields an invalid-submission report."""
-        registry = self._mlebench["registry"].set_data_dir(self.data_dir)
-        try:
-            competition = registry.get_competition(task)
-        except FileNotFoundError as exc:
-            raise UserError(f"unknown MLE-bench competition {task!r}") from exc
-        private = self.data_dir / task / "prepared" / "private"
-        if not private.is_dir() or not any(private.iterdir()):
-            raise NotPreparedError(f"{private}: not prepared; run `mlebench prepare -c {task}`")
+        """Grade via `grade_csv`; a crash inside it still yields an invalid-submission report.
+
+        Data that MLE-bench does not count as prepared (its own `is_dataset_prepared`: a private/
+        without the answers file, say) raises NotPreparedError before grading: grade_csv's ValueError
+        for it must not be taken for a malformed submission."""
         exists = submission_exists(submission_path)
-        try:
-            with _scratch_cwd():
+        with _LOCK, _root_logging_kept():
+            registry = self._mlebench["registry"].set_data_dir(self.data_dir)
+            try:
+                competition = registry.get_competition(task)
+            except FileNotFoundError as exc:
+                raise UserError(f"unknown MLE-bench competition {task!r}") from exc
+            if not self._mlebench["is_dataset_prepared"](competition, grading_only=True):
+                raise _not_prepared(task, Path(competition.private_dir))
+            try:
                 raw = self._mlebench["grade_csv"](submission_path, competition).to_dict()
+            except Exception as exc:  # noqa: BLE001 - e.g. read_csv of a malformed file inside grade_csv
+                log.warning("%s: mlebench grade_csv failed: %s: %s", task, type(exc).__name__, exc)
+                raw = None
+        if raw is not None:
             return _normalise_mlebench_report(raw)
-        except Exception as exc:  # noqa: BLE001 - e.g. read_csv of a malformed file inside grade_csv
-            log.warning("%s: mlebench grade_csv failed: %s: %s", task, type(exc).__name__, exc)
-            scores = read_leaderboard_scores(Path(competition.leaderboard))
-            return build_report(task, None, scores, submission_path, exists)
+        scores = read_leaderboard_scores(Path(competition.leaderboard))
+        return build_report(task, None, scores, submission_path, exists)
 
 
 _VENV_SCRIPT = """
-import json, os, sys, tempfile
+import atexit, json, os, sys, tempfile
 from pathlib import Path
-os.chdir(tempfile.mkdtemp(prefix="mlebench-scratch-"))
+scratch = tempfile.TemporaryDirectory(prefix="mlebench-scratch-")
+atexit.register(scratch.cleanup)
+os.chdir(scratch.name)
 from mlebench.registry import registry
 from mlebench.grade import grade_csv
+from mlebench.data import is_dataset_prepared
 try:
     comp = registry.set_data_dir(Path(sys.argv[1])).get_competition(sys.argv[2])
 except FileNotFoundError:
     print("MLE_WORLD_RESULT " + json.dumps({"unknown": True}))
+    sys.exit(0)
+if not is_dataset_prepared(comp, grading_only=True):
+    print("MLE_WORLD_RESULT " + json.dumps({"not_prepared": str(comp.private_dir)}))
     sys.exit(0)
 try:
     out = {"report": grade_csv(Path(sys.argv[3]), comp).to_dict()}
@@ -118,7 +157,7 @@ class VenvMLEBenchGrader:
 
         private = self.data_dir / task / "prepared" / "private"
         if not private.is_dir() or not any(private.iterdir()):
-            raise NotPreparedError(f"{private}: not prepared; run `mlebench prepare -c {task}`")
+            raise _not_prepared(task, private)
         argv = [str(self.python), "-c", _VENV_SCRIPT, str(self.data_dir), task, str(submission_path)]
         done = subprocess.run(argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
         line = next((x for x in done.stdout.splitlines() if x.startswith("MLE_WORLD_RESULT ")), None)
@@ -128,6 +167,8 @@ class VenvMLEBenchGrader:
         result = json.loads(line.split(" ", 1)[1])
         if result.get("unknown"):
             raise UserError(f"unknown MLE-bench competition {task!r}")
+        if result.get("not_prepared"):
+            raise _not_prepared(task, Path(result["not_prepared"]))
         if "report" in result:
             return _normalise_mlebench_report(result["report"])
         log.warning("%s: mlebench grade_csv failed: %s", task, result.get("error"))
