@@ -405,6 +405,8 @@ class LLMCallEvent(Record):
     latency_s: float
     outcome: Literal["ok", "retry", "error"]
     error: str | None = None
+    finish_reason: str | None = None
+    """Why the server stopped generating (`length`: cut at max_tokens); None when not answered or not said."""
 
 
 class DowntimeEvent(Record):

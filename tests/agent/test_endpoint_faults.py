@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from fakeserver import FakeOpenAIServer, Reply
+from fakeserver import BILLED, DEFAULT_USAGE, FakeOpenAIServer, Reply
 
 from mle_world.agent.budget import Budget, MonotonicClock
 from mle_world.agent.downtime import Downtime
@@ -66,7 +66,9 @@ def test_protocol_garbage_is_retried_as_an_endpoint_fault(garbage):
     assert reply.tool_arguments == '{"is_bug": false}' and reply.prompt_tokens == 3
     first, second = calls(sink)
     assert first.outcome == "retry" and "protocol garbage" in (first.error or "")
-    assert first.prompt_tokens is None and second.outcome == "ok"
+    # Unknown is not zero; an unusable answer that says what it cost is billed (DEFAULT_USAGE).
+    assert first.prompt_tokens == (DEFAULT_USAGE[0] if garbage in BILLED else None)
+    assert second.outcome == "ok"
 
 
 def test_unusable_tool_arguments_are_resampled_with_the_next_seed_and_outages_keep_it():
@@ -81,6 +83,20 @@ def test_unusable_tool_arguments_are_resampled_with_the_next_seed_and_outages_ke
         )
     assert reply.tool_arguments == '{"is_bug": false}'
     assert [r["seed"] for r in server.chat_requests] == [40, 41, 41, 42]
+
+
+def test_an_unusable_answer_keeps_the_usage_the_server_billed():
+    """A 200 without choices still says what it cost: the retry event carries it (no lost usage), and the
+    answer that is used is counted once."""
+    sink = MemorySink()
+    with FakeOpenAIServer() as server:
+        server.push(Reply(garbage="no_choices", usage=(40, 7)), Reply(content="fine", usage=(3, 2)))
+        client = make_client(server.url, sink, outage_window_s=30)
+        assert client.chat(MSG, purpose="draft").content == "fine"
+    assert [(e.outcome, e.prompt_tokens, e.completion_tokens) for e in calls(sink)] == [
+        ("retry", 40, 7),
+        ("ok", 3, 2),
+    ]
 
 
 def test_persistent_garbage_fails_with_the_cause_after_the_window():

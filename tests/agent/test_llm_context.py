@@ -49,6 +49,15 @@ def test_unknown_context_length_is_none():
     "message",
     [
         VLLM_400,
+        # vLLM's current server-side check, and its engine's (reached when the server's does not catch it).
+        "This model's maximum context length is 32768 tokens. However, you requested 8192 output tokens and your "
+        "prompt contains at least 24577 input tokens, for a total of at least 32769 tokens. Please reduce the "
+        "length of the input prompt or the number of requested output tokens.",
+        "The decoder prompt (length 40000) is longer than the maximum model length of 32768. Make sure that "
+        "`max_model_len` is no smaller than the number of text tokens.",
+        "The decoder prompt (length 32768) plus the number of requested output tokens (at least 1) is longer "
+        "than the maximum model length of 32768. Make sure that `max_model_len` is no smaller than the number "
+        "of text tokens (prompt + requested output tokens).",
         "the request exceeds the available context size, try increasing it",
         "context_length_exceeded",
         "Requested tokens (5000) exceed context window of 4096",

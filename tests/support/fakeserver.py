@@ -30,6 +30,8 @@ from typing import Any, Literal
 DEFAULT_USAGE = (10, 5)
 Garbage = Literal["html", "truncated", "no_choices", "no_usage", "bad_tool_args", "wrong_content_type"]
 OutageKind = Literal["500", "429", "refuse"]
+BILLED: tuple[Garbage | None, ...] = (None, "no_choices", "bad_tool_args")
+"""Answers whose body carries the usage of what the server generated (unusable or not)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Reply:
     status: int = 200
     error_message: str = "scripted error"
     delay_s: float = 0.0
+    finish_reason: str | None = None
+    """The choice's finish_reason (default: stop, or tool_calls for a tool call), e.g. length."""
     garbage: Garbage | None = None
     """A broken 200 answer: an HTML page, truncated JSON, no/empty choices, no usage, tool-call
     arguments that are not JSON, or a JSON body sent as text/plain."""
@@ -62,6 +66,7 @@ class SentRecord:
     status: int
     model: str
     usage: tuple[int, int] | None
+    """The usage in the body: of a completion, or of an unusable answer that still carried it."""
     request: dict[str, Any] = field(repr=False)
 
 
@@ -272,7 +277,7 @@ class FakeOpenAIServer:
                 "function": {"name": "submit_review", "arguments": "{not json"},
             }
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
-            choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+            choice = {"index": 0, "message": message, "finish_reason": reply.finish_reason or "tool_calls"}
             return json.dumps({**good, "choices": [choice]}).encode(), "application/json"
         return json.dumps(good).encode(), "text/plain"
 
@@ -293,6 +298,7 @@ class FakeOpenAIServer:
                 ],
             }
             finish = "tool_calls"
+        finish = reply.finish_reason or finish
         body: dict[str, Any] = {
             "id": f"chatcmpl-{len(self.sent)}",
             "object": "chat.completion",
@@ -452,7 +458,7 @@ class FakeOpenAIServer:
                         SentRecord(
                             reply.status,
                             model,
-                            reply.usage if reply.status == 200 and reply.garbage is None else None,
+                            reply.usage if reply.status == 200 and reply.garbage in BILLED else None,
                             request,
                         )
                     )

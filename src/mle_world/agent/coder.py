@@ -20,6 +20,7 @@ from mle_world.agent.prompts import (
     debug_messages,
     draft_messages,
     extract_plan_and_code,
+    has_code_block,
     improve_messages,
 )
 from mle_world.agent.seeds import request_seed
@@ -28,7 +29,8 @@ from mle_world.records import AgentSettings, Stage
 
 log = logging.getLogger(__name__)
 CODE_TRIES = 3
-"""Replies asked for until one has a code block; after that the raw reply is the code (AIDE's fallback)."""
+"""Replies asked for until one has a code block; after that the raw reply is the code (AIDE's fallback).
+A reply cut at max_tokens without a closed code block counts as one without code (its script is cut too)."""
 
 
 class Coder:
@@ -144,6 +146,13 @@ class Coder:
                         )
                         raw = reply.content
                         plan, code = extract_plan_and_code(raw)
+                        if reply.finish_reason == "length" and not has_code_block(raw):
+                            log.warning(
+                                "%s reply cut at max_tokens (%d) before its code block closed",
+                                stage,
+                                self.model.max_tokens,
+                            )
+                            continue
                         if code:
                             break
                     break

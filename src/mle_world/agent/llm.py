@@ -51,6 +51,11 @@ T = TypeVar("T")
 PROBE_TIMEOUT_S = 5.0
 """Limit of the GET /models probe that brings a failed replica back (a hung server fails it fast)."""
 MIN_ATTEMPT_TIMEOUT_S = 1.0
+MAX_RESAMPLES = 3
+"""Replies with unusable tool-call arguments asked for again (next seed) before the last one is returned
+as it stands: the model's output, not an outage, so it neither waits nor pauses the budget, and the caller
+(the reviewer's JSON fallback) handles what is still unusable."""
+Usage = tuple[int | None, int | None]
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class ChatReply:
     prompt_tokens: int | None
     completion_tokens: int | None
     latency_s: float
+    finish_reason: str | None = None
+    """As the server said: `length` means the reply was cut at max_tokens."""
 
 
 class EndpointFailure(Exception):
@@ -132,12 +139,21 @@ class _NoListener:
 class _Fault(Exception):
     """One failed attempt that is the endpoint's fault: outage, overload, hang or protocol garbage."""
 
-    def __init__(self, cause: str, retry_after_s: float | None = None, *, resample: bool = False) -> None:
+    def __init__(
+        self,
+        cause: str,
+        retry_after_s: float | None = None,
+        *,
+        resample: bool = False,
+        usage: Usage = (None, None),
+    ) -> None:
         super().__init__(cause)
         self.cause = cause
         self.retry_after_s = retry_after_s
         self.resample = resample
         """The server answered but the model's output is unusable: retry with the next seed."""
+        self.usage = usage
+        """What the server billed for this answer (it generated it even if it is unusable)."""
 
 
 def _retryable_status(error: openai.APIStatusError) -> bool:
@@ -178,6 +194,7 @@ def _is_tools_rejection(error: openai.BadRequestError) -> bool:
 
 _CONTEXT_MARKERS = (
     "maximum context length",  # vLLM, OpenAI
+    "maximum model length",  # vLLM's engine: "The decoder prompt (length N) is longer than the maximum model length of M"
     "context_length_exceeded",  # OpenAI error code
     "context length",
     "exceed_context_size",  # llama.cpp error type
@@ -205,6 +222,11 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _usage_of(completion: Any) -> Usage:
+    usage = getattr(completion, "usage", None)
+    return _count(getattr(usage, "prompt_tokens", None)), _count(getattr(usage, "completion_tokens", None))
+
+
 def _post_chat(client: openai.OpenAI, body: dict[str, Any], timeout: float) -> Any:
     """POST /chat/completions with `body` as it stands; the raw response (headers and a lazy parse).
 
@@ -223,8 +245,11 @@ def _post_chat(client: openai.OpenAI, body: dict[str, Any], timeout: float) -> A
     )
 
 
-def _parse_completion(raw: Any, wants_tool: bool) -> tuple[ChatCompletion, Any]:
-    """The completion and its first message, or `_Fault` for a body that is not a usable completion."""
+def _parse_completion(raw: Any, wants_tool: bool, *, resample: bool = True) -> tuple[ChatCompletion, Any]:
+    """The completion and its first message, or `_Fault` for a body that is not a usable completion.
+
+    `resample` False: tool-call arguments that are not JSON are returned as they stand (the last resample).
+    """
     content_type = str(raw.headers.get("content-type", ""))
     if "json" not in content_type.lower():
         raise _Fault(
@@ -236,21 +261,26 @@ def _parse_completion(raw: Any, wants_tool: bool) -> tuple[ChatCompletion, Any]:
         raise _Fault(f"protocol garbage: unparseable body ({type(error).__name__}: {error})") from error
     if not isinstance(completion, ChatCompletion):
         raise _Fault(f"protocol garbage: body is not a chat completion ({type(completion).__name__})")
+    usage = _usage_of(completion)
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list) or not choices:
-        raise _Fault("protocol garbage: no choices in the completion")
+        raise _Fault("protocol garbage: no choices in the completion", usage=usage)
     message = getattr(choices[0], "message", None)
     if message is None:
-        raise _Fault("protocol garbage: the choice has no message")
+        raise _Fault("protocol garbage: the choice has no message", usage=usage)
     if getattr(completion, "usage", None) is None:
         raise _Fault("protocol garbage: no usage in the completion")
-    if wants_tool:
+    if wants_tool and resample:
         for call in getattr(message, "tool_calls", None) or ():
             arguments = getattr(getattr(call, "function", None), "arguments", None)
             try:
                 json.loads(arguments if isinstance(arguments, str) else "")
             except ValueError:
-                raise _Fault("protocol garbage: tool call arguments are not JSON", resample=True) from None
+                finish = getattr(choices[0], "finish_reason", None)
+                cut = " (cut at max_tokens)" if finish == "length" else ""
+                raise _Fault(
+                    f"protocol garbage: tool call arguments are not JSON{cut}", resample=True, usage=usage
+                ) from None
     return completion, message
 
 
@@ -262,6 +292,7 @@ class _Call:
     model: str | None
     deadline: float
     first_fault: float | None = None
+    """When the current outage began (None while the endpoint has not failed this request)."""
     attempts: int = 0
     resamples: int = 0
     """Replies whose content was unusable so far: a seeded request is retried with seed + resamples
@@ -347,6 +378,9 @@ class EndpointClient:
             return self._clock() >= call.limit(window)
 
         def wait(state: RetryCallState) -> float:
+            outcome = state.outcome
+            if outcome is not None and getattr(outcome.exception(), "resample", False):
+                return 0.0  # the replica answered: ask it again at once, with the next seed
             # The last wait ends at the window's end, where one more (forced) attempt is made.
             return max(0.0, min(self.pool.wait_s(), call.limit(window) - self._clock()))
 
@@ -405,9 +439,18 @@ class EndpointClient:
         except openai.APIConnectionError as error:  # also APITimeoutError: a hung server
             self._fault(call, lease, f"{replica.url}: {_describe(error)}", None, self._clock() - start)
         except _Fault as fault:
+            latency = self._clock() - start
             if fault.resample:
+                # The model's output, not an outage: the replica stays in rotation, no downtime.
                 call.resamples += 1
-            self._fault(call, lease, f"{replica.url}: {fault.cause}", None, self._clock() - start)
+                self.pool.succeeded(lease)
+                call.pending = {
+                    "latency": latency,
+                    "error": f"{replica.url}: {fault.cause}",
+                    "usage": fault.usage,
+                }
+                raise
+            self._fault(call, lease, f"{replica.url}: {fault.cause}", None, latency, fault.usage)
         except BaseException:
             self.pool.released(lease)
             raise
@@ -418,18 +461,27 @@ class EndpointClient:
         return max(MIN_ATTEMPT_TIMEOUT_S, min(limit, call.deadline - self._clock()))
 
     def _fault(
-        self, call: _Call, lease: Lease[openai.OpenAI], cause: str, retry_after: float | None, latency: float
+        self,
+        call: _Call,
+        lease: Lease[openai.OpenAI],
+        cause: str,
+        retry_after: float | None,
+        latency: float,
+        usage: Usage = (None, None),
     ) -> None:
         """Book a failed attempt against its replica and raise it for the retry policy."""
         if call.first_fault is None:
             call.first_fault = self._clock()
         self.pool.failed(lease, cause, retry_after)
-        call.pending = {"latency": latency, "error": cause}
+        call.pending = {"latency": latency, "error": cause, "usage": usage}
         raise _Fault(cause, retry_after)
 
     def _flush(self, call: _Call, outcome: Literal["retry", "error"]) -> None:
         if call.pending:
-            self._event(call, call.pending["latency"], outcome, call.pending["error"])
+            pending = call.pending
+            self._event(
+                call, pending["latency"], outcome, pending["error"], pending.get("usage", (None, None))
+            )
             call.pending = {}
 
     def _event(
@@ -438,7 +490,8 @@ class EndpointClient:
         latency: float,
         outcome: Literal["ok", "retry", "error"],
         error: str | None = None,
-        usage: tuple[int | None, int | None] = (None, None),
+        usage: Usage = (None, None),
+        finish_reason: str | None = None,
     ) -> None:
         if call.model is None:  # model discovery is not an LLM call
             return
@@ -453,6 +506,7 @@ class EndpointClient:
                 latency_s=latency,
                 outcome=outcome,
                 error=error,
+                finish_reason=finish_reason,
             )
         )
 
@@ -543,7 +597,7 @@ class EndpointClient:
             if seed is not None:
                 body["seed"] = seed + call.resamples
             raw = _post_chat(client, body, timeout)
-            parsed = _parse_completion(raw, bool(tools))
+            parsed = _parse_completion(raw, bool(tools), resample=call.resamples < MAX_RESAMPLES)
             latency = self._clock() - start
             return parsed
 
@@ -557,16 +611,14 @@ class EndpointClient:
             raise EndpointFailure(self.role, f"request rejected: {_describe(error)}") from error
         except openai.APIStatusError as error:
             raise EndpointFailure(self.role, _describe(error)) from error
-        usage = completion.usage
-        counts = (
-            _count(getattr(usage, "prompt_tokens", None)),
-            _count(getattr(usage, "completion_tokens", None)),
-        )
+        counts = _usage_of(completion)
         tool_arguments: str | None = None
         calls = getattr(message, "tool_calls", None)
         if calls:
             tool_arguments = getattr(getattr(calls[0], "function", None), "arguments", None)
-        self._event(call, latency, "ok", usage=counts)
+        finish = getattr(completion.choices[0], "finish_reason", None)
+        finish_reason = finish if isinstance(finish, str) else None
+        self._event(call, latency, "ok", usage=counts, finish_reason=finish_reason)
         return ChatReply(
             content=getattr(message, "content", None) or "",
             tool_arguments=tool_arguments,
@@ -574,4 +626,5 @@ class EndpointClient:
             prompt_tokens=counts[0],
             completion_tokens=counts[1],
             latency_s=latency,
+            finish_reason=finish_reason,
         )

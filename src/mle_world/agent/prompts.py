@@ -473,6 +473,11 @@ def strip_think(text: str) -> str:
     return _THINK.sub("", text)
 
 
+def has_code_block(text: str) -> bool:
+    """The text holds a complete (closed) fenced block."""
+    return _FENCE.search(strip_think(text)) is not None
+
+
 def extract_plan_and_code(text: str) -> tuple[str, str]:
     """The fork's extraction: the first ```python block (else the first fenced block, else a text that
     looks like code); the plan is the text before it. Adds a `__main__` guard when `def main(` has none.

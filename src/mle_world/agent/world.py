@@ -6,6 +6,7 @@ which journal.json and events.jsonl keep).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -172,26 +173,36 @@ class WorldModel:
 
     def _ask(
         self, messages: list[dict[str, str]], purpose: str, timeout_s: float | None, seed: int | None
-    ) -> str:
+    ) -> tuple[str, str | None]:
+        """The reply's text without think blocks, and why it is invalid if it was cut at max_tokens."""
         reply = self.model.chat(
             messages, purpose=purpose, temperature=self.temperature, timeout_s=timeout_s, seed=seed
         )
-        return strip_think(reply.content)
+        cut = None
+        if reply.finish_reason == "length":
+            cut = f"reply cut at max_tokens ({self.model.max_tokens}; finish_reason=length)"
+        return strip_think(reply.content), cut
 
     def predict(
         self, ctx: WorldContext, candidate: Node, timeout_s: float | None = None, seed: int | None = None
     ) -> Prediction:
         try:
-            text = self._ask(pointwise_messages(ctx, candidate), "predict", timeout_s, seed)
+            text, cut = self._ask(pointwise_messages(ctx, candidate), "predict", timeout_s, seed)
         except ContextOverflow as error:
             return Prediction(mode="pointwise", valid=False, error=f"context length exceeded: {error}")
-        return validate_prediction(parse_json_object(text))
+        prediction = validate_prediction(parse_json_object(text))
+        if cut and not prediction.valid:
+            return prediction.model_copy(update={"error": f"{cut}: {prediction.error}"})
+        return prediction
 
     def compare(
         self, ctx: WorldContext, a: Node, b: Node, timeout_s: float | None = None, seed: int | None = None
     ) -> Comparison:
         try:
-            text = self._ask(pairwise_messages(ctx, a, b), "compare", timeout_s, seed)
+            text, cut = self._ask(pairwise_messages(ctx, a, b), "compare", timeout_s, seed)
         except ContextOverflow as error:
             return Comparison(valid=False, error=f"context length exceeded: {error}")
-        return validate_comparison(parse_json_object(text))
+        comparison = validate_comparison(parse_json_object(text))
+        if cut and not comparison.valid:
+            return dataclasses.replace(comparison, error=f"{cut}: {comparison.error}")
+        return comparison

@@ -1,0 +1,128 @@
+"""Replies the agent cannot use as they stand, through the whole loop: broken tool arguments, replies cut
+at max_tokens, vLLM's engine-side context error, and the usage such replies were billed with.
+
+Reads the tiny competition fixture; writes a trial dir under tmp_path; real HTTP to scripted servers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_helpers import coder_reply, good_script, make_spec, read_events, review_responder
+from fakeserver import Reply, prompt_text
+
+from mle_world.agent.__main__ import build_agent
+from mle_world.agent.journal import load_checkpoint
+from mle_world.agent.llm import Backoff
+from mle_world.costs.account import role_row
+from mle_world.costs.prices import Prices
+from mle_world.records import AgentResult, BudgetSettings, LLMCallEvent, TrialSpec, WorldModelSettings
+
+pytestmark = pytest.mark.timeout(60)
+FAST = Backoff(base_s=0.01, cap_s=0.05)
+ONE_STEP = BudgetSettings(time_limit_s=60, max_steps=1, min_step_s=0)
+VLLM_ENGINE_400 = (
+    "The decoder prompt (length 9001) is longer than the maximum model length of 8192. "
+    "Make sure that `max_model_len` is no smaller than the number of text tokens."
+)
+
+
+def run(spec: TrialSpec) -> AgentResult:
+    return build_agent(spec, backoff=FAST, kill_grace_s=1.0).run()
+
+
+def llm_events(spec: TrialSpec, role: str) -> list[dict[str, Any]]:
+    events = read_events(Path(spec.paths.trial_dir))
+    return [e for e in events if e["type"] == "llm_call" and e["role"] == role]
+
+
+def test_a_model_that_keeps_breaking_its_review_tool_call_is_no_outage(tmp_path, competition, servers):
+    """Broken tool arguments are the model's output: a few resamples, then the reviewer's JSON fallback.
+    The trial goes on; nothing is downtime (the budget never pauses for it); every reply's usage counts."""
+    public, _ = competition
+    servers["coder"].push(coder_reply(good_script(0.5)))
+
+    def feedback(request: dict[str, Any]) -> Reply:
+        if request.get("tools"):  # a review cut mid-argument, every time
+            return Reply(garbage="bad_tool_args", finish_reason="length", usage=(700, 2048))
+        return review_responder(request)
+
+    servers["feedback"].default = feedback
+    spec = make_spec(tmp_path, public, servers, budget=ONE_STEP, outage_window_s=2.0)
+    result = run(spec)
+    assert result.status == "completed" and result.best_metric == pytest.approx(0.5), result.stop_reason
+    assert result.downtime_s == 0
+    assert not [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "downtime"]
+    requests = servers["feedback"].chat_requests
+    # Seeded: each resample goes out with the next seed; then one JSON-fallback request.
+    tool_seeds = [r["seed"] for r in requests if r.get("tools")]
+    assert len(tool_seeds) == 4 and tool_seeds == list(range(tool_seeds[0], tool_seeds[0] + 4))
+    assert [bool(r.get("tools")) for r in requests] == [True] * 4 + [False]
+    assert "single JSON object" in prompt_text(requests[-1])
+    events = llm_events(spec, "feedback")
+    assert [e["outcome"] for e in events] == ["retry"] * 3 + ["ok", "ok"]
+    assert "cut at max_tokens" in events[0]["error"] and events[3]["finish_reason"] == "length"
+    # Every answer the server generated is billed once: the cost row's tokens are what it sent.
+    sent = [s.usage for s in servers["feedback"].sent if s.usage]
+    assert len(sent) == 5
+    row = role_row(
+        "feedback", [LLMCallEvent.model_validate(e) for e in events], Prices(version=1, as_of="2026-01-01")
+    )
+    assert (row.prompt_tokens, row.completion_tokens) == (
+        sum(u[0] for u in sent),
+        sum(u[1] for u in sent),
+    )
+
+
+def test_a_coder_reply_cut_at_max_tokens_is_asked_again(tmp_path, competition, servers, caplog):
+    """A script cut off mid-block would only crash: the coder asks again (next seed) and says why."""
+    public, _ = competition
+    full = f"Plan.\n```python\n{good_script(0.5)}\n```"
+    servers["coder"].push(Reply(content=full[: len(full) // 2], finish_reason="length"), Reply(content=full))
+    spec = make_spec(tmp_path, public, servers, budget=ONE_STEP)
+    result = run(spec)
+    assert result.status == "completed" and result.best_metric == pytest.approx(0.5)
+    ckpt = load_checkpoint(Path(spec.paths.trial_dir) / "journal.json")
+    assert ckpt is not None and len(ckpt.nodes) == 1 and not ckpt.nodes[0].is_buggy
+    assert ckpt.nodes[0].code.strip() == good_script(0.5).strip()
+    seeds = [r["seed"] for r in servers["coder"].chat_requests]
+    assert len(seeds) == 2 and seeds[1] != seeds[0]
+    assert [e["finish_reason"] for e in llm_events(spec, "coder")] == ["length", "stop"]
+    assert "draft reply cut at max_tokens (4096) before its code block closed" in caplog.text
+
+
+def test_a_world_reply_cut_at_max_tokens_fails_open_and_says_so(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].push(coder_reply(good_script(0.5)), coder_reply(good_script(0.6)))
+    cut = json.dumps({"rationale": "x" * 200, "p_bug": 0.9, "p_improves": 0.0, "confidence": 0.95})[:120]
+    servers["world"].push(Reply(content=cut, finish_reason="length"))
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        regime="gated",
+        configuration="wm-point",
+        world=WorldModelSettings(enabled=True),
+        budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0),
+    )
+    result = run(spec)
+    assert result.status == "completed"
+    ckpt = load_checkpoint(Path(spec.paths.trial_dir) / "journal.json")
+    assert ckpt is not None
+    improve = ckpt.nodes[1]
+    assert improve.executed and improve.prediction is not None and not improve.prediction.valid
+    assert (improve.prediction.error or "").startswith("reply cut at max_tokens (4096; finish_reason=length)")
+
+
+def test_vllms_engine_side_context_error_shrinks_the_prompt(tmp_path, competition, servers):
+    """vLLM's engine words a prompt over max_model_len differently from its server ("maximum model length",
+    not "context length"): it is a context overflow the coder shrinks, not an infra failure of the trial."""
+    public, _ = competition
+    servers["coder"].push(Reply(status=400, error_message=VLLM_ENGINE_400), coder_reply(good_script(0.5)))
+    spec = make_spec(tmp_path, public, servers, budget=ONE_STEP)
+    result = run(spec)
+    assert result.status == "completed" and result.best_metric == pytest.approx(0.5), result.stop_reason
+    assert len(servers["coder"].chat_requests) == 2
