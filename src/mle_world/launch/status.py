@@ -23,7 +23,6 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import IDENTITY_FILE
 from mle_world.launch.liveness import launcher_alive
-from mle_world.launch.slurm import ALIVE_STATES, query_states
 from mle_world.launch.state import STATES, utcnow
 from mle_world.records import TrialStatus
 
@@ -98,6 +97,10 @@ def ended_slurm_jobs(trials: Sequence[tuple[Path, TrialStatus]]) -> tuple[tuple[
     ]
     if not active or shutil.which("sacct") is None:
         return ()
+    # Here, not at the top: the Slurm backend (and the planner it imports) is 0.07 s CPU that
+    # `audit` and `status` of a local sweep do not need (they import this module for is_output_dir).
+    from mle_world.launch.slurm import ALIVE_STATES, query_states
+
     view = query_states(sorted({t.slurm_job_id or "" for _, t in active}))
     ended: list[tuple[str, str]] = []
     for path, status in active:

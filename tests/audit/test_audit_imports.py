@@ -1,0 +1,42 @@
+"""`run_paper.py audit` imports none of the stages before it that it does not use: the Slurm backend,
+the trial supervisor, the sweep planner and their libraries (submitit, yaml).
+
+Reads nothing of the repository; writes a small synthetic sweep and its audit under tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from synthetic import make_sweep
+
+UNUSED = (
+    "mle_world.launch.slurm",
+    "mle_world.launch.trial",
+    "mle_world.launch.launcher",
+    "mle_world.plan",
+    "submitit",
+    "yaml",
+)
+
+AUDIT = """
+import contextlib, io, json, sys
+from mle_world.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(["audit", *sys.argv[1:3], "--out", sys.argv[3]])
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.argv[4:] if m in sys.modules)}))
+"""
+
+
+def test_audit_loads_no_earlier_stage(tmp_path: Path) -> None:
+    dirs = make_sweep(tmp_path, 30, events=True)
+    out = subprocess.run(
+        [sys.executable, "-c", AUDIT, *map(str, dirs), str(tmp_path / "audit"), *UNUSED],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "loaded": []}, out.stderr
+    assert (tmp_path / "audit" / "index.html").is_file()
