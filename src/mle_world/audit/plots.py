@@ -10,10 +10,12 @@ so re-auditing an unchanged sweep neither imports nor runs matplotlib.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import json
 import struct
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,9 +104,16 @@ _TICK = 3.5 * _POINT
 
 def new_figure(width: float, height: float) -> Any:
     """A figure drawn by the Agg canvas (PNG) at the plots' resolution."""
+    first = "matplotlib.figure" not in sys.modules
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    if first:
+        # Importing matplotlib leaves reference cycles (pyparsing's parse exceptions and their
+        # tracebacks) that hold the importing frames and, through them, the caller's whole audit.
+        # The audit pauses the cyclic GC, so only the full collection at exit freed them: 0.25 s of
+        # CPU for 10,000 trials. A collection of the young objects frees them now.
+        gc.collect(1)
     figure = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(figure)
     return figure

@@ -1,5 +1,6 @@
-"""`run_paper.py audit` imports none of the stages before it that it does not use: the Slurm backend,
-the trial supervisor, the sweep planner and their libraries (submitit, yaml).
+"""One audit process: `run_paper.py audit` imports none of the stages before it that it does not use (the
+Slurm backend, the trial supervisor, the sweep planner and their libraries), and what it read is freed
+when `run_audit` returns (not left to the collection at exit).
 
 Reads nothing of the repository; writes a small synthetic sweep and its audit under tmp_path.
 """
@@ -40,3 +41,22 @@ def test_audit_loads_no_earlier_stage(tmp_path: Path) -> None:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"code": 0, "loaded": []}, out.stderr
     assert (tmp_path / "audit" / "index.html").is_file()
+
+
+KEPT = """
+import gc, sys
+from pathlib import Path
+from mle_world.audit import run_audit
+from mle_world.audit.collect import Sweep, Trial
+run_audit([Path(d) for d in sys.argv[1:3]], out_dir=Path(sys.argv[3]))
+print(sum(isinstance(o, Sweep | Trial) for o in gc.get_objects()))  # no collection before counting
+"""
+
+
+def test_audit_frees_what_it_read(tmp_path: Path) -> None:
+    dirs = make_sweep(tmp_path, 30, events=True)
+    out = subprocess.run(
+        [sys.executable, "-c", KEPT, *map(str, dirs), str(tmp_path / "audit")],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "0", out.stderr
