@@ -124,6 +124,9 @@ class ScriptedSlurm:
     def cancel(self, job_ids: Sequence[str]) -> None:
         self.cancelled.extend(job_ids)
 
+    def max_array_size(self) -> int:
+        return 1001
+
 
 def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
@@ -214,7 +217,9 @@ def test_submission_marks_trials_and_a_refused_sbatch_reverts_them(dirs: tuple[P
     idle = SlurmView({}, squeue_ok=True, sacct_ok=True)
     refused = Sbatch([idle], refuse="sbatch: error: invalid partition specified: gpu")
     runner = SweepLauncher(plan, opts, None, Said(), submitter_factory=lambda _f: refused)
-    with pytest.raises(UserError, match="submission failed: sbatch: error: invalid partition"):
+    with pytest.raises(
+        UserError, match="^--backend slurm: submission failed: sbatch: invalid partition specified: gpu$"
+    ):
         runner.run()
     for run in plan.commands:
         status = read_status(run.trial.trial_dir, run.trial.trial_id)

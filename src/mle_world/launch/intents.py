@@ -8,6 +8,7 @@ adopted job ids in it; asks squeue through the `Submitter` and cancels orphan ta
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import uuid
@@ -18,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
-from mle_world.launch.slurm import SlurmTrial, Submitter, slurm_parameters
+from mle_world.launch.slurm import SlurmTrial, Submitter, array_chunks, slurm_parameters
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import Record
@@ -73,17 +74,21 @@ def submit_recorded(
     *,
     mark: Callable[[str], dict[str, int]],
     call: Callable[[TrialCommand, str], SlurmTrial],
-) -> str:
-    """Submit `todo` as one array. The intent (job name → trials, in array order) is on disk before
-    sbatch runs, and `mark(token)` makes each trial carry the submission id as its fencing token
-    (returning the previous attempt numbers): whatever happens to this process from here on, a re-run
-    finds the array by name and no trial runs twice. Returns the line that reports the submission."""
+    after: str | None = None,
+) -> tuple[str, str]:
+    """Submit `todo` as one array (starting after array `after` has ended, when given). The intent
+    (job name → trials, in array order) is on disk before sbatch runs, and `mark(token)` makes each
+    trial carry the submission id as its fencing token (returning the previous attempt numbers):
+    whatever happens to this process from here on, a re-run finds the array by name and no trial runs
+    twice. Returns the line that reports the submission and the array's id."""
     intent_path, intent = record_intent(plan.output_dir, plan.regime, [cmd.trial.trial_id for cmd in todo])
     submission = intent.submission
     prior = mark(submission)
     # One array per submission; the budget (hence --time) is the same for every trial of a plan.
     budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
     params = slurm_parameters(plan.cluster, budget, intent.job_name, len(todo))
+    if after is not None:
+        params["dependency"] = f"afterany:{after}"  # keeps the submission within array_parallelism
     calls = [call(cmd, submission) for cmd in todo]
     _kill_point("before-sbatch")
     try:
@@ -97,7 +102,10 @@ def submit_recorded(
                 prior_attempt=prior[cmd.trial.trial_id],
                 cause=f"submission failed: {exc}",
             )
-        raise UserError(f"--backend slurm: submission failed: {str(exc).strip().splitlines()[-1]}") from None
+        # sbatch names the culprit on its first line ("invalid partition specified: gpux"), the
+        # verdict on its last ("Batch job submission failed: ..."): one line with both
+        said = [ln.strip().removeprefix("sbatch: error: ") for ln in str(exc).splitlines() if ln.strip()]
+        raise UserError(f"--backend slurm: submission failed: sbatch: {'; '.join(said)}") from None
     _kill_point("after-sbatch")
     first = ids[0].split("_")[0]
     write_model(intent_path, intent.model_copy(update={"array_id": first}))
@@ -105,10 +113,42 @@ def submit_recorded(
         # Only the ids: the job may already have started and written 'running'.
         record_job_id(cmd.trial.trial_dir, cmd.trial.trial_id, token=submission, job_id=job_id)
         _kill_point(f"recorded-{n}")
+    queued = f", after job {after}" if after is not None else ""
     return (
         f"[launch] slurm: submitted {len(ids)} trials as job {first} "
-        f"(parallelism {params['array_parallelism']}, time {params['time']} min)"
-    )
+        f"(parallelism {params['array_parallelism']}, time {params['time']} min{queued})"
+    ), first
+
+
+def submit_arrays(
+    plan: SweepPlan,
+    todo: Sequence[TrialCommand],
+    submitter: Submitter,
+    *,
+    mark: Callable[[Sequence[TrialCommand], str], dict[str, int]],
+    call: Callable[[TrialCommand, str], SlurmTrial],
+    say: Callable[[str], None],
+) -> None:
+    """Submit `todo` as one array, or as several of at most the cluster's MaxArraySize (or
+    slurm.max_array_tasks) trials, each starting after the previous one ended so the submission never
+    runs more than array_parallelism trials at once. A refused later array leaves the earlier ones
+    submitted and says so: a re-run submits the rest."""
+    chunks = array_chunks(len(todo), plan.cluster, submitter.max_array_size())
+    after: str | None = None
+    for n, chunk in enumerate(chunks):
+        part = [todo[i] for i in chunk]
+        try:
+            line, after = submit_recorded(
+                plan, part, submitter, mark=functools.partial(mark, part), call=call, after=after
+            )
+        except UserError as exc:
+            if not n:
+                raise
+            raise UserError(
+                f"{exc}; {chunk.start} of {len(todo)} trials were submitted (up to job {after}): "
+                "re-run the same command to submit the rest"
+            ) from None
+        say(line)
 
 
 def load_intents(output_dir: Path) -> list[tuple[Path, SubmissionIntent]]:

@@ -24,7 +24,7 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay
-from mle_world.launch.intents import reconcile, submit_recorded
+from mle_world.launch.intents import reconcile, submit_arrays
 from mle_world.launch.liveness import agent_alive
 from mle_world.launch.local import run_pool
 from mle_world.launch.orphans import find_leftover, stop_leftovers
@@ -354,14 +354,14 @@ class SweepLauncher:
 
     def _submit_slurm(self, submitter: Submitter, todo: list[TrialCommand]) -> None:
         plan = self.plan
-        line = submit_recorded(
+        submit_arrays(
             plan,
             todo,
             submitter,
-            mark=lambda token: self._submit_marks(todo, "slurm", token),
+            mark=lambda part, token: self._submit_marks(part, "slurm", token),
             call=lambda cmd, token: SlurmTrial(make_job(cmd, plan, "slurm", token), self.post_trial),
+            say=self._say,
         )
-        self._say(line)
 
     def _watch(self, submitter: Submitter) -> None:
         watch(

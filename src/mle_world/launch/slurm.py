@@ -7,10 +7,13 @@ Writes `<output_dir>/slurm/` (submitit's folder: sbatch scripts, pickles, logs) 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +50,17 @@ ALIVE_STATES = frozenset(
     }
 )
 """Slurm job states in which the job may still run (or run again) and write its own status."""
+
+
+DEFAULT_MAX_ARRAY_SIZE = 1001
+"""Slurm's default MaxArraySize: array indices 0..1000, so at most 1001 tasks per array."""
+
+
+def array_chunks(n_trials: int, cluster: ClusterConfig, max_array_size: int) -> list[range]:
+    """The arrays a submission of `n_trials` becomes: each at most `slurm.max_array_tasks` and the
+    cluster's MaxArraySize (indices run 0..MaxArraySize-1, else sbatch refuses the whole array)."""
+    size = min(cluster.slurm.max_array_tasks or max_array_size, max_array_size)
+    return [range(i, min(i + size, n_trials)) for i in range(0, n_trials, size)]
 
 
 def slurm_parameters(cluster: ClusterConfig, budget_s: float, job_name: str, n_trials: int) -> dict[str, Any]:
@@ -217,6 +231,10 @@ class Submitter(Protocol):
         """scancel these jobs/tasks."""
         ...
 
+    def max_array_size(self) -> int:
+        """The cluster's MaxArraySize (tasks per array at most)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SubmititSubmitter:
@@ -228,8 +246,18 @@ class SubmititSubmitter:
 
         executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=self.max_num_timeout)
         executor.update_parameters(**params)
-        with executor.batch():
-            jobs = [executor.submit(call) for call in calls]
+        before = set(os.listdir(self.folder)) if self.folder.is_dir() else set()
+        try:
+            # submitit prints a refusing sbatch's stderr, which its exception carries too: the
+            # launcher says it once, in one line
+            with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+                jobs = [executor.submit(call) for call in calls]
+        except Exception:
+            # sbatch refused: submitit's script and pickles of this submission are garbage
+            for name in set(os.listdir(self.folder)) - before:
+                if name.endswith(".pkl") or name.startswith(".submission_file_"):
+                    (self.folder / name).unlink(missing_ok=True)
+            raise
         return [str(job.job_id) for job in jobs]
 
     def states(self, job_ids: Sequence[str]) -> SlurmView:
@@ -241,6 +269,9 @@ class SubmititSubmitter:
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             _run(["scancel", *job_ids])
+
+    def max_array_size(self) -> int:
+        return query_max_array_size()
 
 
 def _run(argv: list[str]) -> str | None:
@@ -282,6 +313,13 @@ def query_states(job_ids: Sequence[str]) -> SlurmView:
         job, _, state = line.partition("|")
         states[job.strip()] = state.strip()
     return SlurmView(states, squeue_ok=squeue is not None, sacct_ok=sacct is not None)
+
+
+def query_max_array_size() -> int:
+    """MaxArraySize from `scontrol show config`; Slurm's default when scontrol cannot answer."""
+    out = _run(["scontrol", "show", "config"]) or ""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    return int(match[1]) if match and int(match[1]) > 0 else DEFAULT_MAX_ARRAY_SIZE
 
 
 def query_live(job_names: Sequence[str]) -> list[LiveTask] | None:
@@ -338,10 +376,19 @@ def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
         return []
     folder = plan.output_dir / "slurm"
     budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in plan.commands)
-    params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(plan.commands))
-    text = submitit_sbatch_text(folder.absolute(), params, len(plan.commands))
-    path = folder / "preview" / f"mlew-{plan.regime}.sbatch"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    listing = "\n".join(f"# task {i}: {cmd.trial.trial_id}" for i, cmd in enumerate(plan.commands))
-    write_text_atomic(path, text + "\n\n# array tasks (each runs one trial's command):\n" + listing + "\n")
-    return [path]
+    max_size = query_max_array_size() if shutil.which("scontrol") else DEFAULT_MAX_ARRAY_SIZE
+    chunks = array_chunks(len(plan.commands), plan.cluster, max_size)
+    paths = []
+    for n, chunk in enumerate(chunks):
+        params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(chunk))
+        if n:
+            params["dependency"] = "afterany:<the previous array>"
+        text = submitit_sbatch_text(folder.absolute(), params, len(chunk))
+        name = f"mlew-{plan.regime}" + (f"-{n + 1}of{len(chunks)}" if len(chunks) > 1 else "")
+        path = folder / "preview" / f"{name}.sbatch"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        listing = "\n".join(f"# task {i}: {plan.commands[j].trial.trial_id}" for i, j in enumerate(chunk))
+        head = "\n\n# array tasks (each runs one trial's command):\n"
+        write_text_atomic(path, text + head + listing + "\n")
+        paths.append(path)
+    return paths

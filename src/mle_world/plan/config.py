@@ -109,12 +109,13 @@ class PaperFile(_File):
 
 
 HARNESS_SBATCH: dict[str, str] = {
-    "array": "one array per submission, throttled by slurm.array_parallelism",
+    "array": "arrays of at most slurm.max_array_tasks, throttled by slurm.array_parallelism",
     "job-name": "the name finds a submission's array again on a re-run",
     "output": "the logs go to <output-dir>/slurm/",
     "error": "the logs go to <output-dir>/slurm/",
     "open-mode": "a requeued trial appends to its log",
     "signal": "USR2 90 s before the limit checkpoints and requeues the trial",
+    "dependency": "the arrays of one submission run one after another",
     "time": "the budget + slurm.grading_margin_min",
     "no-requeue": "preempted and checkpointed trials are requeued and resume",
     "partition": "use slurm.partition",
@@ -137,6 +138,9 @@ class SlurmSettings(_File):
     cpus_per_trial: int = Field(8, ge=1)
     mem_gb: int = Field(64, ge=1)
     array_parallelism: int = Field(32, ge=1)
+    max_array_tasks: int | None = Field(None, ge=1)
+    """Trials per job array at most (None: the cluster's MaxArraySize); a larger submission becomes
+    several arrays that run one after another."""
     grading_margin_min: int = Field(30, ge=0)
     extra_sbatch: dict[str, bool | int | str | None] = Field(default_factory=dict)
     """More sbatch options, `{constraint: a100}` → `--constraint=a100`; `true` or null → a bare flag

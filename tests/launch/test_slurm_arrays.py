@@ -1,0 +1,149 @@
+"""Slurm limits on submissions: a sweep larger than the cluster's MaxArraySize (or slurm.max_array_tasks)
+becomes several arrays run one after another, and a submission sbatch refuses leaves nothing half-written.
+
+Writes trial dirs and submitit folders under pytest's tmp paths; submits short jobs to the local Slurm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from launchkit import fast_cluster, make_plan, timelines
+
+from mle_world.errors import UserError
+from mle_world.launch import run_sweep
+from mle_world.launch.display import SilentDisplay
+from mle_world.launch.launcher import SweepLauncher
+from mle_world.launch.slurm import LiveTask, SlurmView, array_chunks, query_max_array_size
+from mle_world.launch.state import read_status
+from mle_world.plan.config import ClusterConfig
+from mle_world.plan.sweep_plan import LaunchOptions
+
+SLURM = LaunchOptions(backend="slurm", show_progress=False)
+
+
+def cluster(**slurm: Any) -> ClusterConfig:
+    data = fast_cluster(parallelism=2).model_dump()
+    data["slurm"].update(slurm)
+    return ClusterConfig.model_validate(data)
+
+
+def test_arrays_stay_within_max_array_size_and_the_configured_cap() -> None:
+    """Slurm's default MaxArraySize 1001 allows indices 0..1000: 1575 trials (the full MLE-bench's 75
+    tasks × 7 × 3) in one array were refused as a whole ('Invalid job array specification')."""
+    assert [len(c) for c in array_chunks(1575, cluster(), 1001)] == [1001, 574]
+    assert [len(c) for c in array_chunks(357, cluster(), 1001)] == [357]
+    assert [(c.start, c.stop) for c in array_chunks(5, cluster(max_array_tasks=2), 1001)] == [
+        (0, 2),
+        (2, 4),
+        (4, 5),
+    ]
+    assert [len(c) for c in array_chunks(5, cluster(max_array_tasks=50), 3)] == [3, 2]
+
+
+@dataclasses.dataclass
+class Sbatch:
+    """sbatch as a cluster with MaxArraySize 2 answers it, refusing the arrays after `accept` of them."""
+
+    accept: int
+    params: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
+        if len(self.params) == self.accept:
+            raise RuntimeError(
+                "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy"
+            )
+        self.params.append(params)
+        return [f"{70 + len(self.params)}_{i}" for i in range(len(calls))]
+
+    def states(self, job_ids: Sequence[str]) -> SlurmView:
+        return SlurmView({}, squeue_ok=True, sacct_ok=True)
+
+    def live(self, job_names: Sequence[str]) -> list[LiveTask] | None:
+        return []
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        raise AssertionError("nothing to cancel")
+
+    def max_array_size(self) -> int:
+        return 2
+
+
+def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 5, seconds=0.1, cluster=cluster())
+    opts = LaunchOptions(backend="slurm", show_progress=False, wait=False)
+    sbatch = Sbatch(accept=1)
+    runner = SweepLauncher(plan, opts, None, SilentDisplay(), submitter_factory=lambda _f: sbatch)
+    with pytest.raises(UserError) as err:
+        runner.run()
+    assert str(err.value) == (
+        "--backend slurm: submission failed: sbatch: Batch job submission failed: Job violates "
+        "accounting/QOS policy; 2 of 5 trials were submitted (up to job 71): re-run the same command to "
+        "submit the rest"
+    )
+    states = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
+    assert [(s.state, s.slurm_job_id) for s in states] == [("submitted", "71_0"), ("submitted", "71_1")] + [
+        ("pending", None)
+    ] * 3
+    # The re-run submits the rest, each array after the one before it.
+    sbatch.accept = 3
+    assert runner.run() == 0
+    # (a re-run's submission is an array of its own: it does not wait for the earlier one)
+    assert [p.get("dependency") for p in sbatch.params] == [None, None, "afterany:72"]
+    assert [read_status(c.trial.trial_dir, c.trial.trial_id).slurm_job_id for c in plan.commands] == [
+        "71_0",
+        "71_1",
+        "72_0",
+        "72_1",
+        "73_0",
+    ]
+
+
+@pytest.mark.slurm
+def test_max_array_size_is_read_from_the_cluster(slurm_cluster: None) -> None:
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    [line] = [ln for ln in config.splitlines() if ln.startswith("MaxArraySize")]
+    assert query_max_array_size() == int(line.split("=")[1])
+
+
+@pytest.mark.slurm
+def test_a_sweep_in_arrays_runs_them_one_after_another(slurm_cluster: None, dirs: tuple[Path, Path]) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 4, seconds=1.0, cluster=cluster(max_array_tasks=2))
+    assert run_sweep(plan, SLURM, display=SilentDisplay()) == 0
+    final = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
+    assert [s.state for s in final] == ["succeeded"] * 4
+    first, second = final[0].slurm_array_id, final[2].slurm_array_id
+    assert first and second and first != second
+    assert [s.slurm_job_id for s in final] == [f"{first}_0", f"{first}_1", f"{second}_0", f"{second}_1"]
+    spans = [(float(t[0]["t"]), float(t[-1]["t"])) for t in timelines(plan)]  # type: ignore[arg-type]
+    assert min(spans[2][0], spans[3][0]) >= max(spans[0][1], spans[1][1])  # the second waited
+
+
+@pytest.mark.slurm
+def test_a_refused_submission_leaves_nothing_half_written(
+    slurm_cluster: None, dirs: tuple[Path, Path], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A partition the cluster does not have: one line naming it (submitit also printed sbatch's two
+    lines, and the launcher's line kept only the last, which does not name the partition), the trials
+    back to pending, no submitit script or pickle left in <output_dir>/slurm/ (the intent stays: it is
+    how a re-run would find an array that sbatch queued after all)."""
+    out, data = dirs
+    plan = make_plan(out, data, 2, seconds=0.1, cluster=cluster(partition="no-such-partition"))
+    with pytest.raises(UserError) as err:
+        run_sweep(plan, SLURM, display=SilentDisplay())
+    assert str(err.value) == (
+        "--backend slurm: submission failed: sbatch: invalid partition specified: no-such-partition; "
+        "Batch job submission failed: Invalid partition name specified"
+    )
+    assert capfd.readouterr().err == ""
+    assert sorted(p.name for p in (out / "slurm").iterdir()) == ["intents"]
+    for c in plan.commands:
+        status = read_status(c.trial.trial_dir, c.trial.trial_id)
+        assert (status.state, status.attempt, status.slurm_job_id) == ("pending", 0, None)
