@@ -20,7 +20,8 @@ from launchkit import make_plan
 
 from mle_world.errors import ConfigError
 from mle_world.launch import write_sbatch_preview
-from mle_world.plan.config import ClusterConfig, load_cluster_config
+from mle_world.plan.cluster import ClusterConfig
+from mle_world.plan.config import load_cluster_config
 from mle_world.plan.sweep_plan import LaunchOptions
 
 REPO = Path(__file__).resolve().parents[2]

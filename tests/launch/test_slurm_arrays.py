@@ -21,7 +21,7 @@ from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
 from mle_world.launch.slurm import LiveTask, SlurmView, array_chunks, query_max_array_size
 from mle_world.launch.state import read_status
-from mle_world.plan.config import ClusterConfig
+from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.sweep_plan import LaunchOptions
 
 SLURM = LaunchOptions(backend="slurm", show_progress=False)

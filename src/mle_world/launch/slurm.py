@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from mle_world.errors import UserError
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
-from mle_world.plan.config import ClusterConfig
+from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan
 from mle_world.storage import write_text_atomic
 

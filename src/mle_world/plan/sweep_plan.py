@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mle_world.plan.config import ClusterConfig
+from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.render import RuntimeSpec
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import LaunchRecord, Regime

@@ -1,0 +1,100 @@
+"""The cluster config (cluster.yaml): Slurm resources and placement, container mounts, launch limits and
+the generated code's sandbox. Never part of a trial's identity.
+
+Pure pydantic models; `config.load_cluster_config` reads the file. Writes nothing.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mle_world.records import SandboxSettings
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+HARNESS_SBATCH: dict[str, str] = {
+    "array": "arrays of at most slurm.max_array_tasks, throttled by slurm.array_parallelism",
+    "job-name": "the name finds a submission's array again on a re-run",
+    "output": "the logs go to <output-dir>/slurm/",
+    "error": "the logs go to <output-dir>/slurm/",
+    "open-mode": "a requeued trial appends to its log",
+    "signal": "USR2 90 s before the limit checkpoints and requeues the trial",
+    "dependency": "the arrays of one submission run one after another",
+    "time": "the budget + slurm.grading_margin_min",
+    "no-requeue": "preempted and checkpointed trials are requeued and resume",
+    "partition": "use slurm.partition",
+    "account": "use slurm.account",
+    "qos": "use slurm.qos",
+    "mem": "use slurm.mem_gb",
+    "cpus-per-task": "use slurm.cpus_per_trial",
+    "gpus-per-node": "use slurm.gpus_per_trial",
+    "wrap": "the job runs the trial",
+}
+"""sbatch options the launcher sets itself (name → why): in `extra_sbatch` they would silently replace
+the harness's (a job name breaks the reconciliation of submissions, `time` the wall limit's margin)."""
+
+
+class SlurmSettings(_File):
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gpus_per_trial: int = Field(1, ge=0)
+    cpus_per_trial: int = Field(8, ge=1)
+    mem_gb: int = Field(64, ge=1)
+    array_parallelism: int = Field(32, ge=1)
+    max_array_tasks: int | None = Field(None, ge=1)
+    """Trials per job array at most (None: the cluster's MaxArraySize); a larger submission becomes
+    several arrays that run one after another."""
+    grading_margin_min: int = Field(30, ge=0)
+    extra_sbatch: dict[str, bool | int | str | None] = Field(default_factory=dict)
+    """More sbatch options, `{constraint: a100}` → `--constraint=a100`; `true` or null → a bare flag
+    (`--exclusive`), `false` → left out."""
+    setup: tuple[str, ...] = ()
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _free_options(cls, value: dict[str, bool | int | str | None]) -> dict[str, bool | int | str | None]:
+        for key in value:
+            name = key.lstrip("-").replace("_", "-")
+            owner = HARNESS_SBATCH.get(name)
+            if owner is not None:
+                raise ValueError(f"{key}: set by the harness ({owner}); not an extra option")
+        return value
+
+
+class ContainerSettings(_File):
+    mounts: tuple[str, ...] = ()
+    """Extra read-only mounts "SRC:DST" (absolute paths) in every runtime, e.g. a shared pip cache."""
+    env: tuple[str, ...] = ()
+
+    @field_validator("mounts")
+    @classmethod
+    def _mount_pairs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            src, sep, dst = entry.partition(":")
+            if not sep or not src.startswith("/") or not dst.startswith("/") or ":" in dst:
+                raise ValueError(f"{entry!r}: expected SRC:DST with two absolute paths")
+            if "," in entry:
+                raise ValueError(f"{entry!r}: pyxis --container-mounts cannot express ','")
+        return value
+
+    def mount_pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((m.partition(":")[0], m.partition(":")[2]) for m in self.mounts)
+
+
+class LaunchSettings(_File):
+    max_attempts: int = Field(3, ge=1)
+    wall_grace_s: float = Field(900.0, ge=0)
+
+
+class ClusterConfig(_File):
+    """cluster.yaml: resources and placement; never part of a trial's identity."""
+
+    slurm: SlurmSettings = SlurmSettings()
+    container: ContainerSettings = ContainerSettings()
+    launch: LaunchSettings = LaunchSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    """Limits and network of the generated code (docs/threat-model.md); `enabled` is --no-sandbox's."""
