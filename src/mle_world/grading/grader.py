@@ -10,45 +10,21 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, NamedTuple, Protocol
+from typing import Literal, NamedTuple
 
 from pydantic import ValidationError
 
 from mle_world import layout
 from mle_world.agent.journal import load_journal_data
 from mle_world.errors import UserError
-from mle_world.grading.builtin import BuiltinGrader
-from mle_world.grading.mlebench import make_mlebench_grader
-from mle_world.grading.report import CompetitionReport, GradingReport
+from mle_world.grading.isolation import IsolatedGrader
+from mle_world.grading.multi import Grader as Grader
+from mle_world.grading.multi import MultiGrader as MultiGrader
+from mle_world.grading.report import GradingReport
 from mle_world.records import TrialSpec, TrialStatus
 from mle_world.storage import read_model, write_json_atomic
 
 log = logging.getLogger(__name__)
-
-
-class Grader(Protocol):
-    """Scores one submission of one task; never raises for a bad submission."""
-
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
-        """Return MLE-bench's report for `submission_path` (invalid/missing → valid_submission false)."""
-        ...
-
-
-class MultiGrader:
-    """Picks the built-in or the MLE-bench grader per task; MLE-bench is imported on first use."""
-
-    def __init__(self, data_dir: Path, local_competitions: Mapping[str, Path]) -> None:
-        self.data_dir = data_dir
-        self.builtin = BuiltinGrader(local_competitions, data_dir)
-        self._mlebench: Grader | None = None
-
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
-        """Dispatch by task id."""
-        if task in self.builtin.competitions:
-            return self.builtin.grade(task, submission_path)
-        if self._mlebench is None:
-            self._mlebench = make_mlebench_grader(self.data_dir)
-        return self._mlebench.grade(task, submission_path)
 
 
 # --------------------------------------------------------------------------- trials
@@ -63,7 +39,8 @@ def unselected_submission(trial_dir: Path) -> str | None:
     path = trial_dir / layout.SUBMISSION_RELPATH
     if not path.is_file():
         return None
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    with path.open("rb") as file:  # in chunks: the file may be far larger than the launcher's memory
+        digest = hashlib.file_digest(file, "sha256").hexdigest()
     try:
         journal = load_journal_data(trial_dir / "journal.json")
     except (OSError, ValueError):
@@ -158,7 +135,7 @@ def grade_output_dir(
     runs = output_dir / layout.RUNS
     if not runs.is_dir():
         raise UserError(f"{runs}: no such directory (is {output_dir} an --output-dir?)")
-    active: Grader = grader if grader is not None else MultiGrader(data_dir, local_competitions)
+    active: Grader = grader if grader is not None else IsolatedGrader(data_dir, local_competitions)
     graded: list[GradingReport] = []
     skipped: list[str] = []
     errors: list[str] = []

@@ -11,7 +11,8 @@ from typing import Literal
 
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
-from mle_world.grading.grader import MultiGrader, grade_trial
+from mle_world.grading.grader import grade_trial
+from mle_world.grading.isolation import IsolatedGrader
 from mle_world.plan.sweep import PlannedTrial
 
 
@@ -27,6 +28,6 @@ class TrialFinisher:
 
     def __call__(self, trial: PlannedTrial, state: Literal["succeeded", "failed"] = "succeeded") -> None:
         if self.grade:
-            grader = MultiGrader(self.data_dir, self.local_competitions)
+            grader = IsolatedGrader(self.data_dir, self.local_competitions)
             grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader, trial_state=state)
         write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))
