@@ -2,7 +2,7 @@
 """Helper of the serve scripts: per-role server defaults, the readiness wait, and the endpoints file.
 
 Reads the `serve:` section of configs/paper.yaml (`serve: {coder: {model, port, gpus,
-max_model_len, extra_args}, ...}`) or polls GET /v1/models; writes shell assignments, or adds and
+max_model_len, extra_args}, ...}`), polls GET /v1/models or checks a port; writes shell assignments, or adds and
 removes a replica's URL in an endpoints file (`{coder: [url, ...], feedback: [...], world: [...]}`,
 read by `run_paper.py --endpoints-file`), under an exclusive lock on FILE.lock.
 """
@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import shlex
+import socket
 import sys
 import time
 import urllib.error
@@ -58,8 +59,9 @@ def defaults(config: Path, role: str) -> str:
     return "\n".join(lines)
 
 
-def wait(url: str, timeout: float, pid: int | None, interval: float) -> int:
-    """Poll `url` (…/v1/models) until it answers 200; 0 ready, 1 timeout, 3 the server process died."""
+def wait(url: str, timeout: float, pid: int | None, interval: float, expect: str | None = None) -> int:
+    """Poll `url` (…/v1/models) until it answers 200; 0 ready, 1 timeout, 3 the server process died,
+    4 the port answers for other models than `expect` (another server holds the port)."""
     headers = {}
     key = os.environ.get("VLLM_API_KEY")
     if key:
@@ -72,14 +74,23 @@ def wait(url: str, timeout: float, pid: int | None, interval: float) -> int:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as response:
                 if response.status == 200:
                     body = json.loads(response.read() or b"{}")
-                    ids = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
-                    print(" ".join(str(i) for i in ids))
-                    return 0
+                    ids = [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)]
+                    print(" ".join(ids))
+                    return 0 if expect is None or expect in ids else 4
         except (urllib.error.URLError, OSError, ValueError):
             pass
         if time.monotonic() >= deadline:
             return 1
         time.sleep(interval)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Something already accepts connections on host:port (a server another job or user started)."""
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -168,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--timeout", type=float, default=1800.0)
     w.add_argument("--pid", type=int)
     w.add_argument("--interval", type=float, default=2.0)
+    w.add_argument("--expect", help="the model id the server must list (else exit 4)")
+    pu = sub.add_parser("port-in-use", help="exit 0 if something accepts connections on HOST:PORT, else 1")
+    pu.add_argument("host")
+    pu.add_argument("port", type=int)
     for name in ("register", "unregister"):
         e = sub.add_parser(
             name, help="add (register) or remove (unregister) a replica's URL in an endpoints file"
@@ -195,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"expected ROLE=N with ROLE in {', '.join(ROLES)}, got {item}")
             counts[role] = int(n)
         return wait_endpoints(args.file, counts, args.timeout, args.interval)
-    return wait(args.url, args.timeout, args.pid, args.interval)
+    if args.command == "port-in-use":
+        return 0 if port_in_use(args.host, args.port) else 1
+    return wait(args.url, args.timeout, args.pid, args.interval, args.expect)
 
 
 if __name__ == "__main__":

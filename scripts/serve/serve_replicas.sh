@@ -8,8 +8,9 @@
 #
 # Each replica is one `sbatch scripts/serve/serve_<role>.sh` job (its #SBATCH lines ask for the
 # GPUs; add or override sbatch options with --sbatch-arg, e.g. --sbatch-arg=--partition=gpu).
-# Replica i listens on port P+i (P: --port-base, else serve.<role>.port in the config, else the
-# role's default), so replicas placed on one node do not collide. The job ids go to stdout, one
+# Replica i listens on port P+3i (P: --port-base, else serve.<role>.port in the config, else the
+# role's default 8000/8001/8002), so the replicas of all three roles interleave and none collide when
+# Slurm places several on one node (vLLM would share a busy port silently). The job ids go to stdout, one
 # per line (stop them with scancel). With --wait, the script returns once all N replicas are in
 # the endpoints file (exit 1 if they are not within SECONDS). Run it from the repository root.
 # Reads the config; writes nothing itself (the jobs write the endpoints file and serve-*.log).
@@ -75,8 +76,10 @@ mkdir -p "$(dirname "$endpoints_file")"
 # The per-role scripts run from the spool directory: tell them where the checkout is.
 export MLE_WORLD_ROOT="$REPO_ROOT"
 
+# Three roles: with bases P, P+1, P+2 replica i of each role is on its base + 3i, never on another's port.
+port_step=3
 for ((i = 0; i < replicas; i++)); do
-    port=$((port_base + i))
+    port=$((port_base + port_step * i))
     job="$(sbatch --parsable --job-name "mlew-serve-$role-$i" --output "serve-$role-$i-%j.log" \
         "${sbatch_args[@]}" "$HERE/serve_$role.sh" \
         --port "$port" --config "$config" --endpoints-file "$endpoints_file" "${serve_args[@]}")" || {

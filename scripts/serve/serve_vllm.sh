@@ -16,6 +16,12 @@
 # Other knobs: VLLM (the vllm executable), PYTHON (python with PyYAML), VLLM_API_KEY (vLLM
 # requires it as a Bearer key when set), SERVE_PUBLIC_HOST (host name printed in the URL).
 #
+# Sampling: vLLM applies a checkpoint's generation_config.json (e.g. Qwen2.5's top_p 0.8, top_k 20,
+# repetition_penalty 1.05) to every parameter a request leaves out; the agent sends only temperature,
+# max_tokens and seed, so the script passes --generation-config vllm (vLLM's neutral defaults) unless
+# the extra arguments set --generation-config themselves. A port something already listens on is
+# refused, and the server counts as ready only when /v1/models lists the expected model id.
+#
 # Tool calls: the agent forces its review tool with a *named* tool_choice, which vLLM serves
 # without extra flags. Only tool_choice="auto" needs --enable-auto-tool-choice and a
 # --tool-call-parser; pass --tool-call-parser NAME (e.g. hermes for Qwen2.5) to add both.
@@ -109,11 +115,33 @@ if [[ -n "$devices" ]]; then
     export CUDA_VISIBLE_DEVICES="$devices"
 fi
 
+case "$host" in
+    0.0.0.0 | "::" | "") poll_host=127.0.0.1 ;;
+    *) poll_host="$host" ;;
+esac
+# vLLM binds its port with SO_REUSEPORT: a second server of the same user on a busy port starts without
+# an error and the kernel splits the connections between the two (requests for one role reach another
+# role's model). Refuse a port something already listens on.
+if "$python" "$HERE/serve_config.py" port-in-use "$poll_host" "$port"; then
+    say "port $port on $(hostname 2>/dev/null || echo this node) is already in use (another server listens there); pick a free one with --port"
+    exit 1
+fi
+
+# The model id the server must list once ready; generation defaults from the harness, not the checkpoint.
+expect="${served_name:-$model}"
+generation_config=(--generation-config vllm)
+for arg in "${cfg_extra_args[@]}" "${extra[@]}"; do
+    case "$arg" in
+        --served-model-name | --served-model-name=*) expect="" ;;
+        --generation-config | --generation-config=*) generation_config=() ;;
+    esac
+done
+
 cmd=("$vllm" serve "$model" --host "$host" --port "$port" --tensor-parallel-size "$gpus")
 [[ -z "$max_model_len" ]] || cmd+=(--max-model-len "$max_model_len")
 [[ -z "$served_name" ]] || cmd+=(--served-model-name "$served_name")
 [[ -z "$tool_parser" ]] || cmd+=(--enable-auto-tool-choice --tool-call-parser "$tool_parser")
-cmd+=("${cfg_extra_args[@]}" "${extra[@]}")
+cmd+=("${generation_config[@]}" "${cfg_extra_args[@]}" "${extra[@]}")
 
 say "starting $role server: ${cmd[*]}"
 "${cmd[@]}" &
@@ -142,10 +170,6 @@ stop_server() {
 trap stop_server INT TERM
 trap 'rm -f "$ready_file"' EXIT
 
-case "$host" in
-    0.0.0.0 | "::" | "") poll_host=127.0.0.1 ;;
-    *) poll_host="$host" ;;
-esac
 public_host="${SERVE_PUBLIC_HOST:-}"
 if [[ -z "$public_host" ]]; then
     case "$host" in
@@ -155,7 +179,7 @@ if [[ -z "$public_host" ]]; then
 fi
 
 # The wait runs in the background so that a TERM/INT reaches the trap at once.
-"$python" "$HERE/serve_config.py" wait "http://$poll_host:$port/v1/models" \
+"$python" "$HERE/serve_config.py" wait "http://$poll_host:$port/v1/models" ${expect:+--expect "$expect"} \
     --timeout "$timeout" --pid "$server_pid" --interval "${READY_INTERVAL:-2}" >"$ready_file" &
 waiter_pid=$!
 status=0
@@ -166,6 +190,11 @@ if ((status == 3)); then
     server_status=0
     wait "$server_pid" || server_status=$?
     say "vLLM exited (status $server_status) before $role was ready on port $port"
+    exit 1
+elif ((status == 4)); then
+    say "port $port answers for ${served:-no model}, not $expect: another server holds the port; stopping vLLM"
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
     exit 1
 elif ((status != 0)); then
     say "$role server not ready on port $port after ${timeout}s; stopping it"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakeserver import FakeOpenAIServer
 
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.endpoints import check_endpoints
@@ -124,7 +125,7 @@ def test_role_script_reads_model_from_config_and_waits_until_ready(serve_env, ru
     (start,) = shim_log(serve_env)
     assert start["argv"] == [
         "serve", "org/world-model", "--host", "0.0.0.0", "--port", str(port),
-        "--tensor-parallel-size", "2", "--max-model-len", "16384",
+        "--tensor-parallel-size", "2", "--max-model-len", "16384", "--generation-config", "vllm",
         "--enforce-eager", "--gpu-memory-utilization", "0.9",
     ]  # fmt: skip
     # the URL it printed works with the probe (real HTTP through the openai client)
@@ -153,7 +154,8 @@ def test_command_line_overrides_config(serve_env, running) -> None:
     assert argv[:2] == ["serve", "local/coder"]
     assert " ".join(argv[2:]) == (
         f"--host 0.0.0.0 --port {port} --tensor-parallel-size 4 --max-model-len 8192 "
-        "--served-model-name coder --enable-auto-tool-choice --tool-call-parser hermes --seed 1"
+        "--served-model-name coder --enable-auto-tool-choice --tool-call-parser hermes "
+        "--generation-config vllm --seed 1"
     )
     assert start["cuda_visible_devices"] == "2,3"
 
@@ -175,6 +177,53 @@ def test_env_variables_work_like_options(serve_env, running) -> None:
     run = running([str(SERVE / "serve_vllm.sh")], serve_env)
     assert run.ready() == f"CODER_URL=http://127.0.0.1:{port}/v1"
     assert shim_log(serve_env)[0]["argv"][1] == "env/model"  # type: ignore[index]
+
+
+def test_generation_config_given_by_the_user_is_not_doubled(serve_env, running) -> None:
+    port = free_port()
+    args = [
+        str(SERVE / "serve_coder.sh"),
+        "--model",
+        "m",
+        "--port",
+        str(port),
+        "--",
+        "--generation-config",
+        "auto",
+    ]
+    assert running(args, serve_env).ready() == f"CODER_URL=http://127.0.0.1:{port}/v1"
+    argv = shim_log(serve_env)[0]["argv"]
+    assert isinstance(argv, list) and argv.count("--generation-config") == 1
+    assert argv[argv.index("--generation-config") + 1] == "auto"
+
+
+def test_a_busy_port_is_refused_before_vllm_starts(serve_env) -> None:
+    """vLLM binds with SO_REUSEPORT: started on a port another server listens on, it would share it (the
+    kernel splitting requests between two models), and the readiness check saw the other server's answer
+    and printed its URL as this role's. The script refuses the port before starting vLLM."""
+    with FakeOpenAIServer(model="another-roles-model") as other:
+        result = subprocess.run(
+            ["bash", str(SERVE / "serve_coder.sh"), "--model", "m", "--port", str(other.port)],
+            env=serve_env, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"port {other.port} on " in result.stderr and "is already in use" in result.stderr
+    assert result.stdout == "" and shim_log(serve_env) == []  # no URL, and vLLM never started
+
+
+def test_ready_only_when_the_port_serves_the_expected_model(serve_env) -> None:
+    """A server that answers on the port for another model is not this role's server (exit 4)."""
+    helper = [sys.executable, str(SERVE / "serve_config.py"), "wait"]
+    with FakeOpenAIServer(model="another-roles-model") as other:
+        url = f"http://127.0.0.1:{other.port}/v1/models"
+        wrong = subprocess.run(
+            [*helper, url, "--expect", "m", "--timeout", "5"], capture_output=True, text=True
+        )
+        right = subprocess.run(
+            [*helper, url, "--expect", "another-roles-model"], capture_output=True, text=True
+        )
+    assert (wrong.returncode, wrong.stdout.strip()) == (4, "another-roles-model")
+    assert (right.returncode, right.stdout.strip()) == (0, "another-roles-model")
 
 
 def test_vllm_dying_before_ready_fails(serve_env) -> None:
@@ -291,17 +340,23 @@ def test_role_script_through_sbatch(serve_env, tmp_path) -> None:
     assert shim_log(serve_env)[-1].get("event") == "stop"  # scancel stopped vLLM as well
 
 
-def _two_free_ports() -> int:
-    """A port P with P+1 also free (serve_replicas.sh puts replica i on P+i)."""
+def _free_port_run(count: int) -> int:
+    """A port P with P+1 … P+count-1 also free (the roles' bases and their replicas' ports)."""
     for _ in range(50):
         base = free_port()
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", base + 1))
-            except OSError:
-                continue
+        socks = []
+        try:
+            for offset in range(1, count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
         return base
-    raise RuntimeError("no two adjacent free ports")
+    raise RuntimeError(f"no {count} adjacent free ports")
 
 
 def test_serve_config_endpoints_file_register_unregister_wait(tmp_path) -> None:
@@ -327,32 +382,62 @@ def test_serve_config_endpoints_file_register_unregister_wait(tmp_path) -> None:
     assert late.returncode == 1 and "not all replicas ready after 0s (coder 1/2)" in late.stderr
 
 
+def _submit_replicas(
+    role: str, n: int, endpoints: Path, config: Path, env: dict[str, str], jobs: list[str]
+) -> None:
+    """serve_replicas.sh --wait; the submitted job ids go to `jobs` (for scancel) before any assert."""
+    submit = subprocess.run(
+        ["bash", str(SERVE / "serve_replicas.sh"), "--role", role, "--replicas", str(n),
+         "--endpoints-file", str(endpoints), "--config", str(config), "--wait", "120",
+         "--sbatch-arg=--partition=gpu", "--sbatch-arg=--mem=1G", "--sbatch-arg=--cpus-per-task=1",
+         "--sbatch-arg=--time=5", "--sbatch-arg=--gres=gpu:1"],
+        env={**env, "READY_INTERVAL": "0.5"}, cwd=config.parent, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    submitted = submit.stdout.split()
+    jobs.extend(submitted)
+    assert submit.returncode == 0, submit.stderr
+    assert len(submitted) == n
+
+
 @pytest.mark.slurm
 def test_replicas_as_slurm_jobs_fill_the_endpoints_file(serve_env, tmp_path) -> None:
-    """Two coder replicas as sbatch jobs register their URLs; the CLI reads the file; scancel empties it."""
+    """Two coder replicas and a world replica as sbatch jobs on one node register their URLs; the CLI
+    reads the file; scancel empties it. With the roles' ports P and P+1 (as 8000 and 8001), coder replica
+    1 was put on P+1 too: on one node it collided with the world server."""
     _slurm_or_fail()
-    base = _two_free_ports()
+    base = _free_port_run(5)
+    config = tmp_path / "paper.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "serve": {
+                    "coder": {"model": "m-coder", "port": base},
+                    "world": {"model": "m-world", "port": base + 1},
+                }
+            }
+        )
+    )
     endpoints = tmp_path / "endpoints.yaml"
-    submit = subprocess.run(
-        ["bash", str(SERVE / "serve_replicas.sh"), "--role", "coder", "--replicas", "2",
-         "--endpoints-file", str(endpoints), "--port-base", str(base), "--wait", "120",
-         "--sbatch-arg=--partition=gpu", "--sbatch-arg=--mem=1G", "--sbatch-arg=--cpus-per-task=1",
-         "--sbatch-arg=--time=5", "--", "--model", "m"],
-        env={**serve_env, "READY_INTERVAL": "0.5"}, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    jobs = submit.stdout.split()
+    jobs: list[str] = []
     try:
-        assert submit.returncode == 0, submit.stderr
-        assert len(jobs) == 2
-        urls = {f"http://127.0.0.1:{base}/v1", f"http://127.0.0.1:{base + 1}/v1"}
-        assert set(yaml.safe_load(endpoints.read_text())["coder"]) == urls
+        _submit_replicas("world", 1, endpoints, config, serve_env, jobs)
+        _submit_replicas("coder", 2, endpoints, config, serve_env, jobs)
+        urls = {"coder": {base, base + 3}, "world": {base + 1}}
+        listed = yaml.safe_load(endpoints.read_text())
+        assert {role: set(listed[role]) for role in urls} == {
+            role: {f"http://127.0.0.1:{port}/v1" for port in ports} for role, ports in urls.items()
+        }
+        for role, ports in urls.items():  # each URL serves its own role's model
+            for port in ports:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as response:
+                    assert json.loads(response.read())["data"][0]["id"] == f"m-{role}"
         # The sweep's side: check-endpoints reads the file and probes every replica.
         check = subprocess.run(
             [sys.executable, str(REPO / "run_paper.py"), "check-endpoints", "--config", str(REPO / "configs/demo.yaml"),
              "--endpoints-file", str(endpoints)],
             capture_output=True, text=True, timeout=120, env=serve_env,
         )  # fmt: skip
-        assert all(url in check.stdout for url in urls), check.stdout + check.stderr
+        assert all(url in check.stdout for url in listed["coder"]), check.stdout + check.stderr
     finally:
         subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
     deadline = time.monotonic() + 60
