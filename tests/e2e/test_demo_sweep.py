@@ -30,14 +30,26 @@ from mle_world.audit.pages import trial_page_name
 from mle_world.launch.endpoints import PROBE_TOOL_NAME
 
 pytestmark = pytest.mark.slow
+KEYS = {
+    "CODER_API_KEY": "sk-coder-e2e-0f3c9a71",
+    "FEEDBACK_API_KEY": "sk-feedback-e2e-5be2d8",
+    "WORLD_API_KEY": "sk-world-e2e-91d07c4e",
+}
+"""The endpoint keys of the sweep (demo.yaml's key_env names): the servers require them."""
 
 
 @pytest.fixture
 def servers():  # type: ignore[no-untyped-def]
     with (
-        FakeOpenAIServer("coder-model", default=scripted.coder()) as coder,
-        FakeOpenAIServer("feedback-model", default=scripted.review) as feedback,
-        FakeOpenAIServer("world-model", default=scripted.world()) as world,
+        FakeOpenAIServer(
+            "coder-model", default=scripted.coder(), required_key=KEYS["CODER_API_KEY"]
+        ) as coder,
+        FakeOpenAIServer(
+            "feedback-model", default=scripted.review, required_key=KEYS["FEEDBACK_API_KEY"]
+        ) as feedback,
+        FakeOpenAIServer(
+            "world-model", default=scripted.world(), required_key=KEYS["WORLD_API_KEY"]
+        ) as world,
     ):
         yield {"coder": coder, "feedback": feedback, "world": world}
 
@@ -71,13 +83,18 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
     tmp_path: Path, data_dir: Path, fast_config: Path, servers: dict[str, FakeOpenAIServer]
 ) -> None:
     options = run_options(fast_config, data_dir, servers)
+    keyed = {**os.environ, **KEYS}
+    dry = cli(*options, "--regime", "gated", "--output-dir", str(tmp_path / "dry"), "--dry-run", env=keyed)
+    assert dry.returncode == 0 and "mle_world.agent" in dry.stdout, dry.stderr[-3000:]
     for regime in ("ungated", "gated"):
-        proc = cli(*options, "--regime", regime, "--output-dir", str(tmp_path / regime))
+        proc = cli(*options, "--regime", regime, "--output-dir", str(tmp_path / regime), env=keyed)
         assert proc.returncode == 0, proc.stderr[-3000:]
     # A re-run of a subset (nothing left to run in it) keeps the whole sweep in launch.json, where the
     # audit takes the sweep's trials from: the audit below must still find all 12.
     subset = cli(
-        *options, "--regime", "ungated", "--output-dir", str(tmp_path / "ungated"), "--tasks", "iris-species"
+        *options,
+        *("--regime", "ungated", "--output-dir", str(tmp_path / "ungated"), "--tasks", "iris-species"),
+        env=keyed,
     )
     assert subset.returncode == 0 and "0 to run" in subset.stderr, subset.stderr[-3000:]
 
@@ -129,6 +146,15 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
         ok = [r for r in records if r.status == 200 and r.usage and not is_probe(r.request)]
         expected = [sum(r.usage[0] for r in ok if r.usage), sum(r.usage[1] for r in ok if r.usage)]
         assert totals[role] == expected, role
+
+    # The keys reached the servers (each refuses a request without its key) and nothing else: no file
+    # of either output dir (launch.json, spec/status/result.json, journals, events, logs, workspaces,
+    # submissions, costs, audit) and nothing the dry run printed holds one.
+    assert all(r["_auth"] == f"Bearer {KEYS['CODER_API_KEY']}" for r in servers["coder"].chat_requests)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()]
+    leaked = [p for p in written if any(key.encode() in p.read_bytes() for key in KEYS.values())]
+    assert len(written) > 100 and not leaked, leaked
+    assert not any(key in dry.stdout + dry.stderr for key in KEYS.values())
 
 
 def check_pages(audit_dir: Path) -> None:
