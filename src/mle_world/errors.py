@@ -18,3 +18,7 @@ class ConfigError(UserError):
 
 class NotPreparedError(UserError):
     """A task's data is missing under the data dir."""
+
+
+class GraderUnavailableError(UserError):
+    """The grader itself cannot run (mlebench missing or broken): no trial can be graded until it is fixed."""

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
 from gradekit import spec_for, submit
 
 from mle_world.storage import write_model
@@ -20,9 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 Make = Callable[[str, Sequence[float]], tuple[dict[str, Path], Path]]
 
 
-def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     # An empty cache: the default data dir (~/.cache/mle-bench/data) holds no answers.
-    env = {**os.environ, "XDG_CACHE_HOME": str(home / "cache"), "HOME": str(home)}
+    env = {**(os.environ if env is None else env), "XDG_CACHE_HOME": str(home / "cache"), "HOME": str(home)}
     return subprocess.run(
         [sys.executable, str(REPO / "run_paper.py"), *args],
         cwd=REPO,
@@ -73,3 +74,76 @@ def test_grade_finds_the_sweeps_own_local_competitions(tmp_path: Path, custom_co
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "runs" / "aide" / "value-comp_seed34_grading_report.json").read_text())
     assert report["score"] == 2.5
+
+
+def absent_mlebench(home: Path) -> dict[str, str]:
+    """An environment where `import mlebench` fails as when it is not installed (whatever this machine has)."""
+    stub = home / "no-mlebench" / "mlebench"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'mlebench'\", name='mlebench')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MLEBENCH_VENV"}
+    return {**env, "PYTHONPATH": str(stub.parent)}
+
+
+def prepared_mlebench_task(data: Path, task: str) -> None:
+    for part in ("public", "private"):
+        (data / task / "prepared" / part).mkdir(parents=True)
+        (data / task / "prepared" / part / "test.csv").write_text("PassengerId,Transported\n")
+
+
+def test_grade_without_mlebench_is_one_line_exit_2(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "out"
+    prepared_mlebench_task(data, "spaceship-titanic")
+    env = absent_mlebench(tmp_path)
+    dry = cli(
+        *("--config", "configs/demo.yaml", "--runtime", "process", "--regime", "gated", "--dry-run"),
+        *("-c", "spaceship-titanic", "-m", "aide", "--data-dir", str(data), "--output-dir", str(out)),
+        home=tmp_path,
+        env=env,
+    )
+    assert dry.returncode == 0, dry.stderr
+    for seed in (34, 35):
+        trial = out / "runs" / "aide" / f"spaceship-titanic_seed{seed}"
+        write_model(trial / "spec.json", spec_for("spaceship-titanic", seed=seed, configuration="aide"))
+        submit(trial / "submission" / "submission.csv", "PassengerId,Transported\n")
+    proc = cli("grade", str(out), home=tmp_path, env=env)
+    # Was: exit 1 after one "error: <trial>: mlebench is not installed" line per trial.
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        proc.stderr.strip()
+        == "run_paper.py: error: mlebench is not installed; run scripts/install_mlebench.sh"
+    )
+    assert not list(out.glob("runs/*/*_grading_report.json"))
+
+
+@pytest.mark.parametrize("problem", ["no-mlebench", "lfs-pointer"])
+def test_a_sweep_with_grade_refuses_to_start_when_its_tasks_cannot_be_graded(
+    tmp_path: Path, custom_competition: Make, problem: str
+) -> None:
+    """Checked before any trial runs: the trials' post-trial grading failed only after 12 hours each."""
+    out = tmp_path / "out"
+    if problem == "no-mlebench":
+        data = tmp_path / "data"
+        prepared_mlebench_task(data, "spaceship-titanic")
+        env, task, extra = absent_mlebench(tmp_path), "spaceship-titanic", []
+        expected = "mlebench is not installed; run scripts/install_mlebench.sh"
+    else:
+        comps, data = custom_competition("value-comp", [3.0, 2.0, 1.0])
+        pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 12\n"
+        (comps["value-comp"] / "leaderboard.csv").write_text(pointer)
+        env, task = dict(os.environ), "value-comp"
+        extra = ["--competitions-dir", str(comps["value-comp"].parent)]
+        expected = "run `git lfs pull`"
+    proc = cli(
+        *("--config", "configs/demo.yaml", "--runtime", "process", "--regime", "gated", "--grade"),
+        *("-c", task, "-m", "aide", "--data-dir", str(data), "--output-dir", str(out), *extra),
+        "--no-endpoint-check",
+        home=tmp_path,
+        env=env,
+    )
+    assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert not (out / "launch.json").exists() and not list(out.glob("runs/*/*/status.json"))

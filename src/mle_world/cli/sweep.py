@@ -238,11 +238,13 @@ def execute_plan(
     from mle_world.launch.endpoints import check_endpoints, endpoint_records
     from mle_world.launch.launcher import run_sweep
     from mle_world.launch.post_trial import TrialFinisher
-    from mle_world.launch.preflight import check_container_runtime, check_image, check_prepared
+    from mle_world.launch.preflight import check_container_runtime, check_grading, check_image, check_prepared
 
     options = launch_options(args)
     check_sweep_identity(plan.output_dir, plan.config_hash)
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
+    if args.grade:
+        check_grading([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     record = plan.record
     check_container_runtime(plan.runtime.runtime, args.backend)
     if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:

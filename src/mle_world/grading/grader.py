@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from mle_world import layout
 from mle_world.agent.journal import load_journal_data
-from mle_world.errors import UserError
+from mle_world.errors import GraderUnavailableError, UserError
 from mle_world.grading.isolation import IsolatedGrader
 from mle_world.grading.multi import Grader as Grader
 from mle_world.grading.multi import MultiGrader as MultiGrader
@@ -155,6 +155,8 @@ def grade_output_dir(
             continue
         try:
             graded.append(grade_trial(trial_dir, spec, data_dir, active))
+        except GraderUnavailableError:
+            raise  # every MLE-bench trial would say it: one line, not one per trial
         except UserError as exc:
             errors.append(f"{spec.trial_id}: {exc}")
     return RegradeResult(graded, skipped, errors, unfinished)

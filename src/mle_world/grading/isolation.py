@@ -15,8 +15,9 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from mle_world.errors import NotPreparedError, UserError
+from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
 from mle_world.grading.multi import MultiGrader
 from mle_world.grading.report import CompetitionReport
 from mle_world.grading.submission import submission_exists
@@ -70,14 +71,31 @@ class IsolatedGrader:
             }
         )
 
+    def check(self, tasks: list[str]) -> None:
+        """Grade no file for each task, in one child: raises what grading them would raise (mlebench
+        missing, data not prepared, a leaderboard that is a git-lfs pointer), before a sweep spends
+        its GPU-hours on trials that could not be graded."""
+        try:
+            result = self._child({"check": tasks}, GRADING_TIMEOUT_S)
+        except _ChildFailed as failure:
+            raise UserError(f"checking the graders of {', '.join(tasks)} failed ({failure})") from failure
+        errors = [_error(e) for e in result["errors"]]
+        for error in errors:
+            if isinstance(error, GraderUnavailableError):
+                raise error
+        if errors:
+            kind = NotPreparedError if all(isinstance(e, NotPreparedError) for e in errors) else UserError
+            raise kind("; ".join(str(e) for e in errors))
+
     def _run(self, task: str, submission_path: Path, timeout_s: float | None = None) -> CompetitionReport:
+        result = self._child({"task": task, "submission": str(submission_path)}, timeout_s)
+        if "user_error" in result:
+            raise _error(result)
+        return CompetitionReport.model_validate(result["report"])
+
+    def _child(self, what: dict[str, object], timeout_s: float | None) -> dict[str, Any]:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
-        request = {
-            "data_dir": str(self.data_dir),
-            "local_competitions": self.local_competitions,
-            "task": task,
-            "submission": str(submission_path),
-        }
+        request = {"data_dir": str(self.data_dir), "local_competitions": self.local_competitions, **what}
         # This very mle_world, whatever put it on the launcher's path; -P: not the cwd's folders first.
         root = str(Path(__file__).resolve().parents[2])
         pythonpath = os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH")) if x)
@@ -101,7 +119,7 @@ class IsolatedGrader:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # anything the grader left running
         for line in err.splitlines():
-            log.warning("%s: %s", task, line)
+            log.warning("%s: %s", what.get("task", "grading check"), line)
         marked = next((x for x in out.splitlines() if x.startswith(_MARK)), None)
         if marked is None:
             if proc.returncode < 0:
@@ -111,11 +129,23 @@ class IsolatedGrader:
                 tail = (err.strip().splitlines() or ["no output"])[-1]
                 why = f"exit {proc.returncode}: {tail[:300]}"
             raise _ChildFailed(f"grading process {why}")
-        result = json.loads(marked[len(_MARK) :])
-        if "user_error" in result:
-            error = NotPreparedError if result.get("kind") == "NotPreparedError" else UserError
-            raise error(result["user_error"])
-        return CompetitionReport.model_validate(result["report"])
+        result: dict[str, Any] = json.loads(marked[len(_MARK) :])
+        return result
+
+
+_KINDS: dict[str, type[UserError]] = {
+    "NotPreparedError": NotPreparedError,
+    "GraderUnavailableError": GraderUnavailableError,
+}
+
+
+def _error(result: Mapping[str, Any]) -> UserError:
+    """The child's UserError, of the same kind."""
+    return _KINDS.get(str(result.get("kind", "")), UserError)(str(result["user_error"]))
+
+
+def _as_result(exc: UserError) -> dict[str, object]:
+    return {"user_error": str(exc), "kind": type(exc).__name__}
 
 
 def main() -> int:
@@ -126,11 +156,24 @@ def main() -> int:
     grader = MultiGrader(
         Path(request["data_dir"]), {k: Path(v) for k, v in request["local_competitions"].items()}
     )
-    try:
-        report = grader.grade(request["task"], Path(request["submission"]))
-        result: dict[str, object] = {"report": report.model_dump(mode="json")}
-    except UserError as exc:
-        result = {"user_error": str(exc), "kind": type(exc).__name__}
+    result: dict[str, object]
+    if "check" in request:
+        errors: list[dict[str, object]] = []
+        with tempfile.TemporaryDirectory(prefix="mle-world-nothing-") as empty:
+            for task in request["check"]:
+                try:
+                    grader.grade(task, Path(empty) / "submission.csv")
+                except UserError as exc:
+                    errors.append(_as_result(exc))
+                    if isinstance(exc, GraderUnavailableError):
+                        break
+        result = {"errors": errors}
+    else:
+        try:
+            report = grader.grade(request["task"], Path(request["submission"]))
+            result = {"report": report.model_dump(mode="json")}
+        except UserError as exc:
+            result = _as_result(exc)
     sys.stdout.write(_MARK + json.dumps(result) + "\n")
     return 0
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mle_world.errors import NotPreparedError, UserError
+from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
 from mle_world.grading.medals import build_report, normalise_score, read_leaderboard_scores
 from mle_world.grading.report import CompetitionReport
 from mle_world.grading.submission import submission_exists
@@ -67,8 +67,10 @@ def import_mlebench() -> dict[str, Any]:
             data_mod = importlib.import_module("mlebench.data")
     except ImportError as exc:
         if getattr(exc, "name", "") and str(getattr(exc, "name", "")).startswith("mlebench"):
-            raise UserError(MLEBENCH_MISSING) from exc
-        raise UserError(f"mlebench failed to import ({exc}); run scripts/install_mlebench.sh") from exc
+            raise GraderUnavailableError(MLEBENCH_MISSING) from exc
+        raise GraderUnavailableError(
+            f"mlebench failed to import ({exc}); run scripts/install_mlebench.sh"
+        ) from exc
     return {
         "registry": registry_mod.registry,
         "grade_csv": grade_mod.grade_csv,
@@ -148,7 +150,9 @@ class VenvMLEBenchGrader:
         self.data_dir = data_dir
         self.python = venv / "bin" / "python"
         if not self.python.is_file():
-            raise UserError(f"MLEBENCH_VENV={venv}: no bin/python; run scripts/install_mlebench.sh")
+            raise GraderUnavailableError(
+                f"MLEBENCH_VENV={venv}: no bin/python; run scripts/install_mlebench.sh"
+            )
 
     def grade(self, task: str, submission_path: Path) -> CompetitionReport:
         """Run grade_csv in the venv and parse its report; failures yield an invalid report."""
@@ -163,7 +167,7 @@ class VenvMLEBenchGrader:
         line = next((x for x in done.stdout.splitlines() if x.startswith("MLE_WORLD_RESULT ")), None)
         if line is None:
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"mlebench in {self.python.parent.parent} failed: {tail[:300]}")
+            raise GraderUnavailableError(f"mlebench in {self.python.parent.parent} failed: {tail[:300]}")
         result = json.loads(line.split(" ", 1)[1])
         if result.get("unknown"):
             raise UserError(f"unknown MLE-bench competition {task!r}")

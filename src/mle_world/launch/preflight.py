@@ -1,6 +1,6 @@
-"""Checks on the launching host before a sweep starts: the selected tasks' data, the container runtime.
+"""Checks on the launching host before a sweep starts: the selected tasks' data and graders, the runtime.
 
-Reads the tasks' folders under --data-dir, PATH, `srun --help`, the image and its manifest (launch/image.py);
+Reads the tasks' folders under --data-dir (and, with --grade, their answers and leaderboards), PATH, `srun --help`, the image and its manifest (launch/image.py);
 writes nothing. Each problem is one UserError line naming what to prepare, install or fix. On the Slurm
 backend the compute nodes are not checked from here: the docs say what they need (enroot, squashfuse, pyxis).
 """
@@ -10,10 +10,11 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from mle_world.errors import NotPreparedError, UserError
+from mle_world.grading.isolation import IsolatedGrader
 from mle_world.launch.image import ImageInfo, verify_image
 from mle_world.plan.sweep import PlannedTrial
 
@@ -84,3 +85,9 @@ def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collec
         f"--data-dir {data_dir}: {len(missing)} {noun} not prepared: {', '.join(missing)}; run: "
         + " && ".join(hints)
     )
+
+
+def check_grading(trials: Sequence[PlannedTrial], data_dir: Path, local: Mapping[str, Path]) -> None:
+    """With --grade: every selected task can be graded here (mlebench installed, answers and a real
+    leaderboard in place), checked by grading no file; else one UserError line, before any trial runs."""
+    IsolatedGrader(data_dir, local).check(sorted({trial.spec.task for trial in trials}))
