@@ -8,6 +8,8 @@ Writes trial directories under pytest's tmp paths; runs tests/launch/fake_agent.
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -236,3 +238,39 @@ def test_submission_marks_trials_and_a_refused_sbatch_reverts_them(dirs: tuple[P
         )  # fmt: skip
         assert status.token and f'"submission":"{status.token}"' in intent.replace(" ", "")
         assert (status.failure_class, status.cause) == (None, None)  # the refused submission's cause reset
+
+
+def test_watchdog_asks_slurm_at_most_every_query_interval(dirs: tuple[Path, Path]) -> None:
+    """Status files every poll, squeue/sacct at most every `slurm.query_interval_s`: asked every 2 s,
+    a 12-hour sweep made ~43,000 calls of each to slurmctld and slurmdbd."""
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=0.1)
+    run = plan.commands[0]
+    trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
+    update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="s", slurm_job_id="9_0")
+    asked: list[float] = []
+
+    @dataclasses.dataclass
+    class Counting(ScriptedSlurm):
+        def states(self, job_ids: Sequence[str]) -> SlurmView:
+            asked.append(time.monotonic())
+            if len(asked) == 1:  # the trial ends by itself a little later (its job's last write)
+                threading.Timer(0.5, lambda: update_status(trial_dir, trial_id, "running")).start()
+                threading.Timer(0.6, lambda: update_status(trial_dir, trial_id, "succeeded")).start()
+            return SlurmView({"9_0": "RUNNING"}, squeue_ok=True, sacct_ok=True)
+
+    slurm = Counting([])
+    cluster = plan.cluster.model_copy(
+        update={"slurm": plan.cluster.slurm.model_copy(update={"query_interval_s": 3600.0})}
+    )
+    runner = SweepLauncher(
+        dataclasses.replace(plan, cluster=cluster),
+        LaunchOptions(backend="slurm", show_progress=False),
+        None,
+        Said(),
+        submitter_factory=lambda _folder: slurm,
+        poll_s=0.01,
+    )
+    runner._watch(slurm)
+    assert len(asked) == 1
+    assert read_status(trial_dir, trial_id).state == "succeeded"

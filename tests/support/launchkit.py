@@ -121,6 +121,7 @@ def fast_cluster(parallelism: int = 2, grace_s: float = 5.0, max_attempts: int =
                 "mem_gb": 1,
                 "array_parallelism": parallelism,
                 "grading_margin_min": 1,
+                "query_interval_s": 0,
             },
             "launch": {"max_attempts": max_attempts, "wall_grace_s": grace_s},
         }

@@ -370,6 +370,7 @@ class SweepLauncher:
             say=self._say,
             poll_s=self.poll_s,
             lost_after_s=self.lost_after_s,
+            query_interval_s=self.plan.cluster.slurm.query_interval_s,
         )
 
 

@@ -7,6 +7,7 @@ writes a lost trial's status.json (`state.mark_failed_infra`).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -23,14 +24,17 @@ def watch(
     say: Callable[[str], None],
     poll_s: float = 2.0,
     lost_after_s: float = 120.0,
+    query_interval_s: float = 0.0,
 ) -> None:
     """Wait until every trial is final. A job Slurm reports finished (twice in a row) while its status
     is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra; so is a job
     that squeue and sacct both *answer* they do not know, for `lost_after_s` in a row. When both tools
-    fail nothing is declared: it waits and says so."""
+    fail nothing is declared: it waits and says so. The status files are read every `poll_s`; Slurm is
+    asked (one squeue and one sacct for the whole sweep) at most every `query_interval_s`."""
     suspicious: dict[str, int] = {}
     unknown_since: dict[str, float] = {}
     blind = False
+    asked = -math.inf
     while True:
         active: list[tuple[TrialCommand, TrialStatus]] = []
         for cmd in commands:
@@ -39,6 +43,10 @@ def watch(
                 active.append((cmd, status))
         if not active:
             return
+        if time.monotonic() - asked < query_interval_s:
+            time.sleep(poll_s)
+            continue
+        asked = time.monotonic()
         ids = [s.slurm_job_id for _, s in active if s.slurm_job_id]
         view = submitter.states(ids) if ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
         if not view.answered:
