@@ -20,7 +20,8 @@ from launchkit import fast_cluster, make_plan, timelines, update_status
 from mle_world.errors import UserError
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher, make_job
-from mle_world.launch.slurm import LiveTask, SlurmTrial, SlurmView
+from mle_world.launch.slurm import SlurmTrial
+from mle_world.launch.slurm_queries import LiveTask, SlurmView
 from mle_world.launch.state import Start, read_status
 from mle_world.launch.trial import TrialSupervisor
 from mle_world.plan.sweep_plan import LaunchOptions

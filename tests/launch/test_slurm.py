@@ -19,7 +19,7 @@ from launchkit import fast_cluster, make_plan, max_overlap, release_requeued, ti
 from mle_world.launch import run_sweep, write_sbatch_preview
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import resume_action
-from mle_world.launch.slurm import _expand
+from mle_world.launch.slurm_queries import _expand
 from mle_world.launch.state import read_status
 from mle_world.plan.sweep_plan import LaunchOptions
 from mle_world.records import TrialStatus

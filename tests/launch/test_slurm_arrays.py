@@ -7,19 +7,21 @@ Writes trial dirs and submitit folders under pytest's tmp paths; submits short j
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from launchkit import fast_cluster, make_plan, timelines
+from launchkit import fast_cluster, make_plan, timelines, wait_until
 
 from mle_world.errors import UserError
 from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
-from mle_world.launch.slurm import LiveTask, SlurmView, array_chunks, query_max_array_size
+from mle_world.launch.slurm import array_chunks
+from mle_world.launch.slurm_queries import LiveTask, SlurmView, query_max_array_size, slurm_minutes
 from mle_world.launch.state import read_status
 from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.sweep_plan import LaunchOptions
@@ -147,3 +149,55 @@ def test_a_refused_submission_leaves_nothing_half_written(
     for c in plan.commands:
         status = read_status(c.trial.trial_dir, c.trial.trial_id)
         assert (status.state, status.attempt, status.slurm_job_id) == ("pending", 0, None)
+
+
+def test_slurm_time_limits_read_as_minutes() -> None:
+    cases = {"30": 30, "30:00": 30, "0:30": 1, "12:00:00": 720, "1-12": 2160, "2-00:00:00": 2880}
+    assert {text: slurm_minutes(text) for text in cases} == cases
+    assert slurm_minutes("infinite") is None and slurm_minutes("UNLIMITED") is None
+
+
+@pytest.mark.slurm
+def test_a_job_time_above_the_partition_limit_is_refused_before_sbatch(
+    slurm_cluster: None, dirs: tuple[Path, Path]
+) -> None:
+    """With Slurm's default EnforcePartLimits=NO, sbatch accepts a --time above the partition's
+    MaxTime and the array pends for ever (PartitionTimeLimit) while the launcher watches: shown here
+    with a partition of 10 minutes, created for the test and deleted after it."""
+    out, data = dirs
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, check=True).stdout
+    name = f"mlew-short-{os.getpid()}"
+    create = ["scontrol", "create", f"PartitionName={name}", f"Nodes={node.split()[0]}", "MaxTime=10"]
+    subprocess.run([*create, "State=UP"], check=True)
+    try:
+        job = subprocess.run(
+            ["sbatch", "--parsable", "-p", name, "--time=11", "-o", "/dev/null", "--wrap", "true"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        try:
+            wait_until(
+                lambda: (
+                    "PartitionTimeLimit"
+                    in subprocess.run(
+                        ["squeue", "-h", "-j", job, "-o", "%r"], capture_output=True, text=True
+                    ).stdout
+                ),
+                60,
+                "the over-long job pending with PartitionTimeLimit",
+            )
+        finally:
+            subprocess.run(["scancel", job], check=False)
+        plan = make_plan(out, data, 2, budget_s=600.0, cluster=cluster(partition=name))  # 10 + 1 min
+        with pytest.raises(UserError) as err:
+            run_sweep(plan, SLURM, display=SilentDisplay())
+        assert str(err.value) == (
+            f"slurm.partition {name}: time limit 10:00 (10 min), but each trial's job needs 11 min (the "
+            "budget + slurm.grading_margin_min): Slurm would keep the array pending for ever "
+            "(PartitionTimeLimit); choose a partition with a longer limit, or a smaller budget or margin"
+        )
+        assert not (out / "slurm" / "intents").exists()
+        for c in plan.commands:
+            status = read_status(c.trial.trial_dir, c.trial.trial_id)
+            assert (status.state, status.attempt) == ("pending", 0)
+    finally:
+        subprocess.run(["scontrol", "delete", f"PartitionName={name}"], check=False)

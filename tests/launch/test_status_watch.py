@@ -92,7 +92,7 @@ def test_a_slurm_job_that_ended_unrecorded_is_shown_and_ends_the_watch(
     done instead of showing it running for ever."""
     from launchkit import wait_until
 
-    from mle_world.launch.slurm import query_states
+    from mle_world.launch.slurm_queries import query_states
     from mle_world.launch.status import show_status
 
     def submit() -> str:

@@ -29,12 +29,16 @@ from mle_world.launch.liveness import agent_alive
 from mle_world.launch.local import run_pool
 from mle_world.launch.orphans import find_leftover, stop_leftovers
 from mle_world.launch.slurm import (
-    ALIVE_STATES,
     SlurmTrial,
-    SlurmView,
     SubmititSubmitter,
     Submitter,
     check_log_folder,
+    slurm_parameters,
+)
+from mle_world.launch.slurm_queries import (
+    ALIVE_STATES,
+    SlurmView,
+    check_partition_time,
     check_sbatch_available,
 )
 from mle_world.launch.state import (
@@ -331,6 +335,10 @@ class SweepLauncher:
                 todo.append(cmd)
         todo += self._release_orphans(local_stale)
         if todo:
+            if self.submitter_factory is SubmititSubmitter:
+                budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
+                minutes = slurm_parameters(plan.cluster, budget, "", 1)["time"]
+                check_partition_time(plan.cluster.slurm.partition, minutes)
             self._submit_slurm(submitter, todo)
         else:
             self._say("[launch] slurm: nothing to submit")

@@ -1,8 +1,8 @@
-"""Slurm backend: one submitit job array per submission, a checkpointable trial callable that requeues
-on preemption/timeout, and a squeue/sacct watchdog.
+"""Slurm backend: submitit job arrays (split at MaxArraySize), their sbatch parameters from cluster.yaml,
+and a checkpointable trial callable that requeues on preemption/timeout.
 
 Writes `<output_dir>/slurm/` (submitit's folder: sbatch scripts, pickles, logs) and, for dry runs,
-`<output_dir>/slurm/preview/*.sbatch`; reads Slurm state through `squeue` and `sacct`.
+`<output_dir>/slurm/preview/*.sbatch`; asks Slurm through `slurm_queries`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ import contextlib
 import io
 import math
 import os
-import re
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -26,34 +24,20 @@ from types import FrameType, SimpleNamespace
 from typing import Any, Protocol
 
 from mle_world.errors import UserError
+from mle_world.launch.slurm_queries import (
+    DEFAULT_MAX_ARRAY_SIZE,
+    LiveTask,
+    SlurmView,
+    _run,
+    query_live,
+    query_max_array_size,
+    query_states,
+)
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
 from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan
 from mle_world.storage import write_text_atomic
-
-ALIVE_STATES = frozenset(
-    {
-        "PENDING",
-        "RUNNING",
-        "REQUEUED",
-        "REQUEUE_HOLD",
-        "REQUEUE_FED",
-        "CONFIGURING",
-        "COMPLETING",
-        "SUSPENDED",
-        "RESIZING",
-        "SIGNALING",
-        "STAGE_OUT",
-        "RESV_DEL_HOLD",
-        "STOPPED",
-    }
-)
-"""Slurm job states in which the job may still run (or run again) and write its own status."""
-
-
-DEFAULT_MAX_ARRAY_SIZE = 1001
-"""Slurm's default MaxArraySize: array indices 0..1000, so at most 1001 tasks per array."""
 
 
 def array_chunks(n_trials: int, cluster: ClusterConfig, max_array_size: int) -> list[range]:
@@ -180,38 +164,6 @@ def _slurm_ids(env: Any) -> tuple[str | None, str | None]:
     return env.get("SLURM_JOB_ID"), None
 
 
-@dataclass(frozen=True)
-class SlurmView:
-    """What squeue and sacct said about some jobs; `answered` is False when both failed (then the
-    absence of a job is no evidence of anything)."""
-
-    states: dict[str, str]
-    squeue_ok: bool
-    sacct_ok: bool
-
-    @property
-    def answered(self) -> bool:
-        return self.squeue_ok or self.sacct_ok
-
-    def known_gone(self, job_id: str) -> bool:
-        """Positive evidence that Slurm has no such job: both tools answered and neither lists it."""
-        return self.squeue_ok and self.sacct_ok and job_id not in self.states
-
-
-@dataclass(frozen=True)
-class LiveTask:
-    """One task of a live (pending/running) job, as squeue lists it with `-r`."""
-
-    job_id: str
-    """`123_4` for task 4 of array 123, `123` for a single job."""
-    name: str
-    state: str
-
-    @property
-    def index(self) -> int:
-        return int(self.job_id.split("_")[1]) if "_" in self.job_id else 0
-
-
 class Submitter(Protocol):
     """The side-effect seam of the Slurm backend (a fake in unit tests, submitit in production)."""
 
@@ -274,69 +226,6 @@ class SubmititSubmitter:
         return query_max_array_size()
 
 
-def _run(argv: list[str]) -> str | None:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
-_BRACKET = re.compile(r"^(\d+)_\[(.+?)(?:%\d+)?\]$")
-
-
-def _expand(job_id: str) -> list[str]:
-    """sacct shows pending array tasks compressed: 12_[3-5,8%2] → 12_3, 12_4, 12_5, 12_8."""
-    match = _BRACKET.match(job_id)
-    if not match:
-        return [job_id]
-    out: list[str] = []
-    for part in match[2].split(","):
-        low, _, high = part.partition("-")
-        out.extend(f"{match[1]}_{i}" for i in range(int(low), int(high or low) + 1))
-    return out
-
-
-def query_states(job_ids: Sequence[str]) -> SlurmView:
-    """squeue (live jobs, one line per array task) overrides sacct (accounting, finished jobs)."""
-    roots = sorted({j.split("_")[0] for j in job_ids})
-    if not roots:
-        return SlurmView({}, squeue_ok=True, sacct_ok=True)
-    states: dict[str, str] = {}
-    sacct = _run(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)])
-    for line in (sacct or "").splitlines():
-        job, _, state = line.partition("|")
-        for one in _expand(job.strip()):
-            states[one] = state.split()[0] if state.strip() else "UNKNOWN"
-    squeue = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(roots)])
-    for line in (squeue or "").splitlines():
-        job, _, state = line.partition("|")
-        states[job.strip()] = state.strip()
-    return SlurmView(states, squeue_ok=squeue is not None, sacct_ok=sacct is not None)
-
-
-def query_max_array_size() -> int:
-    """MaxArraySize from `scontrol show config`; Slurm's default when scontrol cannot answer."""
-    out = _run(["scontrol", "show", "config"]) or ""
-    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
-    return int(match[1]) if match and int(match[1]) > 0 else DEFAULT_MAX_ARRAY_SIZE
-
-
-def query_live(job_names: Sequence[str]) -> list[LiveTask] | None:
-    """squeue by job name (a submission's name is unique: it carries the submission id)."""
-    if not job_names:
-        return []
-    out = _run(["squeue", "-h", "-r", "-o", "%i|%j|%T", "-n", ",".join(job_names)])
-    if out is None:
-        return None
-    tasks = []
-    for line in out.splitlines():
-        job, name, state = (line.split("|") + ["", ""])[:3]
-        if job.strip():
-            tasks.append(LiveTask(job.strip(), name.strip(), state.strip()))
-    return tasks
-
-
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:
     """The sbatch script submitit would write for this array (its own renderer, same parameters)."""
     from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
@@ -361,12 +250,6 @@ def check_log_folder(output_dir: Path) -> None:
                 f"--output-dir {text}: sbatch --output reads {char!r} in the jobs' log paths as a pattern; "
                 "choose a path without '%' or '\\' for --backend slurm"
             )
-
-
-def check_sbatch_available() -> None:
-    for tool in ("sbatch", "squeue", "sacct"):
-        if _run(["which", tool]) is None:
-            raise UserError(f"--backend slurm: '{tool}' not found on PATH (run on a Slurm login node)")
 
 
 def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:

@@ -99,7 +99,7 @@ def ended_slurm_jobs(trials: Sequence[tuple[Path, TrialStatus]]) -> tuple[tuple[
         return ()
     # Here, not at the top: the Slurm backend (and the planner it imports) is 0.07 s CPU that
     # `audit` and `status` of a local sweep do not need (they import this module for is_output_dir).
-    from mle_world.launch.slurm import ALIVE_STATES, query_states
+    from mle_world.launch.slurm_queries import ALIVE_STATES, query_states
 
     view = query_states(sorted({t.slurm_job_id or "" for _, t in active}))
     ended: list[tuple[str, str]] = []

@@ -11,7 +11,8 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from mle_world.launch.slurm import ALIVE_STATES, SlurmView, Submitter
+from mle_world.launch.slurm import Submitter
+from mle_world.launch.slurm_queries import ALIVE_STATES, SlurmView
 from mle_world.launch.state import mark_failed_infra, read_status
 from mle_world.plan.sweep_plan import TrialCommand
 from mle_world.records import TrialStatus

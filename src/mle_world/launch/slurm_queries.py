@@ -1,0 +1,182 @@
+"""What Slurm's own tools say: job states (squeue/sacct), live tasks by job name, MaxArraySize, partition
+time limits, and whether the tools are on PATH.
+
+Runs squeue, sacct, scontrol and sinfo (one call each per question, whatever the sweep's size); writes
+nothing. Light on purpose: `status` imports it without the Slurm backend.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mle_world.errors import UserError
+
+ALIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "CONFIGURING",
+        "COMPLETING",
+        "SUSPENDED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "RESV_DEL_HOLD",
+        "STOPPED",
+    }
+)
+"""Slurm job states in which the job may still run (or run again) and write its own status."""
+
+
+DEFAULT_MAX_ARRAY_SIZE = 1001
+"""Slurm's default MaxArraySize: array indices 0..1000, so at most 1001 tasks per array."""
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """What squeue and sacct said about some jobs; `answered` is False when both failed (then the
+    absence of a job is no evidence of anything)."""
+
+    states: dict[str, str]
+    squeue_ok: bool
+    sacct_ok: bool
+
+    @property
+    def answered(self) -> bool:
+        return self.squeue_ok or self.sacct_ok
+
+    def known_gone(self, job_id: str) -> bool:
+        """Positive evidence that Slurm has no such job: both tools answered and neither lists it."""
+        return self.squeue_ok and self.sacct_ok and job_id not in self.states
+
+
+@dataclass(frozen=True)
+class LiveTask:
+    """One task of a live (pending/running) job, as squeue lists it with `-r`."""
+
+    job_id: str
+    """`123_4` for task 4 of array 123, `123` for a single job."""
+    name: str
+    state: str
+
+    @property
+    def index(self) -> int:
+        return int(self.job_id.split("_")[1]) if "_" in self.job_id else 0
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+_BRACKET = re.compile(r"^(\d+)_\[(.+?)(?:%\d+)?\]$")
+
+
+def _expand(job_id: str) -> list[str]:
+    """sacct shows pending array tasks compressed: 12_[3-5,8%2] → 12_3, 12_4, 12_5, 12_8."""
+    match = _BRACKET.match(job_id)
+    if not match:
+        return [job_id]
+    out: list[str] = []
+    for part in match[2].split(","):
+        low, _, high = part.partition("-")
+        out.extend(f"{match[1]}_{i}" for i in range(int(low), int(high or low) + 1))
+    return out
+
+
+def query_states(job_ids: Sequence[str]) -> SlurmView:
+    """squeue (live jobs, one line per array task) overrides sacct (accounting, finished jobs)."""
+    roots = sorted({j.split("_")[0] for j in job_ids})
+    if not roots:
+        return SlurmView({}, squeue_ok=True, sacct_ok=True)
+    states: dict[str, str] = {}
+    sacct = _run(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)])
+    for line in (sacct or "").splitlines():
+        job, _, state = line.partition("|")
+        for one in _expand(job.strip()):
+            states[one] = state.split()[0] if state.strip() else "UNKNOWN"
+    squeue = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(roots)])
+    for line in (squeue or "").splitlines():
+        job, _, state = line.partition("|")
+        states[job.strip()] = state.strip()
+    return SlurmView(states, squeue_ok=squeue is not None, sacct_ok=sacct is not None)
+
+
+def query_max_array_size() -> int:
+    """MaxArraySize from `scontrol show config`; Slurm's default when scontrol cannot answer."""
+    out = _run(["scontrol", "show", "config"]) or ""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    return int(match[1]) if match and int(match[1]) > 0 else DEFAULT_MAX_ARRAY_SIZE
+
+
+def query_live(job_names: Sequence[str]) -> list[LiveTask] | None:
+    """squeue by job name (a submission's name is unique: it carries the submission id)."""
+    if not job_names:
+        return []
+    out = _run(["squeue", "-h", "-r", "-o", "%i|%j|%T", "-n", ",".join(job_names)])
+    if out is None:
+        return None
+    tasks = []
+    for line in out.splitlines():
+        job, name, state = (line.split("|") + ["", ""])[:3]
+        if job.strip():
+            tasks.append(LiveTask(job.strip(), name.strip(), state.strip()))
+    return tasks
+
+
+def slurm_minutes(text: str) -> int | None:
+    """A Slurm time limit as sinfo prints it (`30:00`, `12:00:00`, `2-00:00:00`, `1-12`) in minutes;
+    None for `infinite`/`UNLIMITED` or anything unreadable."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if not days.isdigit() and days or not all(p.isdigit() for p in parts) or len(parts) > 3:
+        return None
+    numbers = [int(p) for p in parts]
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hours, minutes, seconds = (numbers + [0, 0])[:3]
+        return int(days) * 1440 + hours * 60 + minutes + math.ceil(seconds / 60)
+    if len(numbers) == 3:  # HH:MM:SS
+        return numbers[0] * 60 + numbers[1] + math.ceil(numbers[2] / 60)
+    if len(numbers) == 2:  # MM:SS
+        return numbers[0] + math.ceil(numbers[1] / 60)
+    return numbers[0]  # MM
+
+
+def check_partition_time(partition: str | None, minutes: int) -> None:
+    """Refuse a job time above the partition's limit: with Slurm's default EnforcePartLimits=NO sbatch
+    accepts it and the array waits for ever (reason PartitionTimeLimit) while the launcher watches.
+    Says nothing when sinfo cannot answer or does not know the partition (sbatch then says why)."""
+    out = _run(["sinfo", "-h", "-o", "%P|%l"])
+    for line in (out or "").splitlines():
+        name, _, limit = line.partition("|")
+        default = name.endswith("*")
+        if (partition is None and default) or name.rstrip("*") == partition:
+            most = slurm_minutes(limit)
+            if most is not None and minutes > most:
+                where = (
+                    f"slurm.partition {partition}"
+                    if partition
+                    else f"the default partition {name.rstrip('*')}"
+                )
+                raise UserError(
+                    f"{where}: time limit {limit.strip()} ({most} min), but each trial's job needs {minutes} min "
+                    "(the budget + slurm.grading_margin_min): Slurm would keep the array pending for ever "
+                    "(PartitionTimeLimit); choose a partition with a longer limit, or a smaller budget or margin"
+                )
+            return
+
+
+def check_sbatch_available() -> None:
+    for tool in ("sbatch", "squeue", "sacct"):
+        if _run(["which", tool]) is None:
+            raise UserError(f"--backend slurm: '{tool}' not found on PATH (run on a Slurm login node)")
