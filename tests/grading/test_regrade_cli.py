@@ -15,18 +15,21 @@ from pathlib import Path
 import pytest
 from gradekit import spec_for, submit
 
+from mle_world.grading.grader import MultiGrader, grade_trial
 from mle_world.storage import write_model
 
 REPO = Path(__file__).resolve().parents[2]
 Make = Callable[[str, Sequence[float]], tuple[dict[str, Path], Path]]
 
 
-def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, home: Path, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> subprocess.CompletedProcess[str]:
     # An empty cache: the default data dir (~/.cache/mle-bench/data) holds no answers.
     env = {**(os.environ if env is None else env), "XDG_CACHE_HOME": str(home / "cache"), "HOME": str(home)}
     return subprocess.run(
         [sys.executable, str(REPO / "run_paper.py"), *args],
-        cwd=REPO,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -147,3 +150,34 @@ def test_a_sweep_with_grade_refuses_to_start_when_its_tasks_cannot_be_graded(
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert not (out / "launch.json").exists() and not list(out.glob("runs/*/*/status.json"))
+
+
+def test_a_regrade_from_a_relative_output_dir_gives_the_launchers_report(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    out = tmp_path / "out"
+    dry = cli(
+        *("--config", "configs/demo.yaml", "--runtime", "process", "--regime", "gated"),
+        *("--tasks", "iris-species", "--configs", "aide", "--data-dir", str(prepared_data)),
+        *("--output-dir", str(out), "--dry-run", "--summary"),
+        home=tmp_path,
+    )
+    assert dry.returncode == 0, dry.stderr
+    trial = out / "runs" / "aide" / "iris-species_seed34"
+    spec = spec_for("iris-species", seed=34, configuration="aide")
+    write_model(trial / "spec.json", spec)
+    truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+    submit(trial / "submission" / "submission.csv", truth)
+    (trial / "status.json").write_text(json.dumps({"trial_id": spec.trial_id, "state": "succeeded"}))
+    path = out / "runs" / "aide" / "iris-species_seed34_grading_report.json"
+    # What the launcher's post-trial step writes (its trial dirs are absolute).
+    grade_trial(trial, spec, prepared_data, MultiGrader(prepared_data, local_comps), trial_state="succeeded")
+    first = json.loads(path.read_text())
+
+    proc = cli("grade", "out", home=tmp_path, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(path.read_text())
+    # Was: submission_path "out/runs/aide/iris-species_seed34/submission/submission.csv".
+    assert {k: v for k, v in again.items() if k != "created_at"} == {
+        k: v for k, v in first.items() if k != "created_at"
+    }

@@ -132,6 +132,9 @@ def grade_output_dir(
     grader: Grader | None = None,
 ) -> RegradeResult:
     """(Re)grade every trial under `<output_dir>/runs/*/*/spec.json`."""
+    # Absolute, as the launcher's trial dirs are: a report's submission_path must not depend on the cwd
+    # of `run_paper.py grade runs/x` (a regrade of the same file gives the same report).
+    output_dir = output_dir.absolute()
     runs = output_dir / layout.RUNS
     if not runs.is_dir():
         raise UserError(f"{runs}: no such directory (is {output_dir} an --output-dir?)")
