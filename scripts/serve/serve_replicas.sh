@@ -6,8 +6,9 @@
 #   bash scripts/serve/serve_replicas.sh --role coder --replicas 2 --endpoints-file runs/endpoints.yaml \
 #        [--port-base P] [--wait SECONDS] [--config FILE] [--sbatch-arg ARG]... [-- serve_vllm.sh options]
 #
-# Each replica is one `sbatch scripts/serve/serve_<role>.sh` job (its #SBATCH lines ask for the
-# GPUs; add or override sbatch options with --sbatch-arg, e.g. --sbatch-arg=--partition=gpu).
+# Each replica is one `sbatch scripts/serve/serve_<role>.sh` job asking for --gres=gpu:N, N its tensor
+# parallelism (--gpus after --, else serve.<role>.gpus; unless a --sbatch-arg asks for GPUs itself); add
+# or override sbatch options with --sbatch-arg, e.g. --sbatch-arg=--partition=gpu.
 # Replica i listens on port P+3i (P: --port-base, else serve.<role>.port in the config, else the
 # role's default 8000/8001/8002), so the replicas of all three roles interleave and none collide when
 # Slurm places several on one node (vLLM would share a busy port silently). The job ids go to stdout, one
@@ -57,15 +58,28 @@ esac
 [[ -n "$endpoints_file" ]] || usage_error "no --endpoints-file (where the replicas' URLs are collected)"
 [[ -z "$wait_s" || "$wait_s" =~ ^[0-9]+$ ]] || usage_error "--wait must be whole seconds, got $wait_s"
 command -v sbatch >/dev/null 2>&1 || usage_error "sbatch not found (run this where Slurm commands work)"
-if [[ -z "$port_base" ]]; then
-    cfg_port=""
-    if [[ -f "$config" ]]; then
-        assignments="$("$python" "$HERE/serve_config.py" defaults "$role" --config "$config")" ||
-            usage_error "cannot read serve.$role from $config"
-        eval "$assignments"
-    fi
-    port_base="${cfg_port:-$default_port}"
+cfg_port="" cfg_gpus=""
+if [[ -f "$config" ]]; then
+    assignments="$("$python" "$HERE/serve_config.py" defaults "$role" --config "$config")" ||
+        usage_error "cannot read serve.$role from $config"
+    eval "$assignments"
 fi
+port_base="${port_base:-${cfg_port:-$default_port}}"
+# Each job asks Slurm for as many GPUs as its vLLM's tensor parallelism (the #SBATCH --gres line of
+# serve_<role>.sh is only a default), unless --sbatch-arg already says how many.
+gpus="${cfg_gpus:-1}"
+for ((j = 0; j < ${#serve_args[@]}; j++)); do
+    case "${serve_args[j]}" in
+        --gpus | --tensor-parallel-size) gpus="${serve_args[j + 1]:-$gpus}" ;;
+    esac
+done
+[[ "$gpus" =~ ^[1-9][0-9]*$ ]] || usage_error "gpus must be a positive number, got $gpus"
+ask_gpus=(--gres "gpu:$gpus")
+for arg in "${sbatch_args[@]}"; do
+    case "$arg" in
+        --gres* | --gpus* | -G*) ask_gpus=() ;;
+    esac
+done
 [[ "$port_base" =~ ^[0-9]+$ ]] || usage_error "--port-base must be a number, got $port_base"
 # The jobs run elsewhere: give them an absolute path on the shared filesystem.
 case "$endpoints_file" in
@@ -81,7 +95,7 @@ port_step=3
 for ((i = 0; i < replicas; i++)); do
     port=$((port_base + port_step * i))
     job="$(sbatch --parsable --job-name "mlew-serve-$role-$i" --output "serve-$role-$i-%j.log" \
-        "${sbatch_args[@]}" "$HERE/serve_$role.sh" \
+        "${ask_gpus[@]}" "${sbatch_args[@]}" "$HERE/serve_$role.sh" \
         --port "$port" --config "$config" --endpoints-file "$endpoints_file" "${serve_args[@]}")" || {
         printf '%s: sbatch failed for %s replica %d\n' "$PROG" "$role" "$i" >&2
         exit 1

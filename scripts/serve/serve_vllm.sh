@@ -114,6 +114,16 @@ command -v "$vllm" >/dev/null 2>&1 || usage_error "$vllm not found (pip install 
 if [[ -n "$devices" ]]; then
     export CUDA_VISIBLE_DEVICES="$devices"
 fi
+# Tensor parallelism needs that many GPUs: with fewer visible (Slurm's --gres smaller than --gpus) vLLM
+# would only fail after its start-up; with more, the rest idle.
+if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+    IFS=, read -r -a visible <<<"$CUDA_VISIBLE_DEVICES"
+    if ((${#visible[@]} < gpus)); then
+        usage_error "--gpus $gpus (tensor parallel) but ${#visible[@]} GPU(s) visible (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES): ask for $gpus (sbatch --gres=gpu:$gpus, --devices) or pass --gpus ${#visible[@]}"
+    elif ((${#visible[@]} > gpus)); then
+        say "warning: ${#visible[@]} GPUs visible (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES) and tensor parallel $gpus: $((${#visible[@]} - gpus)) will idle"
+    fi
+fi
 
 case "$host" in
     0.0.0.0 | "::" | "") poll_host=127.0.0.1 ;;

@@ -55,6 +55,7 @@ def serve_env(tmp_path: Path) -> dict[str, str]:
         "MAX_MODEL_LEN",
         "DEVICES",
         "SERVE_CONFIG",
+        "CUDA_VISIBLE_DEVICES",
     ):
         env.pop(key, None)
     return env
@@ -142,7 +143,7 @@ def test_command_line_overrides_config(serve_env, running) -> None:
     port = free_port()
     args = [
         str(SERVE / "serve_coder.sh"),
-        "--model", "local/coder", "--port", str(port), "--gpus", "4", "--max-model-len", "8192",
+        "--model", "local/coder", "--port", str(port), "--gpus", "2", "--max-model-len", "8192",
         "--devices", "2,3", "--served-model-name", "coder", "--tool-call-parser", "hermes",
         "--", "--seed", "1",
     ]  # fmt: skip
@@ -153,7 +154,7 @@ def test_command_line_overrides_config(serve_env, running) -> None:
     assert isinstance(argv, list)
     assert argv[:2] == ["serve", "local/coder"]
     assert " ".join(argv[2:]) == (
-        f"--host 0.0.0.0 --port {port} --tensor-parallel-size 4 --max-model-len 8192 "
+        f"--host 0.0.0.0 --port {port} --tensor-parallel-size 2 --max-model-len 8192 "
         "--served-model-name coder --enable-auto-tool-choice --tool-call-parser hermes "
         "--generation-config vllm --seed 1"
     )
@@ -224,6 +225,27 @@ def test_ready_only_when_the_port_serves_the_expected_model(serve_env) -> None:
         )
     assert (wrong.returncode, wrong.stdout.strip()) == (4, "another-roles-model")
     assert (right.returncode, right.stdout.strip()) == (0, "another-roles-model")
+
+
+def test_tensor_parallel_needs_that_many_visible_gpus(serve_env, running) -> None:
+    """sbatch --gres=gpu:1 with --gpus 2: refused at once (vLLM would fail only after its start-up)."""
+    serve_env["CUDA_VISIBLE_DEVICES"] = "3"
+    result = subprocess.run(
+        ["bash", str(SERVE / "serve_world.sh"), "--model", "m", "--gpus", "2", "--port", str(free_port())],
+        env=serve_env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 2 and shim_log(serve_env) == []
+    assert result.stderr.strip() == (
+        "serve_vllm.sh: --gpus 2 (tensor parallel) but 1 GPU(s) visible (CUDA_VISIBLE_DEVICES=3): "
+        "ask for 2 (sbatch --gres=gpu:2, --devices) or pass --gpus 1"
+    )
+    # More GPUs than the tensor parallelism: served, with a warning that some idle.
+    port = free_port()
+    run = running([str(SERVE / "serve_world.sh"), "--model", "m", "--gpus", "2", "--devices", "0,1,2",
+                   "--port", str(port)], serve_env)  # fmt: skip
+    assert run.ready() == f"WORLD_URL=http://127.0.0.1:{port}/v1"
+    _, err = run.stop()
+    assert "3 GPUs visible (CUDA_VISIBLE_DEVICES=0,1,2) and tensor parallel 2: 1 will idle" in err
 
 
 def test_vllm_dying_before_ready_fails(serve_env) -> None:
@@ -390,7 +412,7 @@ def _submit_replicas(
         ["bash", str(SERVE / "serve_replicas.sh"), "--role", role, "--replicas", str(n),
          "--endpoints-file", str(endpoints), "--config", str(config), "--wait", "120",
          "--sbatch-arg=--partition=gpu", "--sbatch-arg=--mem=1G", "--sbatch-arg=--cpus-per-task=1",
-         "--sbatch-arg=--time=5", "--sbatch-arg=--gres=gpu:1"],
+         "--sbatch-arg=--time=5"],
         env={**env, "READY_INTERVAL": "0.5"}, cwd=config.parent, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     submitted = submit.stdout.split()
@@ -403,7 +425,9 @@ def _submit_replicas(
 def test_replicas_as_slurm_jobs_fill_the_endpoints_file(serve_env, tmp_path) -> None:
     """Two coder replicas and a world replica as sbatch jobs on one node register their URLs; the CLI
     reads the file; scancel empties it. With the roles' ports P and P+1 (as 8000 and 8001), coder replica
-    1 was put on P+1 too: on one node it collided with the world server."""
+    1 was put on P+1 too: on one node it collided with the world server. Each job asks for the GPUs of its
+    tensor parallelism (1 here; serve_<role>.sh's #SBATCH line asks for 2: three jobs would not fit the
+    node's 4)."""
     _slurm_or_fail()
     base = _free_port_run(5)
     config = tmp_path / "paper.yaml"
