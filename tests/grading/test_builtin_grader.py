@@ -61,30 +61,34 @@ def test_wrong_suffix_counts_as_missing(
     path = submit(tmp_path / "submission.txt", answers(prepared_data, "iris-species").to_csv(index=False))
     report = BuiltinGrader(local_comps, prepared_data).grade("iris-species", path)
     assert report.submission_exists is False and report.valid_submission is False
+    assert report.invalid_reason == "the submission's name does not end in .csv"
 
 
 @pytest.mark.parametrize(
-    "mutate",
+    ("mutate", "why"),
     [
-        lambda df: df.rename(columns={"species": "label"}),  # wrong columns
-        lambda df: df.drop(columns=["id"]),
-        lambda df: df.iloc[:-1],  # missing rows
-        lambda df: df.assign(species=None),  # NaN predictions
-        lambda df: df.assign(species="tulip"),  # unknown label
-        lambda df: df.assign(id=df["id"] + 1),  # wrong ids
+        (lambda df: df.rename(columns={"species": "label"}), "missing column(s) ['species']"),
+        (lambda df: df.drop(columns=["id"]), "missing column(s) ['id']"),
+        (lambda df: df.iloc[:-1], "expected 45 rows, got 44"),
+        (lambda df: df.assign(species=None), "missing (NaN) predictions"),
+        (lambda df: df.assign(species="tulip"), "unknown species label(s): ['tulip']"),
+        (lambda df: df.assign(id=df["id"] + 1000), "values of 'id' do not match the test set"),
+        (lambda df: pd.concat([df.iloc[:-1], df.iloc[:1]]), "duplicate values in column 'id'"),
     ],
 )
-def test_malformed_submission_is_invalid(
+def test_malformed_submission_is_invalid_and_says_why(
     tmp_path: Path,
     prepared_data: Path,
     local_comps: dict[str, Path],
     mutate: Callable[[pd.DataFrame], pd.DataFrame],
+    why: str,
 ) -> None:
     bad = mutate(answers(prepared_data, "iris-species"))
     path = submit(tmp_path / "bad.csv", bad.to_csv(index=False))
     report = BuiltinGrader(local_comps, prepared_data).grade("iris-species", path)
     assert report.submission_exists is True and report.valid_submission is False and report.score is None
     assert not any((report.gold_medal, report.silver_medal, report.bronze_medal, report.above_median))
+    assert (report.invalid_reason or "").startswith("invalid submission: ") and why in report.invalid_reason
 
 
 def test_garbage_and_empty_files_do_not_crash(
@@ -94,9 +98,12 @@ def test_garbage_and_empty_files_do_not_crash(
     empty = submit(tmp_path / "empty.csv", "")
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"\x00\xff\xfe garbage \x00")
-    for path in (empty, binary):
+    for path, why in ((empty, "EmptyDataError"), (binary, "UnicodeDecodeError")):
         report = grader.grade("diabetes-progression", path)
         assert report.valid_submission is False and report.submission_exists is True
+        assert (report.invalid_reason or "").startswith(f"grading error: {why}: ")
+    report = grader.grade("diabetes-progression", tmp_path / "absent.csv")
+    assert (report.submission_exists, report.invalid_reason) == (False, "no submission file")
 
 
 def test_nan_score_is_invalid(tmp_path: Path, custom_competition: Make) -> None:
@@ -104,8 +111,10 @@ def test_nan_score_is_invalid(tmp_path: Path, custom_competition: Make) -> None:
     grader = BuiltinGrader(comps, data)
     report = grader.grade("value-comp", submit(tmp_path / "s.csv", "id,value\n1,nan-score\n"))
     assert report.score is None and report.valid_submission is False and report.submission_exists is True
+    assert report.invalid_reason == "the grader's score nan is not a finite number"
     report = grader.grade("value-comp", submit(tmp_path / "t.csv", "id,value\n1,2.123456789\n"))
     assert report.score == 2.12346 and report.silver_medal is False and report.gold_medal is False
+    assert report.invalid_reason is None
 
 
 @pytest.mark.parametrize("n", [60, 120, 400, 1200])

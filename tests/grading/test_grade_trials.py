@@ -183,6 +183,8 @@ def fake_mlebench(
     def fake_grade_csv(path: Path, comp: Any) -> FakeReport:
         if crash:
             raise ValueError("malformed csv")
+        if score is None:  # as MLE-bench's Grader: the grade_fn's error is logged, the score is None
+            logging.getLogger("mlebench.grade_helpers").warning("Invalid submission: 3 rows, expected 4")
         return FakeReport(
             {
                 "competition_id": "fake-comp", "score": score, "gold_threshold": 0.9,
@@ -226,6 +228,19 @@ def test_mlebench_nan_score_becomes_invalid(
         "fake-comp", tmp_path / "s.csv"
     )
     assert report.score is None and report.valid_submission is False and report.any_medal is False
+    assert report.invalid_reason == "the grader's score nan is not a finite number"
+
+
+def test_mlebench_invalid_submission_says_what_mlebench_logged(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLE-bench's report has no reason: its Grader logs the grade_fn's error and returns None."""
+    monkeypatch.setattr(logging.getLogger(), "level", logging.ERROR)  # kept whatever the root's level
+    report = MLEBenchGrader(prepared_fake, fake_mlebench(tmp_path, None)).grade(
+        "fake-comp", tmp_path / "s.csv"
+    )
+    assert report.valid_submission is False
+    assert report.invalid_reason == "mlebench: Invalid submission: 3 rows, expected 4"
 
 
 def test_mlebench_crash_yields_invalid_report(
@@ -237,6 +252,7 @@ def test_mlebench_crash_yields_invalid_report(
         "fake-comp", tmp_path / "s.csv"
     )
     assert report.valid_submission is False and report.submission_exists is True
+    assert report.invalid_reason == "mlebench grade_csv failed: ValueError: malformed csv"
     assert (report.gold_threshold, report.silver_threshold, report.bronze_threshold) == (0.9, 0.9, 0.9)
     assert os.getcwd() == str(tmp_path)
 
@@ -331,6 +347,10 @@ def grade_csv(path, comp):
     if "crash" in text:
         raise ValueError("boom")
     score = math.nan if "nan" in text else 0.85
+    if "invalid" in text:
+        import logging
+        logging.getLogger("mlebench.grade_helpers").warning("Invalid submission: no id column")
+        score = None
     return _Rep({"competition_id": comp.id, "score": score, "gold_threshold": 0.9, "silver_threshold": 0.8,
                  "bronze_threshold": 0.7, "median_threshold": 0.75, "any_medal": True, "gold_medal": False,
                  "silver_medal": True, "bronze_medal": False, "above_median": True, "submission_exists": True,
@@ -365,8 +385,12 @@ def test_grading_through_a_separate_mlebench_venv(
     assert ok.score == 0.85 and ok.silver_medal and ok.valid_submission
     nan = grader.grade("fake-comp", submit(tmp_path / "nan.csv", "nan"))
     assert nan.score is None and not nan.valid_submission and not nan.any_medal
+    assert nan.invalid_reason == "the grader's score nan is not a finite number"
+    invalid = grader.grade("fake-comp", submit(tmp_path / "invalid.csv", "invalid"))
+    assert invalid.invalid_reason == "mlebench: Invalid submission: no id column"
     crash = grader.grade("fake-comp", submit(tmp_path / "crash.csv", "crash"))
     assert not crash.valid_submission and crash.gold_threshold == 0.9
+    assert crash.invalid_reason == "mlebench grade_csv failed: ValueError: boom"
     with pytest.raises(UserError, match="not prepared"):
         grader.grade("absent", tmp_path / "ok.csv")
     answers = prepared_fake / "fake-comp" / "prepared" / "private" / "test.csv"
@@ -393,6 +417,7 @@ def test_a_file_that_is_not_the_selected_nodes_submission_is_not_graded(
     report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
     assert report.submission_exists is True and report.valid_submission is False and report.score is None
     assert report.submission_rejected and not report.any_medal
+    assert report.invalid_reason == f"not graded: {report.submission_rejected}"
 
 
 def test_the_selected_nodes_submission_is_graded(

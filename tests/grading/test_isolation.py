@@ -72,6 +72,7 @@ def test_a_grader_killed_while_grading_leaves_an_invalid_report_and_the_launcher
     assert (died["score"], died["valid_submission"], died["any_medal"]) == (None, False, False)
     assert died["submission_exists"] is True and died["gold_threshold"] == 0.9
     assert died["submission_path"].endswith("fate_seed34/submission/submission.csv")
+    assert died["invalid_reason"] == "grading process killed by SIGKILL (out of memory?)"
     assert (fine["score"], fine["bronze_medal"]) == (0.85, True)  # 5 teams: bronze is row 2
     assert "grading process killed by SIGKILL (out of memory?)" in done.stderr
 
@@ -84,6 +85,7 @@ def test_a_grader_that_never_ends_is_stopped_and_the_submission_is_invalid(
     report = grader.grade("fate", submit(tmp_path / "hang.csv", "id,value\n1,hang\n"))
     assert (report.score, report.valid_submission, report.submission_exists) == (None, False, True)
     assert report.bronze_threshold == 0.8 and report.submission_path == str(tmp_path / "hang.csv")
+    assert report.invalid_reason == "no result after 3 s"
 
 
 def test_a_child_grades_exactly_as_in_process(

@@ -30,7 +30,15 @@ MLEBENCH_FIELDS = [
     "created_at",
     "submission_path",
 ]
-TRIAL_FIELDS = ["trial_id", "regime", "configuration", "seed", "trial_state", "submission_rejected"]
+TRIAL_FIELDS = [
+    "trial_id",
+    "regime",
+    "configuration",
+    "seed",
+    "trial_state",
+    "submission_rejected",
+    "invalid_reason",
+]
 
 
 def test_competition_report_fields_equal_mlebench() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from mle_world.errors import NotPreparedError, UserError
-from mle_world.grading.medals import build_report, normalise_score, read_leaderboard_scores
-from mle_world.grading.report import CompetitionReport
+from mle_world.grading.medals import build_report, normalise_score, not_finite_reason, read_leaderboard_scores
+from mle_world.grading.report import GraderReport
 from mle_world.grading.submission import InvalidSubmissionError, submission_exists
 from mle_world.tasks.local import read_csv_exact
 
@@ -31,7 +31,7 @@ class BuiltinGrader:
         self.competitions = dict(competitions)
         self.data_dir = data_dir
 
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
+    def grade(self, task: str, submission_path: Path) -> GraderReport:
         """Grade with the folder's grade_fn and MLE-bench's medal rules."""
         from mle_world.tasks.local import load_answers, load_competition, load_grade_fn
 
@@ -47,20 +47,27 @@ class BuiltinGrader:
         grade_fn = load_grade_fn(comp)
         exists = submission_exists(submission_path)
         score: float | None = None
+        reason = None
         if exists:
-            score = _call_grade_fn(grade_fn, submission_path, lambda: load_answers(answers_path), task)
-        return build_report(comp.id, score, scores, submission_path, exists)
+            score, reason = _call_grade_fn(
+                grade_fn, submission_path, lambda: load_answers(answers_path), task
+            )
+        return build_report(comp.id, score, scores, submission_path, exists, reason)
 
 
 def _call_grade_fn(
     grade_fn: GradeFn, submission_path: Path, answers: Callable[[], Any], task: str
-) -> float | None:
-    """Run a grader like MLE-bench does: any exception means an invalid submission."""
+) -> tuple[float | None, str | None]:
+    """Run a grader like MLE-bench does: any exception means an invalid submission. (score, why not)."""
     try:
         submission = read_csv_exact(submission_path)
-        return normalise_score(grade_fn(submission, answers()))
+        raw = grade_fn(submission, answers())
     except InvalidSubmissionError as exc:
-        log.warning("%s: invalid submission: %s", task, exc)
+        reason = f"invalid submission: {exc}"
     except Exception as exc:  # noqa: BLE001 - MLE-bench treats every grader error as invalid
-        log.warning("%s: grading error: %s: %s", task, type(exc).__name__, exc)
-    return None
+        reason = f"grading error: {type(exc).__name__}: {exc}"
+    else:
+        score = normalise_score(raw)
+        return score, None if score is not None else not_finite_reason(raw)
+    log.warning("%s: %s", task, reason)
+    return None, reason

@@ -80,15 +80,16 @@ def grade_trial(
     rejected = unselected_submission(trial_dir)
     if rejected is not None:
         log.warning("%s: submission not graded: %s", spec.trial_id, rejected)
-        core = core.model_copy(update=_REJECTED)
+        core = core.model_copy(update={**_REJECTED, "invalid_reason": f"not graded: {rejected}"})
     report = GradingReport(
-        **core.model_dump(),
+        **core.model_dump(exclude={"invalid_reason"}),
         trial_id=spec.trial_id,
         regime=spec.regime,
         configuration=spec.configuration,
         seed=spec.seed,
         trial_state=trial_state if trial_state is not None else _final_state(trial_dir),
         submission_rejected=rejected,
+        invalid_reason=core.invalid_reason,
     )
     write_json_atomic(layout.report_beside(trial_dir), report.model_dump(mode="json"))
     return report

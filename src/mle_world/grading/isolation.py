@@ -19,7 +19,7 @@ from typing import Any
 
 from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
 from mle_world.grading.multi import MultiGrader
-from mle_world.grading.report import CompetitionReport
+from mle_world.grading.report import GraderReport
 from mle_world.grading.submission import submission_exists
 
 log = logging.getLogger(__name__)
@@ -51,11 +51,12 @@ class IsolatedGrader:
         self.local_competitions = {k: str(v) for k, v in local_competitions.items()}
         self.timeout_s = timeout_s
 
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
+    def grade(self, task: str, submission_path: Path) -> GraderReport:
         """MLE-bench's report for `submission_path`; invalid when its grading process fails."""
         try:
             return self._run(task, submission_path)
         except _ChildFailed as failure:
+            reason = failure
             log.warning(
                 "%s: grading %s failed (%s); the submission counts as invalid", task, submission_path, failure
             )
@@ -68,6 +69,7 @@ class IsolatedGrader:
             update={
                 "submission_exists": submission_exists(submission_path),
                 "submission_path": str(submission_path),
+                "invalid_reason": str(reason),
             }
         )
 
@@ -87,11 +89,11 @@ class IsolatedGrader:
             kind = NotPreparedError if all(isinstance(e, NotPreparedError) for e in errors) else UserError
             raise kind("; ".join(str(e) for e in errors))
 
-    def _run(self, task: str, submission_path: Path, timeout_s: float | None = None) -> CompetitionReport:
+    def _run(self, task: str, submission_path: Path, timeout_s: float | None = None) -> GraderReport:
         result = self._child({"task": task, "submission": str(submission_path)}, timeout_s)
         if "user_error" in result:
             raise _error(result)
-        return CompetitionReport.model_validate(result["report"])
+        return GraderReport.model_validate(result["report"])
 
     def _child(self, what: dict[str, object], timeout_s: float | None) -> dict[str, Any]:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s

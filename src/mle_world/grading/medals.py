@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from mle_world.errors import UserError
-from mle_world.grading.report import CompetitionReport
+from mle_world.grading.report import GraderReport
+from mle_world.grading.submission import missing_reason
 from mle_world.grading.submission import submission_exists as submission_exists
 
 
@@ -81,6 +82,11 @@ def rank_score(score: float | None, scores: Sequence[float]) -> tuple[Thresholds
     return th, Rank(bool(gold), bool(silver), bool(bronze), bool(above))
 
 
+def not_finite_reason(raw: Any) -> str:
+    """Why `normalise_score` gave None."""
+    return f"the grader's score {raw!r} is not a finite number"
+
+
 def normalise_score(raw: Any) -> float | None:
     """MLE-bench's `round(score, 5)` on the grader's value; non-numeric, NaN and infinite scores become
     None (invalid). MLE-bench itself keeps ±inf (and can give it a medal): we do not."""
@@ -109,10 +115,16 @@ def build_report(
     leaderboard_scores: Sequence[float],
     submission_path: Path,
     submission_exists: bool,
-) -> CompetitionReport:
-    """Assemble a report from a (normalised) score and the leaderboard."""
+    invalid_reason: str | None = None,
+) -> GraderReport:
+    """Assemble a report from a (normalised) score and the leaderboard; `invalid_reason` when the score is
+    None (a generic one if not given)."""
     th, rank = rank_score(score, leaderboard_scores)
-    return CompetitionReport(
+    if score is not None:
+        invalid_reason = None
+    elif invalid_reason is None:
+        invalid_reason = missing_reason(submission_path) if not submission_exists else "no score"
+    return GraderReport(
         competition_id=competition_id,
         score=score,
         gold_threshold=th.gold,
@@ -129,6 +141,7 @@ def build_report(
         is_lower_better=is_lower_better(leaderboard_scores),
         created_at=local_now(),
         submission_path=str(submission_path),
+        invalid_reason=invalid_reason,
     )
 
 

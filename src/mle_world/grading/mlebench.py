@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
-from mle_world.grading.medals import build_report, normalise_score, read_leaderboard_scores
-from mle_world.grading.report import CompetitionReport
-from mle_world.grading.submission import submission_exists
+from mle_world.grading.medals import build_report, normalise_score, not_finite_reason, read_leaderboard_scores
+from mle_world.grading.report import GraderReport
+from mle_world.grading.submission import missing_reason, submission_exists
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,31 @@ def _scratch_cwd() -> Iterator[None]:
             os.chdir(old)
 
 
+class _Said(logging.Handler):
+    """What MLE-bench logs while grading: its Grader logs the error that made a submission invalid (and
+    returns None), grade_csv a path that is no CSV file; its report keeps neither."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _mlebench_says() -> Iterator[list[str]]:
+    logger = logging.getLogger("mlebench")  # its modules log through get_logger(__name__)
+    said, level = _Said(), logger.level
+    logger.addHandler(said)
+    logger.setLevel(logging.WARNING)  # whatever the root's level: its warnings are what we keep
+    try:
+        yield said.messages
+    finally:
+        logger.removeHandler(said)
+        logger.setLevel(level)
+
+
 def import_mlebench() -> dict[str, Any]:
     """Import mlebench lazily in a scratch cwd; UserError with the install hint when absent."""
     try:
@@ -92,7 +117,7 @@ class MLEBenchGrader:
         self.data_dir = data_dir
         self._mlebench = dict(mlebench) if mlebench is not None else import_mlebench()
 
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
+    def grade(self, task: str, submission_path: Path) -> GraderReport:
         """Grade via `grade_csv`; a crash inside it still yields an invalid-submission report.
 
         Data that MLE-bench does not count as prepared (its own `is_dataset_prepared`: a private/
@@ -107,15 +132,17 @@ class MLEBenchGrader:
                 raise UserError(f"unknown MLE-bench competition {task!r}") from exc
             if not self._mlebench["is_dataset_prepared"](competition, grading_only=True):
                 raise _not_prepared(task, Path(competition.private_dir))
-            try:
-                raw = self._mlebench["grade_csv"](submission_path, competition).to_dict()
-            except Exception as exc:  # noqa: BLE001 - e.g. read_csv of a malformed file inside grade_csv
-                log.warning("%s: mlebench grade_csv failed: %s: %s", task, type(exc).__name__, exc)
-                raw = None
+            raw, crash = None, None
+            with _mlebench_says() as said:
+                try:
+                    raw = self._mlebench["grade_csv"](submission_path, competition).to_dict()
+                except Exception as exc:  # noqa: BLE001 - e.g. read_csv of a malformed file inside grade_csv
+                    crash = f"mlebench grade_csv failed: {type(exc).__name__}: {exc}"
+                    log.warning("%s: %s", task, crash)
         if raw is not None:
-            return _normalise_mlebench_report(raw)
+            return _normalise_mlebench_report(raw, said)
         scores = read_leaderboard_scores(Path(competition.leaderboard))
-        return build_report(task, None, scores, submission_path, exists)
+        return build_report(task, None, scores, submission_path, exists, crash)
 
 
 _VENV_SCRIPT = """
@@ -135,10 +162,21 @@ except FileNotFoundError:
 if not is_dataset_prepared(comp, grading_only=True):
     print("MLE_WORLD_RESULT " + json.dumps({"not_prepared": str(comp.private_dir)}))
     sys.exit(0)
+import logging
+class Said(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+said = Said()
+logging.getLogger("mlebench").addHandler(said)
+logging.getLogger("mlebench").setLevel(logging.WARNING)
 try:
     out = {"report": grade_csv(Path(sys.argv[3]), comp).to_dict()}
 except Exception as exc:
     out = {"error": f"{type(exc).__name__}: {exc}", "leaderboard": str(comp.leaderboard)}
+out["said"] = said.messages
 print("MLE_WORLD_RESULT " + json.dumps(out))
 """
 
@@ -154,7 +192,7 @@ class VenvMLEBenchGrader:
                 f"MLEBENCH_VENV={venv}: no bin/python; run scripts/install_mlebench.sh"
             )
 
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
+    def grade(self, task: str, submission_path: Path) -> GraderReport:
         """Run grade_csv in the venv and parse its report; failures yield an invalid report."""
         import json
         import subprocess
@@ -174,21 +212,31 @@ class VenvMLEBenchGrader:
         if result.get("not_prepared"):
             raise _not_prepared(task, Path(result["not_prepared"]))
         if "report" in result:
-            return _normalise_mlebench_report(result["report"])
-        log.warning("%s: mlebench grade_csv failed: %s", task, result.get("error"))
+            return _normalise_mlebench_report(result["report"], result.get("said") or [])
+        crash = f"mlebench grade_csv failed: {result.get('error')}"
+        log.warning("%s: %s", task, crash)
         scores = read_leaderboard_scores(Path(result["leaderboard"]))
-        return build_report(task, None, scores, submission_path, submission_exists(submission_path))
+        return build_report(task, None, scores, submission_path, submission_exists(submission_path), crash)
 
 
-def _normalise_mlebench_report(raw: dict[str, Any]) -> CompetitionReport:
-    """MLE-bench's dict with a NaN/inf score turned into an invalid submission."""
-    score = normalise_score(raw["score"]) if raw["score"] is not None else None
+def _normalise_mlebench_report(raw: dict[str, Any], said: list[str]) -> GraderReport:
+    """MLE-bench's dict with a NaN/inf score turned into an invalid submission, and why it is invalid
+    (the last thing MLE-bench logged while grading it)."""
+    original = raw["score"]
+    score = normalise_score(original) if original is not None else None
     raw = {**raw, "score": score, "valid_submission": score is not None}
+    reason = None
     if score is None:
         raw.update(
             any_medal=False, gold_medal=False, silver_medal=False, bronze_medal=False, above_median=False
         )
-    return CompetitionReport.model_validate(raw)
+        if raw["submission_exists"] is False:
+            reason = missing_reason(Path(raw["submission_path"]))
+        elif original is not None:
+            reason = not_finite_reason(original)
+        else:
+            reason = f"mlebench: {said[-1]}" if said else "mlebench gave no score"
+    return GraderReport.model_validate({**raw, "invalid_reason": reason})
 
 
 def make_mlebench_grader(

@@ -11,14 +11,14 @@ from typing import Protocol
 
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.mlebench import make_mlebench_grader
-from mle_world.grading.report import CompetitionReport
+from mle_world.grading.report import GraderReport
 
 
 class Grader(Protocol):
     """Scores one submission of one task; never raises for a bad submission."""
 
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
-        """Return MLE-bench's report for `submission_path` (invalid/missing → valid_submission false)."""
+    def grade(self, task: str, submission_path: Path) -> GraderReport:
+        """MLE-bench's report for `submission_path` (invalid/missing → valid_submission false, and why)."""
         ...
 
 
@@ -30,7 +30,7 @@ class MultiGrader:
         self.builtin = BuiltinGrader(local_competitions, data_dir)
         self._mlebench: Grader | None = None
 
-    def grade(self, task: str, submission_path: Path) -> CompetitionReport:
+    def grade(self, task: str, submission_path: Path) -> GraderReport:
         """Dispatch by task id."""
         if task in self.builtin.competitions:
             return self.builtin.grade(task, submission_path)

@@ -43,6 +43,15 @@ class CompetitionReport(BaseModel):
     submission_path: str
 
 
+class GraderReport(CompetitionReport):
+    """What a grader returns: MLE-bench's report, and why the submission is invalid (MLE-bench only
+    logs that: its report has no field for it)."""
+
+    invalid_reason: str | None = None
+    """Null when the submission is valid; else why not (no file, the grader's error, a score that is
+    not finite, a grading process that died)."""
+
+
 class GradingReport(CompetitionReport):
     """`<task>_seed<seed>_grading_report.json`: MLE-bench's fields followed by the trial's identity."""
 
@@ -55,6 +64,9 @@ class GradingReport(CompetitionReport):
     submission_rejected: str | None = None
     """Why the file was not graded although it exists: it is not the submission of the node the agent
     selected (its sha256 differs from the journal's, or no node was selected). Score null then."""
+    invalid_reason: str | None = None
+    """Null when `valid_submission`; else why the submission is invalid (as `GraderReport`; for a
+    rejected file, `submission_rejected` again). Reports written before it was added have null."""
 
 
 MLEBENCH_REPORT_FIELDS: tuple[str, ...] = tuple(CompetitionReport.model_fields)

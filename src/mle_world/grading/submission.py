@@ -25,6 +25,15 @@ def submission_exists(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() == ".csv"
 
 
+def missing_reason(path: Path) -> str:
+    """Why `submission_exists(path)` is false."""
+    if not path.exists():
+        return "no submission file"
+    if not path.is_file():
+        return "the submission is not a regular file"
+    return "the submission's name does not end in .csv"
+
+
 def prepare_for_metric(
     submission: pd.DataFrame,
     answers: pd.DataFrame,
