@@ -101,6 +101,24 @@ def test_configured_model_not_served(start_server) -> None:
     assert probe.error == "does not serve the configured model 'wanted' (serves other)"
 
 
+@pytest.mark.parametrize(("served", "configured"), [(8192, None), (32768, 8192)])
+def test_max_tokens_that_leave_no_room_for_a_prompt_fail_the_check(start_server, served, configured) -> None:
+    """vLLM started with --max-model-len 8192 (to fit memory) under the coder's max_tokens 8192: every
+    coder request would overflow, every step end as a context overflow, and each trial 'complete' with
+    nothing. The check refuses it before the sweep (config's context_length counts as the server's)."""
+    srv = start_server(models=("coder-model",), max_model_len=served)
+    settings = EndpointSettings(url=srv.url, max_tokens=8192, context_length=configured)
+    with pytest.raises(UserError) as error:
+        check_endpoints({"coder": settings}, _console()[0])
+    assert str(error.value) == (
+        f"check-endpoints: coder endpoint {srv.url} max_tokens 8192 leaves 0 of the 8192-token context for"
+        " prompts (at least 1024 needed): lower endpoints.coder.max_tokens or serve a longer max_model_len"
+    )
+    assert not srv.chat_requests  # refused before any completion
+    ok = probe_endpoint("coder", EndpointSettings(url=srv.url, max_tokens=4096, context_length=configured))
+    assert ok.ok, ok.error
+
+
 def test_configured_model_is_used(start_server) -> None:
     srv = start_server(models=("a", "b"))
     probe = probe_endpoint("coder", EndpointSettings(url=srv.url, model="b"))

@@ -17,6 +17,7 @@ import openai
 from openai import OpenAI
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionNamedToolChoiceParam
 
+from mle_world.agent.window import RESERVE_TOKENS
 from mle_world.errors import UserError
 from mle_world.launch.display import Display
 from mle_world.records import ROLES, EndpointRecord, EndpointSettings, Role
@@ -24,6 +25,10 @@ from mle_world.records import ROLES, EndpointRecord, EndpointSettings, Role
 DEFAULT_API_KEY = "EMPTY"
 """Key sent when `key_env` is unset or names an unset variable (vLLM without --api-key accepts any)."""
 PROBE_TIMEOUT_S = 30.0
+MIN_PROMPT_TOKENS = 1024
+"""Prompt tokens a role's context must leave besides `max_tokens`: AIDE's fixed draft sections alone are
+about 3,700 characters (1,200 tokens at the agent's 3 characters a token) before the task description.
+With less, every request overflows: the trial's steps all end as context overflows, and it 'completes'."""
 PROBE_TOOL_NAME = "report_ok"
 _PROBE_TOOL: ChatCompletionFunctionToolParam = {
     "type": "function",
@@ -180,6 +185,17 @@ def probe_endpoint(
     base = EndpointProbe(
         role=role, url=url, reachable=True, served_models=served, model=model_id, max_model_len=max_len
     )
+    context = settings.context_length or max_len
+    if context is not None and context - settings.max_tokens - RESERVE_TOKENS < MIN_PROMPT_TOKENS:
+        room = max(0, context - settings.max_tokens - RESERVE_TOKENS)
+        return replace(
+            base,
+            error=(
+                f"max_tokens {settings.max_tokens} leaves {room} of the {context}-token context for prompts"
+                f" (at least {MIN_PROMPT_TOKENS} needed): lower endpoints.{role}.max_tokens or serve a"
+                " longer max_model_len"
+            ),
+        )
 
     started = time.perf_counter()
     try:
