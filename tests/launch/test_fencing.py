@@ -130,6 +130,9 @@ class ScriptedSlurm:
     def max_array_size(self) -> int:
         return 1001
 
+    def check_time_limit(self, partition: str | None, minutes: int) -> None:
+        pass
+
 
 def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:
     out, data = dirs

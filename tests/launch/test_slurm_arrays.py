@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from launchkit import fast_cluster, make_plan, timelines, wait_until
 
+from mle_world.cli.commands import main
 from mle_world.errors import UserError
 from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
@@ -27,6 +28,12 @@ from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.sweep_plan import LaunchOptions
 
 SLURM = LaunchOptions(backend="slurm", show_progress=False)
+
+
+def squeue_ids(job: str) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-o", "%i", "-j", job], capture_output=True, text=True
+    ).stdout.strip()
 
 
 def cluster(**slurm: Any) -> ClusterConfig:
@@ -74,6 +81,9 @@ class Sbatch:
 
     def max_array_size(self) -> int:
         return 2
+
+    def check_time_limit(self, partition: str | None, minutes: int) -> None:
+        pass
 
 
 def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs: tuple[Path, Path]) -> None:
@@ -201,3 +211,43 @@ def test_a_job_time_above_the_partition_limit_is_refused_before_sbatch(
             assert (status.state, status.attempt) == ("pending", 0)
     finally:
         subprocess.run(["scontrol", "delete", f"PartitionName={name}"], check=False)
+
+
+@pytest.mark.slurm
+def test_cancel_stops_the_sweeps_jobs_and_one_retry_resumes_them(
+    slurm_cluster: None, dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run_paper.py cancel OUTPUT_DIR` scancels the sweep's arrays (found by their submissions' job
+    names, so another sweep of the same user is untouched); the same command with --retry-failed then
+    records the cancelled trials and reruns them in one go (it took two re-runs: one to record the
+    ends, one to rerun them)."""
+    out, data = dirs
+    plan = make_plan(out, data, 2, seconds=120.0, cluster=cluster())
+    other = make_plan(out.with_name("other"), data, 1, seconds=120.0, cluster=cluster())
+    run_sweep(other, LaunchOptions(backend="slurm", show_progress=False, wait=False), display=SilentDisplay())
+    try:
+        run_sweep(
+            plan, LaunchOptions(backend="slurm", show_progress=False, wait=False), display=SilentDisplay()
+        )
+        wait_until(
+            lambda: all(
+                read_status(c.trial.trial_dir, c.trial.trial_id).state == "running" for c in plan.commands
+            ),
+            60,
+            "both trials running",
+        )
+        assert main(["cancel", str(out)]) == 0
+        said = capsys.readouterr().out
+        array = read_status(plan.commands[0].trial.trial_dir, plan.commands[0].trial.trial_id).slurm_array_id
+        assert said.startswith(f"cancelled 2 task(s) (2 running) of job(s) {array}; ")
+        [theirs] = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in other.commands]
+        assert theirs.state in ("submitted", "running")  # the other sweep's job is untouched
+        wait_until(lambda: not squeue_ids(str(array)), 60, "the cancelled array gone from squeue")
+
+        retry = make_plan(out, data, 2, seconds=1.0, cluster=cluster())
+        options = LaunchOptions(backend="slurm", show_progress=False, retry_failed="infra")
+        assert run_sweep(retry, options, display=SilentDisplay()) == 0
+        final = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
+        assert [(s.state, s.attempt) for s in final] == [("succeeded", 2)] * 2
+    finally:
+        assert main(["cancel", str(out.with_name("other"))]) == 0

@@ -37,6 +37,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "status": Command("results", "add_status_flags", "cmd_status"),
+    "cancel": Command("results", "add_cancel_flags", "cmd_cancel"),
     "audit": Command("results", "add_audit_flags", "cmd_audit"),
     "show": Command("results", "add_show_flags", "cmd_show"),
     "grade": Command("results", "add_grade_flags", "cmd_grade"),

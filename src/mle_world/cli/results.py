@@ -1,7 +1,8 @@
-"""Result commands: `status`, `grade` (re-grade and re-cost an output dir), `audit` and `show`.
+"""Output-dir commands: `status`, `cancel` (a Slurm sweep's jobs), `grade` (re-grade and re-cost),
+`audit` and `show`.
 
-Reads an output dir; `grade` writes grading reports and cost CSVs, `audit` writes audit/,
-`show` a trial's HTML page. Prints.
+Reads an output dir; `cancel` runs squeue/scancel, `grade` writes grading reports and cost CSVs, `audit`
+writes audit/, `show` a trial's HTML page. Prints.
 """
 
 from __future__ import annotations
@@ -29,6 +30,35 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
         "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
     )
     p.add_argument("--interval", type=positive_float, default=5.0, help="seconds between redraws (5)")
+
+
+def add_cancel_flags(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "scancel every pending or running Slurm job of a sweep (and nothing else of yours); "
+        "re-run the sweep's command with --retry-failed to resume them"
+    )
+    p.add_argument("output_dir", type=path_arg, metavar="OUTPUT_DIR", help="a sweep's --output-dir")
+
+
+def cmd_cancel(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.launch.intents import cancel_sweep
+    from mle_world.launch.slurm import SubmititSubmitter
+    from mle_world.launch.slurm_queries import check_sbatch_available
+
+    output_dir = require_output_dir(args.output_dir, "cancel")
+    check_sbatch_available()
+    tasks = cancel_sweep(output_dir, SubmititSubmitter(output_dir / "slurm"))
+    if not tasks:
+        console.print(f"{output_dir}: no pending or running Slurm job", soft_wrap=True)
+        return 0
+    arrays = sorted({t.job_id.split("_")[0] for t in tasks}, key=int)
+    running = sum(t.state == "RUNNING" for t in tasks)
+    console.print(
+        f"cancelled {len(tasks)} task(s) ({running} running) of job(s) {', '.join(arrays)}; the running "
+        "agents checkpoint on Slurm's SIGTERM. Resume with the sweep's own command plus --retry-failed",
+        soft_wrap=True,
+    )
+    return 0
 
 
 def add_audit_flags(p: argparse.ArgumentParser) -> None:

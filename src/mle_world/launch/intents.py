@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.slurm import SlurmTrial, Submitter, array_chunks, slurm_parameters
+from mle_world.launch.slurm_queries import LiveTask
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import Record
@@ -133,6 +134,10 @@ def submit_arrays(
     slurm.max_array_tasks) trials, each starting after the previous one ended so the submission never
     runs more than array_parallelism trials at once. A refused later array leaves the earlier ones
     submitted and says so: a re-run submits the rest."""
+    budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
+    submitter.check_time_limit(
+        plan.cluster.slurm.partition, slurm_parameters(plan.cluster, budget, "", 1)["time"]
+    )
     chunks = array_chunks(len(todo), plan.cluster, submitter.max_array_size())
     after: str | None = None
     for n, chunk in enumerate(chunks):
@@ -208,3 +213,19 @@ def reconcile(output_dir: Path, commands: Sequence[TrialCommand], submitter: Sub
     kept = ", ".join(f"{n} of array {a}" for a, n in sorted(adopted.items())) or "none"
     gone = f"cancelled {len(orphans)} orphan task(s) ({', '.join(orphans)})" if orphans else "no orphans"
     return f"[launch] slurm: reconciled with squeue: adopted live tasks {kept}; {gone}"
+
+
+def cancel_sweep(output_dir: Path, submitter: Submitter) -> list[LiveTask]:
+    """scancel every pending or running task of this output dir's submissions (found by their job
+    names, which carry the submission id, so other sweeps of the same user are never touched).
+    Returns the tasks cancelled; a UserError when squeue cannot answer."""
+    intents = load_intents(output_dir)
+    if not intents:
+        return []
+    tasks = submitter.live([intent.job_name for _, intent in intents])
+    if tasks is None:
+        raise UserError("cancel: squeue failed, so the sweep's live jobs are unknown; nothing was cancelled")
+    roots = sorted({t.job_id.split("_")[0] for t in tasks}, key=int)
+    if roots:
+        submitter.cancel(roots)  # whole arrays: one scancel, tasks not yet split off included
+    return tasks

@@ -33,12 +33,10 @@ from mle_world.launch.slurm import (
     SubmititSubmitter,
     Submitter,
     check_log_folder,
-    slurm_parameters,
 )
 from mle_world.launch.slurm_queries import (
     ALIVE_STATES,
     SlurmView,
-    check_partition_time,
     check_sbatch_available,
 )
 from mle_world.launch.state import (
@@ -325,20 +323,22 @@ class SweepLauncher:
                 local_stale.append((cmd, status))
             elif action == "stale":
                 job = status.slurm_job_id
-                mark_failed_infra(
+                failed = mark_failed_infra(
                     cmd.trial.trial_dir,
                     cmd.trial.trial_id,
                     token=status.token,
                     cause=f"slurm job {job} {view.states.get(job or '', 'gone')} without a result",
                 )
+                # --retry-failed reruns it now (after `cancel`, one re-run resumes the sweep, not two)
+                if (
+                    failed
+                    and resume_action(failed, self.options, plan.cluster.launch.max_attempts, None) == "run"
+                ):
+                    todo.append(cmd)
             elif action == "run":
                 todo.append(cmd)
         todo += self._release_orphans(local_stale)
         if todo:
-            if self.submitter_factory is SubmititSubmitter:
-                budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
-                minutes = slurm_parameters(plan.cluster, budget, "", 1)["time"]
-                check_partition_time(plan.cluster.slurm.partition, minutes)
             self._submit_slurm(submitter, todo)
         else:
             self._say("[launch] slurm: nothing to submit")

@@ -29,6 +29,7 @@ from mle_world.launch.slurm_queries import (
     LiveTask,
     SlurmView,
     _run,
+    check_partition_time,
     query_live,
     query_max_array_size,
     query_states,
@@ -187,6 +188,10 @@ class Submitter(Protocol):
         """The cluster's MaxArraySize (tasks per array at most)."""
         ...
 
+    def check_time_limit(self, partition: str | None, minutes: int) -> None:
+        """Refuse (UserError) a job time the partition would never run."""
+        ...
+
 
 @dataclass(frozen=True)
 class SubmititSubmitter:
@@ -224,6 +229,9 @@ class SubmititSubmitter:
 
     def max_array_size(self) -> int:
         return query_max_array_size()
+
+    def check_time_limit(self, partition: str | None, minutes: int) -> None:
+        check_partition_time(partition, minutes)
 
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:

@@ -242,7 +242,7 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
             Text(
                 f"{len(sweep.ended_jobs)} trial(s) marked submitted/running, but Slurm says their jobs "
                 f"ended ({jobs}{more}) and no launcher is watching: re-run the same command to record "
-                "them (failed/infra), then --retry-failed to rerun them",
+                "them (failed/infra), with --retry-failed to rerun them too",
                 style="yellow",
             )
         )
