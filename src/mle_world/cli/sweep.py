@@ -166,9 +166,12 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     options = launch_options(args)
     check_writable_dir(plan.output_dir, "--output-dir")
     if args.backend == "slurm":
+        from mle_world.launch.mounts import lock_warning
         from mle_world.launch.slurm import check_log_folder
 
         check_log_folder(plan.output_dir)
+        if shared := lock_warning(plan.output_dir.absolute()):
+            warnings = [*warnings, shared]
     prices_path = _load_prices_flag(args)
     for warning in warnings:
         err.print(f"WARNING: {warning}", style="bold red", highlight=False, soft_wrap=True)
