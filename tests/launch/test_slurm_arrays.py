@@ -251,3 +251,22 @@ def test_cancel_stops_the_sweeps_jobs_and_one_retry_resumes_them(
         assert [(s.state, s.attempt) for s in final] == [("succeeded", 2)] * 2
     finally:
         assert main(["cancel", str(out.with_name("other"))]) == 0
+
+
+@pytest.mark.slurm
+def test_status_says_why_slurm_keeps_trials_waiting(
+    slurm_cluster: None, dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`status` showed `submitted 2` and nothing of why; Slurm's own reasons (here the array's
+    throttle) now come from one squeue."""
+    out, data = dirs
+    plan = make_plan(out, data, 3, seconds=120.0, cluster=cluster(array_parallelism=1))
+    run_sweep(plan, LaunchOptions(backend="slurm", show_progress=False, wait=False), display=SilentDisplay())
+    try:
+        first = plan.commands[0].trial
+        wait_until(lambda: read_status(first.trial_dir, first.trial_id).state == "running", 60, "one running")
+        capsys.readouterr()
+        assert main(["status", str(out)]) == 0
+        assert "pending in Slurm: 2 task(s): JobArrayTaskLimit 2" in capsys.readouterr().out
+    finally:
+        assert main(["cancel", str(out)]) == 0

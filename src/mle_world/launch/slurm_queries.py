@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import subprocess
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -110,6 +111,16 @@ def query_states(job_ids: Sequence[str]) -> SlurmView:
         job, _, state = line.partition("|")
         states[job.strip()] = state.strip()
     return SlurmView(states, squeue_ok=squeue is not None, sacct_ok=sacct is not None)
+
+
+def query_pending_reasons(job_ids: Sequence[str]) -> Counter[str] | None:
+    """Why the pending tasks of these jobs' arrays wait (squeue's reason → tasks), one squeue call;
+    None when squeue cannot answer."""
+    roots = sorted({j.split("_")[0] for j in job_ids})
+    if not roots:
+        return Counter()
+    out = _run(["squeue", "-h", "-r", "-t", "PD", "-o", "%r", "-j", ",".join(roots)])
+    return None if out is None else Counter(line.strip() for line in out.splitlines() if line.strip())
 
 
 def query_max_array_size() -> int:

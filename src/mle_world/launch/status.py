@@ -35,6 +35,8 @@ class SweepStatus:
     launcher_alive: bool = True
     """False when no local launcher holds the output dir's lock (its trials cannot be progressing)."""
     ended_jobs: tuple[tuple[str, str], ...] = ()
+    pending: tuple[tuple[str, int], ...] = ()
+    """Slurm's reasons for the sweep's pending tasks, most tasks first (`pending_in_slurm`)."""
     """(trial id, "12_3 CANCELLED"): Slurm trials still marked submitted/running whose job Slurm says
     ended, with no launcher watching to record it (`ended_slurm_jobs`)."""
 
@@ -116,6 +118,20 @@ def ended_slurm_jobs(trials: Sequence[tuple[Path, TrialStatus]]) -> tuple[tuple[
     return tuple(ended)
 
 
+def pending_in_slurm(trials: Sequence[TrialStatus]) -> tuple[tuple[str, int], ...]:
+    """Why Slurm keeps the submitted trials' tasks waiting (Priority, Resources, JobArrayTaskLimit,
+    QOSMaxGRESPerUser, ...), from one squeue; nothing when no trial waits or squeue cannot answer."""
+    jobs = [
+        t.slurm_job_id for t in trials if t.state == "submitted" and t.backend == "slurm" and t.slurm_job_id
+    ]
+    if not jobs or shutil.which("squeue") is None:
+        return ()
+    from mle_world.launch.slurm_queries import query_pending_reasons
+
+    reasons = query_pending_reasons(jobs)
+    return tuple(reasons.most_common()) if reasons else ()
+
+
 def read_sweep_status(output_dir: Path) -> SweepStatus:
     """Every trial's status.json under an output dir of run_paper.py (else a UserError)."""
     if not output_dir.is_dir():
@@ -136,7 +152,8 @@ def read_sweep_status(output_dir: Path) -> SweepStatus:
     alive = launcher_alive(output_dir)
     ended = () if alive else ended_slurm_jobs(trials)  # a watching launcher records them itself
     statuses = tuple(t for _, t in trials)
-    return SweepStatus(statuses, tuple(bad), launcher_alive=alive, ended_jobs=ended)
+    pending = pending_in_slurm(statuses)
+    return SweepStatus(statuses, tuple(bad), launcher_alive=alive, ended_jobs=ended, pending=pending)
 
 
 def _duration(seconds: float) -> str:
@@ -206,6 +223,9 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
                 t.trial_id, t.failure_class or "", str(t.attempt), str(t.requeues), Text(t.cause or "")
             )
         out.append(ft)
+    if sweep.pending:
+        why = ", ".join(f"{reason} {n}" for reason, n in sweep.pending)
+        out.append(Text(f"pending in Slurm: {sum(n for _, n in sweep.pending)} task(s): {why}"))
     rode_out = [t for t in sweep.trials if t.downtime_s > 0]
     if rode_out:
         total = sum(t.downtime_s for t in rode_out)
