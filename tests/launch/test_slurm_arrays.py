@@ -270,3 +270,20 @@ def test_status_says_why_slurm_keeps_trials_waiting(
         assert "pending in Slurm: 2 task(s): JobArrayTaskLimit 2" in capsys.readouterr().out
     finally:
         assert main(["cancel", str(out)]) == 0
+
+
+@pytest.mark.slurm
+def test_gpus_asked_as_gres_for_clusters_without_cons_tres(
+    slurm_cluster: None, dirs: tuple[Path, Path]
+) -> None:
+    """select/cons_res clusters refuse --gpus-per-node; `gpu_request: gres` asks --gres=gpu:N instead,
+    and each trial still sees exactly one GPU (setting gpus_per_trial: 0 with a gres of one's own,
+    the only way before, also took the GPUs out of the containers)."""
+    out, data = dirs
+    plan = make_plan(out, data, 2, seconds=1.0, cluster=cluster(gpu_request="gres"))
+    assert run_sweep(plan, SLURM, display=SilentDisplay()) == 0
+    script = next((out / "slurm").glob("*_submission.sh")).read_text()
+    assert "#SBATCH --gres=gpu:1\n" in script and "--gpus-per-node" not in script
+    for events in timelines(plan):
+        [start] = [e for e in events if e["event"] == "start"]
+        assert str(start["gpu"]) in {"0", "1", "2", "3"}

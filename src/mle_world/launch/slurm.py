@@ -54,12 +54,15 @@ def slurm_parameters(cluster: ClusterConfig, budget_s: float, job_name: str, n_t
     params: dict[str, Any] = {
         "job_name": job_name,
         "time": math.ceil(budget_s / 60) + s.grading_margin_min,
-        "gpus_per_node": s.gpus_per_trial or None,
         "cpus_per_task": s.cpus_per_trial,
         "mem": f"{s.mem_gb}GB",
         "array_parallelism": max(1, min(s.array_parallelism, n_trials)),
         "stderr_to_stdout": True,
     }
+    if s.gpus_per_trial and s.gpu_request == "gres":
+        params["gres"] = f"gpu:{s.gpus_per_trial}"
+    elif s.gpus_per_trial:
+        params["gpus_per_node"] = s.gpus_per_trial
     for key in ("partition", "account", "qos"):
         value = getattr(s, key)
         if value:

@@ -6,6 +6,8 @@ Pure pydantic models; `config.load_cluster_config` reads the file. Writes nothin
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mle_world.records import SandboxSettings
@@ -31,6 +33,7 @@ HARNESS_SBATCH: dict[str, str] = {
     "mem": "use slurm.mem_gb",
     "cpus-per-task": "use slurm.cpus_per_trial",
     "gpus-per-node": "use slurm.gpus_per_trial",
+    "gres": "use slurm.gpus_per_trial with gpu_request: gres",
     "wrap": "the job runs the trial",
 }
 """sbatch options the launcher sets itself (name → why): in `extra_sbatch` they would silently replace
@@ -42,6 +45,9 @@ class SlurmSettings(_File):
     account: str | None = None
     qos: str | None = None
     gpus_per_trial: int = Field(1, ge=0)
+    gpu_request: Literal["gpus-per-node", "gres"] = "gpus-per-node"
+    """How sbatch is asked for them: `--gpus-per-node=N` (select/cons_tres), or `--gres=gpu:N`, which
+    clusters on select/cons_res (or Slurm before 19.05) need: they refuse --gpus-per-node."""
     cpus_per_trial: int = Field(8, ge=1)
     mem_gb: int = Field(64, ge=1)
     array_parallelism: int = Field(32, ge=1)
