@@ -34,6 +34,7 @@ PLACED = {
         "account": "proj-mlew",
         "qos": "normal",
         "gpus_per_trial": 1,
+        "gpu_type": "a100",
         "cpus_per_trial": 2,
         "mem_gb": 3,
         "array_parallelism": 4,
@@ -113,7 +114,7 @@ def test_the_options_reach_slurm_exactly(slurm_cluster: None, tmp_path: Path) ->
     """The rendered script submitted as is (held, then cancelled): Slurm records each option, and the
     bare flags from cluster.yaml's true/null parse (`requeue: true` used to render `--requeue=1`, which
     sbatch refuses)."""
-    placed = {**PLACED["slurm"], "account": None, "qos": None, "setup": []}
+    placed = {**PLACED["slurm"], "account": None, "qos": None, "setup": [], "gpu_type": None}
     placed["extra_sbatch"] = {"comment": "mlew golden", "hold": None, "requeue": True, "contiguous": False}
     out = tmp_path / "out"
     plan = make_plan(

@@ -59,10 +59,11 @@ def slurm_parameters(cluster: ClusterConfig, budget_s: float, job_name: str, n_t
         "array_parallelism": max(1, min(s.array_parallelism, n_trials)),
         "stderr_to_stdout": True,
     }
+    gpus = f"{s.gpu_type}:{s.gpus_per_trial}" if s.gpu_type else s.gpus_per_trial
     if s.gpus_per_trial and s.gpu_request == "gres":
-        params["gres"] = f"gpu:{s.gpus_per_trial}"
+        params["gres"] = f"gpu:{gpus}"
     elif s.gpus_per_trial:
-        params["gpus_per_node"] = s.gpus_per_trial
+        params["gpus_per_node"] = gpus
     for key in ("partition", "account", "qos"):
         value = getattr(s, key)
         if value:

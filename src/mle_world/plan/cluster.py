@@ -32,8 +32,8 @@ HARNESS_SBATCH: dict[str, str] = {
     "qos": "use slurm.qos",
     "mem": "use slurm.mem_gb",
     "cpus-per-task": "use slurm.cpus_per_trial",
-    "gpus-per-node": "use slurm.gpus_per_trial",
-    "gres": "use slurm.gpus_per_trial with gpu_request: gres",
+    "gpus-per-node": "use slurm.gpus_per_trial and gpu_type",
+    "gres": "use slurm.gpus_per_trial, gpu_type and gpu_request: gres",
     "wrap": "the job runs the trial",
 }
 """sbatch options the launcher sets itself (name → why): in `extra_sbatch` they would silently replace
@@ -48,6 +48,8 @@ class SlurmSettings(_File):
     gpu_request: Literal["gpus-per-node", "gres"] = "gpus-per-node"
     """How sbatch is asked for them: `--gpus-per-node=N` (select/cons_tres), or `--gres=gpu:N`, which
     clusters on select/cons_res (or Slurm before 19.05) need: they refuse --gpus-per-node."""
+    gpu_type: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    """A GPU type the cluster's gres.conf names (`a100`): `--gpus-per-node=a100:1`, `--gres=gpu:a100:1`."""
     cpus_per_trial: int = Field(8, ge=1)
     mem_gb: int = Field(64, ge=1)
     array_parallelism: int = Field(32, ge=1)
