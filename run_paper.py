@@ -4,9 +4,7 @@
 Reads argv; writes what the CLI writes.
 """
 
-import sys
-
-from mle_world.cli import main
+from mle_world.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -3,8 +3,6 @@
 Reads argv; writes what the chosen subcommand writes.
 """
 
-import sys
+from mle_world.cli import run
 
-from mle_world.cli import main
-
-sys.exit(main())
+run()

@@ -6,12 +6,14 @@ Reads argv; writes nothing itself (each command's module does). User errors prin
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import select
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from rich.console import Console
 
@@ -104,3 +106,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+def run() -> NoReturn:
+    """The process's entry point (run_paper.py, `python -m mle_world`, the mle-world script): `main`, exit.
+
+    What the process built is frozen out of the cyclic GC before it exits: the interpreter's teardown
+    otherwise collects and frees every object one by one (0.2 s of CPU after an audit of 10,000 trials,
+    mostly matplotlib's, numpy's and pydantic's), memory the OS takes back at once. Teardown still
+    flushes the streams, runs atexit handlers and joins threads; only objects left in reference cycles
+    are not finalized, which Python never promises at exit.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
