@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 
 from mle_world.errors import UserError
-from mle_world.grading.medals import is_lower_better
+from mle_world.grading.medals import is_lower_better, read_leaderboard_scores
 from mle_world.tasks.local import (
     is_prepared,
     list_local_competitions,
     load_competition,
     prepare_local,
 )
+from mle_world.tasks.registry import leaderboard_direction
 
 SHIPPED = {"iris-species": False, "breast-cancer-diagnosis": False, "diabetes-progression": True}
 TARGETS = {
@@ -135,3 +136,17 @@ def test_folder_without_fetch_raw_uses_user_raw_dir(tmp_path: Path) -> None:
     (tmp_path / "data" / "rawless" / "raw" / "data.csv").write_text("id,value\n1,5\n")
     prepared = prepare_local("rawless", folder, tmp_path / "data")
     assert (prepared / "public" / "train.csv").read_text() == "id,value\n1,5\n"
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [["1.0", "2.0", "3.0"], ["3.0", "2.0", "1.0"], ["1.0", "2.0", ""], ["", "2.0", "3.0"], ["2.0", "2.0"]],
+)
+def test_the_agents_metric_direction_is_the_one_medals_are_ranked_by(tmp_path: Path, rows: list[str]) -> None:
+    """Rows without a score (Kaggle's hasScore False) are NaN for grading; the agent's hint must agree."""
+    board = tmp_path / "leaderboard.csv"
+    lines = ["scoreNullable,teamId,hasTeamName,submissionDate,score,hasScore"]
+    lines += [f"{s},{i},True,2025-01-01 00:00:00,{s},{bool(s)}" for i, s in enumerate(rows)]
+    board.write_text("\n".join(lines) + "\n")
+    # Was: True for ["1.0", "2.0", ""] (the empty row skipped) where grading ranks higher-is-better.
+    assert leaderboard_direction(board) is is_lower_better(read_leaderboard_scores(board))

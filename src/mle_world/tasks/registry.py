@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -53,12 +54,14 @@ class TaskRegistry:
 
 
 def leaderboard_direction(path: Path) -> bool | None:
-    """True when lower is better by MLE-bench's rule; None for a missing, LFS-pointer or empty file."""
+    """True when lower is better by MLE-bench's rule; None for a missing, LFS-pointer or empty file.
+
+    A row without a score counts as NaN, as pandas reads it for grading (`first < NaN` is false: higher
+    is better), not skipped: the direction the agent is told must be the one its medals are ranked by."""
     try:
         with open(path, encoding="utf-8", newline="") as handle:
-            scores = [
-                float(row["score"]) for row in csv.DictReader(handle) if row.get("score") not in (None, "")
-            ]
+            rows = list(csv.DictReader(handle))
+        scores = [float(row["score"]) if row["score"] not in (None, "") else math.nan for row in rows]
     except (OSError, KeyError, ValueError):
         return None
     return scores[0] < scores[-1] if scores else None
