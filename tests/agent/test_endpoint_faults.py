@@ -130,6 +130,18 @@ def test_a_hung_server_is_cut_by_time_left_plus_the_window():
             client.chat(MSG, purpose="draft", timeout_s=1.0)
 
 
+def test_a_trickling_response_is_cut_by_its_timeout():
+    """httpx's read timeout limits each wait for bytes: a body sent a byte at a time (a gateway's
+    keep-alive) held the request for as long as the server liked (here about 90 s; the test's 60 s
+    timeout fails it), past the attempt's timeout and the trial's deadline."""
+    sink = MemorySink()
+    with FakeOpenAIServer(default=Reply(content="x" * 200, trickle_s=0.25)) as server:
+        client = make_client(server.url, sink, outage_window_s=0.5, timeout_s=1)
+        with pytest.raises(EndpointFailure, match="APITimeoutError: request timed out"):
+            client.chat(MSG, purpose="draft", timeout_s=1.0)
+    assert calls(sink)[-1].outcome == "error"
+
+
 def test_outage_pauses_the_budget_and_is_recorded():
     sink = MemorySink()
     clock = MonotonicClock()

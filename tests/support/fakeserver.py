@@ -49,6 +49,8 @@ class Reply:
     status: int = 200
     error_message: str = "scripted error"
     delay_s: float = 0.0
+    trickle_s: float = 0.0
+    """Seconds between the body's bytes, after the headers (a gateway keeping the connection alive)."""
     finish_reason: str | None = None
     """The choice's finish_reason (default: stop, or tool_calls for a tool call), e.g. length."""
     garbage: Garbage | None = None
@@ -478,7 +480,24 @@ class FakeOpenAIServer:
                     data, content_type = fake._garbage_body(reply, model)
                     self._send(200, data, content_type)
                     return
+                if reply.trickle_s:
+                    self._trickle(json.dumps(fake._completion_body(reply, model)).encode(), reply.trickle_s)
+                    return
                 self._send(200, fake._completion_body(reply, model))
+
+            def _trickle(self, data: bytes, pause_s: float) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.flush()
+                try:
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(pause_s)
+                except OSError:  # the client gave up
+                    self.close_connection = True
 
         return Handler
 

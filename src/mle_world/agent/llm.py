@@ -27,6 +27,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from mle_world.agent.events import EventSink
 from mle_world.agent.replicas import Backoff, Lease, ReplicaPool
+from mle_world.agent.transport import http_client
 from mle_world.records import EndpointSettings, LLMCallEvent, Role
 
 _RAW_RESPONSE_HEADER: str | None
@@ -346,7 +347,11 @@ class EndpointClient:
             (
                 url,
                 openai.OpenAI(
-                    base_url=url, api_key=key or "EMPTY", max_retries=0, timeout=settings.timeout_s
+                    base_url=url,
+                    api_key=key or "EMPTY",
+                    max_retries=0,
+                    timeout=settings.timeout_s,
+                    http_client=http_client(),
                 ),
             )
             for url in settings.urls

@@ -17,6 +17,7 @@ import openai
 from openai import OpenAI
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionNamedToolChoiceParam
 
+from mle_world.agent.transport import http_client
 from mle_world.agent.window import RESERVE_TOKENS
 from mle_world.errors import UserError
 from mle_world.launch.display import Display
@@ -88,7 +89,13 @@ def api_key_for(settings: EndpointSettings) -> str:
 
 def default_client_factory(settings: EndpointSettings, timeout_s: float) -> OpenAI:
     """An `OpenAI` client for the endpoint's (first) replica, without retries (a probe should answer fast)."""
-    return OpenAI(base_url=settings.urls[0], api_key=api_key_for(settings), timeout=timeout_s, max_retries=0)
+    return OpenAI(
+        base_url=settings.urls[0],
+        api_key=api_key_for(settings),
+        timeout=timeout_s,
+        max_retries=0,
+        http_client=http_client(),
+    )
 
 
 def replica_settings(settings: EndpointSettings) -> list[EndpointSettings]:
