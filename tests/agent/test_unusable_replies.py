@@ -126,3 +126,23 @@ def test_vllms_engine_side_context_error_shrinks_the_prompt(tmp_path, competitio
     result = run(spec)
     assert result.status == "completed" and result.best_metric == pytest.approx(0.5), result.stop_reason
     assert len(servers["coder"].chat_requests) == 2
+
+
+def test_a_server_error_that_echoes_the_key_stores_it_nowhere(tmp_path, competition, servers, monkeypatch):
+    """Some gateways quote the credential they refused. The error text reaches events.jsonl (each
+    attempt's error), result.json (the stop reason) and the infra cause: the client redacts its key."""
+    public, _ = competition
+    key = "sk-echoed-7d41c9e2"
+    monkeypatch.setenv("ECHO_TEST_KEY", key)
+    servers["coder"].push(
+        Reply(status=502, error_message=f"upstream refused bearer {key}"),
+        Reply(status=401, error_message=f"invalid api key {key}"),
+    )
+    spec = make_spec(tmp_path, public, servers, budget=ONE_STEP, key_env="ECHO_TEST_KEY")
+    result = run(spec)
+    assert servers["coder"].chat_requests[0]["_auth"] == f"Bearer {key}"  # the key was sent
+    assert result.status == "failed" and "invalid api key [REDACTED:ECHO_TEST_KEY]" in result.stop_reason
+    errors = [e["error"] for e in llm_events(spec, "coder")]
+    assert len(errors) == 2 and all("[REDACTED:ECHO_TEST_KEY]" in e for e in errors), errors
+    stored = [p for p in Path(spec.paths.trial_dir).rglob("*") if p.is_file()]
+    assert stored and not [p for p in stored if key.encode() in p.read_bytes()]

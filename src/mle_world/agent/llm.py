@@ -26,6 +26,7 @@ from openai.types.chat import ChatCompletion
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from mle_world.agent.events import EventSink
+from mle_world.agent.redaction import Redactor
 from mle_world.agent.replicas import Backoff, Lease, ReplicaPool
 from mle_world.agent.transport import http_client
 from mle_world.records import EndpointSettings, LLMCallEvent, Role
@@ -342,6 +343,8 @@ class EndpointClient:
         self._probe_timeout_s = probe_timeout_s
         env = os.environ if environ is None else environ
         key = env.get(settings.key_env, "") if settings.key_env else ""
+        # A server's error text may echo the key (some gateways do): never into events, results or logs.
+        self._redactor = Redactor({settings.key_env or "key": key})
         # vLLM accepts any key, and the openai client refuses an empty one.
         clients = [
             (
@@ -373,6 +376,10 @@ class EndpointClient:
     def close(self) -> None:
         for replica in self.pool.replicas:
             replica.client.close()
+
+    def _describe(self, error: BaseException) -> str:
+        """One line about a failed request, without the endpoint's key."""
+        return self._redactor.text(_describe(error))
 
     # ---- the retry policy --------------------------------------------------------------
     def _call(self, call: _Call, send: Callable[[openai.OpenAI, float], T]) -> T:
@@ -429,7 +436,7 @@ class EndpointClient:
                 replica.client.models.list(timeout=self._attempt_timeout(call, self._probe_timeout_s))
             except openai.OpenAIError as error:
                 wait = _retry_after(error) if isinstance(error, openai.APIStatusError) else None
-                self._fault(call, lease, f"{replica.url}: probe failed: {_describe(error)}", wait, 0.0)
+                self._fault(call, lease, f"{replica.url}: probe failed: {self._describe(error)}", wait, 0.0)
             self.pool.restored(lease)
         start = self._clock()
         try:
@@ -437,12 +444,12 @@ class EndpointClient:
         except openai.APIStatusError as error:
             latency = self._clock() - start
             if _retryable_status(error):
-                self._fault(call, lease, _describe(error), _retry_after(error), latency)
+                self._fault(call, lease, self._describe(error), _retry_after(error), latency)
             self.pool.released(lease)
-            self._event(call, latency, "error", _describe(error))
+            self._event(call, latency, "error", self._describe(error))
             raise
         except openai.APIConnectionError as error:  # also APITimeoutError: a hung server
-            self._fault(call, lease, f"{replica.url}: {_describe(error)}", None, self._clock() - start)
+            self._fault(call, lease, f"{replica.url}: {self._describe(error)}", None, self._clock() - start)
         except _Fault as fault:
             latency = self._clock() - start
             if fault.resample:
@@ -451,7 +458,7 @@ class EndpointClient:
                 self.pool.succeeded(lease)
                 call.pending = {
                     "latency": latency,
-                    "error": f"{replica.url}: {fault.cause}",
+                    "error": self._redactor.text(f"{replica.url}: {fault.cause}"),
                     "usage": fault.usage,
                 }
                 raise
@@ -475,6 +482,7 @@ class EndpointClient:
         usage: Usage = (None, None),
     ) -> None:
         """Book a failed attempt against its replica and raise it for the retry policy."""
+        cause = self._redactor.text(cause)
         if call.first_fault is None:
             call.first_fault = self._clock()
         self.pool.failed(lease, cause, retry_after)
@@ -563,7 +571,7 @@ class EndpointClient:
             except EndpointFailure as error:
                 raise EndpointFailure(self.role, f"model discovery failed: {error.cause}") from error
             except openai.APIStatusError as error:
-                raise EndpointFailure(self.role, f"model discovery: {_describe(error)}") from error
+                raise EndpointFailure(self.role, f"model discovery: {self._describe(error)}") from error
             return self._model
 
     def chat(
@@ -610,12 +618,12 @@ class EndpointClient:
             completion, message = self._call(call, send)
         except openai.BadRequestError as error:
             if is_context_overflow(error):
-                raise ContextOverflow(_describe(error)) from error
+                raise ContextOverflow(self._describe(error)) from error
             if tools and _is_tools_rejection(error):
-                raise ToolsUnsupported(str(error)) from error
-            raise EndpointFailure(self.role, f"request rejected: {_describe(error)}") from error
+                raise ToolsUnsupported(self._redactor.text(str(error))) from error
+            raise EndpointFailure(self.role, f"request rejected: {self._describe(error)}") from error
         except openai.APIStatusError as error:
-            raise EndpointFailure(self.role, _describe(error)) from error
+            raise EndpointFailure(self.role, self._describe(error)) from error
         counts = _usage_of(completion)
         tool_arguments: str | None = None
         calls = getattr(message, "tool_calls", None)
