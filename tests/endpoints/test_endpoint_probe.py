@@ -151,6 +151,17 @@ def test_wrong_key_is_an_http_error(start_server, monkeypatch) -> None:
     assert probe.error == "unreachable: HTTP 401: invalid api key"
 
 
+def test_a_refusal_that_quotes_the_key_is_shown_without_it(start_server, monkeypatch) -> None:
+    """The check's one line goes to the terminal and to Slurm or nohup logs: a gateway quoting the key it
+    refused must not put the key there."""
+    srv = start_server(required_key="the-right-key", quote_refused_key=True)
+    monkeypatch.setenv("MLEW_TEST_KEY", "sk-stale-key-4e9a1")
+    with pytest.raises(UserError) as error:
+        check_endpoints({"coder": EndpointSettings(url=srv.url, key_env="MLEW_TEST_KEY")}, _console()[0])
+    assert "invalid api key (got Bearer [REDACTED:MLEW_TEST_KEY])" in str(error.value)
+    assert "sk-stale-key-4e9a1" not in str(error.value)
+
+
 def test_all_down_lists_every_role(dead_url) -> None:
     endpoints = {role: EndpointSettings(url=dead_url) for role in ("coder", "world", "feedback")}
     console, _ = _console()

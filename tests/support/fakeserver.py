@@ -90,15 +90,18 @@ class FakeOpenAIServer:
         known_models_only: bool = False,
         required_key: str | None = None,
         echo_tools: bool = False,
+        quote_refused_key: bool = False,
     ) -> None:
         """`also_serves`: more model ids on /v1/models; `known_models_only`: 404 for a chat request
         naming another model (vLLM's answer); `required_key`: 401 without `Bearer <key>`;
-        `echo_tools`: with nothing scripted, a request with tools gets a call of its chosen tool."""
+        `echo_tools`: with nothing scripted, a request with tools gets a call of its chosen tool;
+        `quote_refused_key`: the 401 quotes the Authorization header it refused (as some gateways do)."""
         self.model = model
         self.served = (model, *also_serves)
         self.known_models_only = known_models_only
         self.required_key = required_key
         self.echo_tools = echo_tools
+        self.quote_refused_key = quote_refused_key
         self.default = default
         self.latency_s = latency_s
         self.reject_tools = reject_tools
@@ -368,7 +371,10 @@ class FakeOpenAIServer:
                     or self.headers.get("Authorization") == f"Bearer {fake.required_key}"
                 ):
                     return False
-                self._send(401, {"error": {"message": "invalid api key", "type": "auth", "code": 401}})
+                message = "invalid api key"
+                if fake.quote_refused_key:
+                    message += f" (got {self.headers.get('Authorization')})"
+                self._send(401, {"error": {"message": message, "type": "auth", "code": 401}})
                 return True
 
             def do_GET(self) -> None:  # noqa: N802

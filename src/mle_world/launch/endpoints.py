@@ -17,6 +17,7 @@ import openai
 from openai import OpenAI
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionNamedToolChoiceParam
 
+from mle_world.agent.redaction import Redactor
 from mle_world.agent.transport import http_client
 from mle_world.agent.window import RESERVE_TOKENS
 from mle_world.errors import UserError
@@ -169,11 +170,17 @@ def probe_endpoint(
     """
     client = client_factory(settings, timeout_s)
     url = settings.urls[0]
+    redactor = Redactor({settings.key_env or "key": api_key_for(settings)})
+
+    def describe(exc: BaseException) -> str:
+        """The error without the key (a gateway may quote the credential it refused)."""
+        return redactor.text(describe_error(exc))
+
     try:
         page = client.models.list()
         models = list(page.data)
     except openai.OpenAIError as exc:
-        return EndpointProbe(role=role, url=url, reachable=False, error=f"unreachable: {describe_error(exc)}")
+        return EndpointProbe(role=role, url=url, reachable=False, error=f"unreachable: {describe(exc)}")
     served = tuple(m.id for m in models)
     if not served:
         return EndpointProbe(
@@ -213,7 +220,7 @@ def probe_endpoint(
             temperature=0.0,
         )
     except openai.OpenAIError as exc:
-        return replace(base, error=f"completion failed: {describe_error(exc)}")
+        return replace(base, error=f"completion failed: {describe(exc)}")
     latency = time.perf_counter() - started
     probe = replace(base, latency_s=latency)
     if not check_tools:
@@ -229,7 +236,7 @@ def probe_endpoint(
             temperature=0.0,
         )
     except openai.OpenAIError as exc:
-        return replace(probe, tool_calls=False, tool_error=describe_error(exc))
+        return replace(probe, tool_calls=False, tool_error=describe(exc))
     calls = response.choices[0].message.tool_calls if response.choices else None
     names = [getattr(getattr(c, "function", None), "name", None) for c in calls or ()]
     if PROBE_TOOL_NAME in names:
