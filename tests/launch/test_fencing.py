@@ -133,6 +133,9 @@ class ScriptedSlurm:
     def check_time_limit(self, partition: str | None, minutes: int) -> None:
         pass
 
+    def release(self, array_ids: Sequence[str]) -> bool:
+        return True
+
 
 def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:
     out, data = dirs

@@ -44,7 +44,7 @@ PLACED = {
             "exclude": "node17",
             "exclusive": True,
             "--mail-type": "FAIL",
-            "hold": None,
+            "overcommit": None,
             "contiguous": False,
         },
         "setup": ["module load cuda/12.4"],
@@ -80,7 +80,7 @@ def test_every_placement_option_reaches_the_script(tmp_path: Path) -> None:
     """account, qos, constraint (shell-quoted), bare flags from true/null, false left out, setup lines."""
     text = preview(tmp_path, ClusterConfig.model_validate(PLACED))
     check_golden("placed.sbatch", text)
-    assert "#SBATCH --exclusive\n" in text and "#SBATCH --hold\n" in text
+    assert "#SBATCH --exclusive\n" in text and "#SBATCH --overcommit\n" in text
     assert "contiguous" not in text and "=True" not in text and "=None" not in text
 
 
@@ -94,6 +94,7 @@ def test_every_placement_option_reaches_the_script(tmp_path: Path) -> None:
         ("array", "array_parallelism"),
         ("signal", "checkpoints and requeues"),
         ("no-requeue", "requeued and resume"),
+        ("hold", "recorded its job ids"),
         ("partition", "use slurm.partition"),
     ],
 )
@@ -111,11 +112,17 @@ def test_options_the_harness_sets_are_refused(tmp_path: Path, key: str, why: str
 
 @pytest.mark.slurm
 def test_the_options_reach_slurm_exactly(slurm_cluster: None, tmp_path: Path) -> None:
-    """The rendered script submitted as is (held, then cancelled): Slurm records each option, and the
+    """The rendered script submitted as is (held by its own --hold until a launcher would release it,
+    then cancelled): Slurm records each option, and the
     bare flags from cluster.yaml's true/null parse (`requeue: true` used to render `--requeue=1`, which
     sbatch refuses)."""
     placed = {**PLACED["slurm"], "account": None, "qos": None, "setup": [], "gpu_type": None}
-    placed["extra_sbatch"] = {"comment": "mlew golden", "hold": None, "requeue": True, "contiguous": False}
+    placed["extra_sbatch"] = {
+        "comment": "mlew golden",
+        "overcommit": None,
+        "requeue": True,
+        "contiguous": False,
+    }
     out = tmp_path / "out"
     plan = make_plan(
         out, tmp_path / "data", 3, budget_s=600.0, cluster=ClusterConfig.model_validate({"slurm": placed})
@@ -131,7 +138,7 @@ def test_the_options_reach_slurm_exactly(slurm_cluster: None, tmp_path: Path) ->
     finally:
         subprocess.run(["scancel", job], check=False)
     fields = dict(re.findall(r"(\w+)=(\S*)", show))
-    assert fields["Requeue"] == "1" and fields["Partition"] == "gpu"
+    assert fields["Requeue"] == "1" and fields["Partition"] == "gpu" and fields["Reason"] == "JobHeldUser"
     assert fields["TimeLimit"] == "00:40:00"  # 600 s budget + 30 min margin
     assert re.search(r"^\s*Comment=mlew golden\s*$", show, re.M)  # submitit's quotes: sbatch strips them
     assert fields["ArrayTaskThrottle"] == "3"  # min(array_parallelism 4, 3 trials)

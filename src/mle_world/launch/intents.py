@@ -111,9 +111,14 @@ def submit_recorded(
     first = ids[0].split("_")[0]
     write_model(intent_path, intent.model_copy(update={"array_id": first}))
     for n, (cmd, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
-        # Only the ids: the job may already have started and written 'running'.
+        # Only the ids (a re-run's reconciliation may adopt a task that already started).
         record_job_id(cmd.trial.trial_dir, cmd.trial.trial_id, token=submission, job_id=job_id)
         _kill_point(f"recorded-{n}")
+    if not submitter.release([first]):
+        raise UserError(
+            f"--backend slurm: submitted job {first}, but `scontrol release {first}` failed and its tasks "
+            "stay held: re-run the same command (it releases the arrays it adopts) or release it yourself"
+        )
     queued = f", after job {after}" if after is not None else ""
     return (
         f"[launch] slurm: submitted {len(ids)} trials as job {first} "
@@ -208,6 +213,8 @@ def reconcile(output_dir: Path, commands: Sequence[TrialCommand], submitter: Sub
             orphans.append(task.job_id)
     if orphans:
         submitter.cancel(orphans)
+    # An array whose launcher died before releasing it is still held (harmless for one that is not).
+    submitter.release(sorted(adopted))
     if not (adopted or orphans):
         return None
     kept = ", ".join(f"{n} of array {a}" for a, n in sorted(adopted.items())) or "none"

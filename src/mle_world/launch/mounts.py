@@ -86,7 +86,7 @@ def lock_warning(output_dir: Path, mountinfo: str | None = None) -> str | None:
         return None
     return (
         f"--output-dir {output_dir} is on {reason}: file locks there do not reach other nodes, yet the "
-        "launcher and the trials' jobs on compute nodes update each status.json under one; a job starting "
-        "while the launcher records its id can lose the other's write. Use a file system with cluster-wide "
+        "launcher and the trials' jobs on compute nodes update each status.json under one (a re-run's "
+        "reconciliation and a running job can lose each other's write). Use a file system with cluster-wide "
         "locks (NFS with lockd or NFSv4 without local_lock, Lustre mounted with flock)"
     )

@@ -71,7 +71,9 @@ def slurm_parameters(cluster: ClusterConfig, budget_s: float, job_name: str, n_t
     # --requeue: a trial resumes after preemption, node failure or submitit's checkpoint, whatever
     # the cluster's JobRequeue default (with JobRequeue=0, `scontrol requeue` and PreemptMode=REQUEUE
     # would cancel the job instead). Extra options: true/null → a bare flag, false → left out.
-    extra: dict[str, Any] = {"requeue": True}
+    # --hold: no task starts before the launcher has recorded every trial's job id (`release`), so the
+    # launcher and a starting job never write one status.json at once, whatever the file system's locks.
+    extra: dict[str, Any] = {"requeue": True, "hold": True}
     for key, value in s.extra_sbatch.items():
         if value is not False:
             extra[key.lstrip("-").replace("-", "_")] = True if value is None else value
@@ -196,6 +198,10 @@ class Submitter(Protocol):
         """Refuse (UserError) a job time the partition would never run."""
         ...
 
+    def release(self, array_ids: Sequence[str]) -> bool:
+        """scontrol release these held arrays; False when scontrol failed."""
+        ...
+
 
 @dataclass(frozen=True)
 class SubmititSubmitter:
@@ -236,6 +242,9 @@ class SubmititSubmitter:
 
     def check_time_limit(self, partition: str | None, minutes: int) -> None:
         check_partition_time(partition, minutes)
+
+    def release(self, array_ids: Sequence[str]) -> bool:
+        return not array_ids or _run(["scontrol", "release", ",".join(array_ids)]) is not None
 
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:

@@ -27,6 +27,7 @@ HARNESS_SBATCH: dict[str, str] = {
     "dependency": "the arrays of one submission run one after another",
     "time": "the budget + slurm.grading_margin_min",
     "no-requeue": "preempted and checkpointed trials are requeued and resume",
+    "hold": "each array is held until the launcher has recorded its job ids, then released",
     "partition": "use slurm.partition",
     "account": "use slurm.account",
     "qos": "use slurm.qos",
