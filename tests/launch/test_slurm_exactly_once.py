@@ -58,6 +58,15 @@ def test_launcher_killed_during_submission_then_rerun_runs_every_trial_once(
         argv, env={**os.environ, KILL_AT_ENV: point}, capture_output=True, text=True, timeout=120
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    if point != "before-sbatch":
+        # Submitted held: no task starts before the launcher has recorded every trial's job id and
+        # released the array (a task starting meanwhile wrote status.json beside the launcher).
+        held = ["squeue", "-h", "-r", "-n", ",".join(job_names(out)), "-o", "%T %r"]
+        assert (
+            subprocess.run(held, capture_output=True, text=True).stdout.splitlines()
+            == ["PENDING JobHeldUser"] * 2
+        )
+        assert all(not events for events in timelines(make_plan(out, data, 2, seconds=3)))
     rerun = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     if point != "before-sbatch":
