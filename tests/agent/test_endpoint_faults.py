@@ -99,6 +99,16 @@ def test_an_unusable_answer_keeps_the_usage_the_server_billed():
     ]
 
 
+def test_content_that_is_not_text_is_garbage_not_a_reply():
+    """The SDK does not validate a completion: a list as the content reached the coder's code parser and
+    failed the trial as the agent's error."""
+    sink = MemorySink()
+    with FakeOpenAIServer() as server:
+        server.push(Reply(content=[{"type": "text", "text": "hi"}]), Reply(content="fine"))  # type: ignore[arg-type]
+        assert make_client(server.url, sink, outage_window_s=30).chat(MSG, purpose="draft").content == "fine"
+    assert "message content is not text" in (calls(sink)[0].error or "")
+
+
 def test_persistent_garbage_fails_with_the_cause_after_the_window():
     sink = MemorySink()
     with FakeOpenAIServer(default=Reply(garbage="html")) as server:

@@ -270,6 +270,9 @@ def _parse_completion(raw: Any, wants_tool: bool, *, resample: bool = True) -> t
     message = getattr(choices[0], "message", None)
     if message is None:
         raise _Fault("protocol garbage: the choice has no message", usage=usage)
+    if not isinstance(getattr(message, "content", None), str | None):
+        # The SDK builds the model without validating it: a list or number would reach the prompts' parsers.
+        raise _Fault("protocol garbage: the message content is not text", usage=usage)
     if getattr(completion, "usage", None) is None:
         raise _Fault("protocol garbage: no usage in the completion")
     if wants_tool and resample:
