@@ -121,7 +121,7 @@ class IsolatedGrader:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # anything the grader left running
         for line in err.splitlines():
-            log.warning("%s: %s", what.get("task", "grading check"), line)
+            log.warning("%s", line)  # the child names the task itself
         marked = next((x for x in out.splitlines() if x.startswith(_MARK)), None)
         if marked is None:
             if proc.returncode < 0:
