@@ -33,6 +33,10 @@ FATEFUL_GRADE = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)
         if value == "hang":
             time.sleep(3600)
+        if value == "print":  # a grader that prints: its output must not be taken for an answer
+            print("MLE_WORLD_GRADED {}")
+            print("id,value")
+            return 0.5
         return float(value)
     """
 )
@@ -81,8 +85,8 @@ def test_a_grader_that_never_ends_is_stopped_and_the_submission_is_invalid(
     tmp_path: Path, fateful: tuple[dict[str, Path], Path]
 ) -> None:
     comps, data = fateful
-    grader = IsolatedGrader(data, comps, timeout_s=3)
-    report = grader.grade("fate", submit(tmp_path / "hang.csv", "id,value\n1,hang\n"))
+    with IsolatedGrader(data, comps, timeout_s=3) as grader:
+        report = grader.grade("fate", submit(tmp_path / "hang.csv", "id,value\n1,hang\n"))
     assert (report.score, report.valid_submission, report.submission_exists) == (None, False, True)
     assert report.bronze_threshold == 0.8 and report.submission_path == str(tmp_path / "hang.csv")
     assert report.invalid_reason == "no result after 3 s"
@@ -98,13 +102,35 @@ def test_a_child_grades_exactly_as_in_process(
         submit(tmp_path / "header.csv", "id,progression\n"),
         tmp_path / "absent.csv",
     ]
-    isolated, inproc = IsolatedGrader(prepared_data, local_comps), MultiGrader(prepared_data, local_comps)
-    for path in submissions:
-        a = isolated.grade("diabetes-progression", path).model_dump(exclude={"created_at"})
-        b = inproc.grade("diabetes-progression", path).model_dump(exclude={"created_at"})
-        assert a == b
+    inproc = MultiGrader(prepared_data, local_comps)
+    with IsolatedGrader(prepared_data, local_comps) as isolated:
+        for path in submissions:
+            a = isolated.grade("diabetes-progression", path).model_dump(exclude={"created_at"})
+            b = inproc.grade("diabetes-progression", path).model_dump(exclude={"created_at"})
+            assert a == b
 
 
 def test_unprepared_data_is_still_a_user_error(tmp_path: Path, local_comps: dict[str, Path]) -> None:
-    with pytest.raises(NotPreparedError, match="answers missing"):
-        IsolatedGrader(tmp_path, local_comps).grade("iris-species", tmp_path / "s.csv")
+    with (
+        IsolatedGrader(tmp_path, local_comps) as grader,
+        pytest.raises(NotPreparedError, match="answers missing"),
+    ):
+        grader.grade("iris-species", tmp_path / "s.csv")
+
+
+def test_one_grading_process_serves_many_submissions_and_is_replaced_when_it_dies(
+    tmp_path: Path, fateful: tuple[dict[str, Path], Path]
+) -> None:
+    comps, data = fateful
+    values = ["0.85", "0.95", "die", "0.55", "print"]
+    paths = [submit(tmp_path / f"{i}.csv", f"id,value\n1,{v}\n") for i, v in enumerate(values)]
+    workers = []
+    with IsolatedGrader(data, comps) as grader:
+        reports = []
+        for path in paths:
+            reports.append(grader.grade("fate", path))
+            workers.append(grader._worker.pid if grader._worker else None)
+    assert [r.score for r in reports] == [0.85, 0.95, None, 0.55, 0.5]
+    assert reports[2].invalid_reason == "grading process killed by SIGKILL (out of memory?)"
+    assert workers[0] == workers[1] != workers[3] == workers[4]  # one process until it died, then a new one
+    assert grader._worker is None and all(not Path(f"/proc/{pid}").exists() for pid in set(workers))

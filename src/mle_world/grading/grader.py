@@ -139,7 +139,18 @@ def grade_output_dir(
     runs = output_dir / layout.RUNS
     if not runs.is_dir():
         raise UserError(f"{runs}: no such directory (is {output_dir} an --output-dir?)")
-    active: Grader = grader if grader is not None else IsolatedGrader(data_dir, local_competitions)
+    own = None
+    if grader is None:  # one grading process for the whole dir, stopped at the end
+        grader = own = IsolatedGrader(data_dir, local_competitions)
+    try:
+        return _grade_all(output_dir, data_dir, grader, force)
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _grade_all(output_dir: Path, data_dir: Path, active: Grader, force: bool) -> RegradeResult:
+    """grade_output_dir's loop over the trials."""
     graded: list[GradingReport] = []
     skipped: list[str] = []
     errors: list[str] = []

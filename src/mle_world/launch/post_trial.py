@@ -28,6 +28,6 @@ class TrialFinisher:
 
     def __call__(self, trial: PlannedTrial, state: Literal["succeeded", "failed"] = "succeeded") -> None:
         if self.grade:
-            grader = IsolatedGrader(self.data_dir, self.local_competitions)
-            grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader, trial_state=state)
+            with IsolatedGrader(self.data_dir, self.local_competitions) as grader:
+                grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader, trial_state=state)
         write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))

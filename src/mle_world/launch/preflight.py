@@ -90,4 +90,5 @@ def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collec
 def check_grading(trials: Sequence[PlannedTrial], data_dir: Path, local: Mapping[str, Path]) -> None:
     """With --grade: every selected task can be graded here (mlebench installed, answers and a real
     leaderboard in place), checked by grading no file; else one UserError line, before any trial runs."""
-    IsolatedGrader(data_dir, local).check(sorted({trial.spec.task for trial in trials}))
+    with IsolatedGrader(data_dir, local) as grader:
+        grader.check(sorted({trial.spec.task for trial in trials}))
