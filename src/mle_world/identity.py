@@ -1,7 +1,7 @@
 """What makes two trials or two sweeps the same experiment: the science hashes, and the output dir's mark.
 
 Hashes the science of agent settings (endpoint transport fields excluded); reads and writes
-`<output_dir>/.sweep-identity`.
+`<output_dir>/.sweep-identity`; compares launches' provenance (code, served models, image; launch.json).
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from mle_world.errors import UserError
-from mle_world.records import AgentSettings, Regime
+from mle_world.records import AgentSettings, LaunchProvenance, LaunchRecord, Regime
 from mle_world.storage import write_json_atomic
 
 HASH_SCHEME = "v2"
@@ -101,3 +103,111 @@ def record_sweep_identity(output_dir: Path, config_hash: str, regime: Regime) ->
     path = output_dir / IDENTITY_FILE
     if not path.exists():
         write_json_atomic(path, {"config_hash": config_hash, "regime": regime})
+
+
+ALLOW_PROVENANCE_FLAG = "--allow-provenance-change"
+
+
+def _short(value: str | None) -> str:
+    return "none" if value is None else value[:12]
+
+
+def _code(p: LaunchProvenance) -> str:
+    if p.git_dirty:
+        return f"{_short(p.git_sha)} with uncommitted changes {_short(p.git_diff_sha256)}"
+    return _short(p.git_sha)
+
+
+def provenance_changes(old: LaunchProvenance, new: LaunchProvenance) -> list[str]:
+    """What differs between two launches' provenance, one phrase each (empty when nothing does).
+
+    Served models are compared per role, and only when both launches probed that role."""
+    changes = []
+    if old.harness_version != new.harness_version:
+        changes.append(f"harness {old.harness_version} -> {new.harness_version}")
+    if (old.git_sha, old.git_dirty, old.git_diff_sha256) != (new.git_sha, new.git_dirty, new.git_diff_sha256):
+        changes.append(f"code {_code(old)} -> {_code(new)}")
+
+    def by_role(p: LaunchProvenance) -> dict[str, set[str]]:
+        roles: dict[str, set[str]] = {}
+        for item in p.served_models:
+            role, _, model = item.partition("=")
+            roles.setdefault(role, set()).add(model)
+        return roles
+
+    before, after = by_role(old), by_role(new)
+    for role in sorted(before.keys() & after.keys()):
+        if before[role] != after[role]:
+            changes.append(
+                f"{role} model {','.join(sorted(before[role]))} -> {','.join(sorted(after[role]))}"
+            )
+    if old.image_sha256 != new.image_sha256:
+        changes.append(f"image sha256 {_short(old.image_sha256)} -> {_short(new.image_sha256)}")
+    return changes
+
+
+def previous_launch(path: Path) -> LaunchRecord | None:
+    """An output dir's launch.json (`path`) when an earlier real launch wrote it; None when there is none
+    (or only a dry run's). UserError when it cannot be read: written by another harness version, or corrupt."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UserError(f"{path}: unreadable ({exc.strerror})") from None
+    try:
+        record = LaunchRecord.model_validate_json(data)
+    except ValidationError as exc:
+        raise UserError(f"{path}: {unreadable_launch(data, exc)}") from None
+    return None if record.dry_run else record
+
+
+def unreadable_launch(data: bytes, exc: ValidationError) -> str:
+    """Why launch.json could not be read, in one phrase (the writing harness's version when it says)."""
+    from mle_world import __version__
+
+    try:
+        version = json.loads(data).get("harness_version")
+    except (ValueError, AttributeError):
+        version = None
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "file"
+    written = f"written by harness {version}, this is {__version__}" if version else "not a launch record"
+    return f"{written}; {where}: {first['msg']}"
+
+
+def check_provenance(path: Path, record: LaunchRecord, allow: bool) -> list[str]:
+    """Refuse a launch whose code, served models or image differ from the earlier real launch recorded
+    in `path` (launch.json; the trials' numbers would mix into one table); with `allow`, return what
+    changed instead."""
+    if record.dry_run:
+        return []
+    try:
+        previous = previous_launch(path)
+    except UserError as exc:
+        if not allow:
+            raise UserError(
+                f"{exc}; use a new --output-dir, or {ALLOW_PROVENANCE_FLAG} to replace it"
+            ) from None
+        return [f"earlier launch.json unreadable ({exc})"]
+    if previous is None:
+        return []
+    changes = provenance_changes(previous.provenance(), record.provenance())
+    if changes and not allow:
+        raise UserError(
+            f"--output-dir {path.parent}: its earlier launch ran with other settings ({'; '.join(changes)}); "
+            f"use a new --output-dir, or {ALLOW_PROVENANCE_FLAG} to continue it (launch.json keeps both; "
+            "the audit flags the mix)"
+        )
+    return changes
+
+
+def mixed_provenance(record: LaunchRecord) -> list[str]:
+    """What differs among the launches launch.json records (the earlier ones against the latest)."""
+    latest = record.provenance()
+    changes: list[str] = []
+    for earlier in record.earlier_launches:
+        for change in provenance_changes(earlier, latest):
+            if change not in changes:
+                changes.append(change)
+    return changes

@@ -361,6 +361,22 @@ class LaunchedTrial(Record):
     command: str
 
 
+class LaunchProvenance(Record):
+    """What produced a launch's numbers besides its science config: code, served models, image.
+
+    launch.json keeps one per earlier real launch of the sweep (`earlier_launches`): a resume whose
+    provenance differs is refused unless `--allow-provenance-change`, and the audit flags the mix."""
+
+    created_at: datetime
+    harness_version: str
+    git_sha: str | None
+    git_dirty: bool | None = None
+    git_diff_sha256: str | None = None
+    served_models: tuple[str, ...] = ()
+    """`role=model id` as the probed servers listed them (empty for a role not probed)."""
+    image_sha256: str | None = None
+
+
 class LaunchRecord(Record):
     """launch.json: provenance of the latest launch of a sweep (rewritten on every launch); its trials
     are every trial launched into the output dir, by this launch or an earlier one of the same science."""
@@ -368,6 +384,11 @@ class LaunchRecord(Record):
     argv: tuple[str, ...]
     harness_version: str
     git_sha: str | None
+    git_dirty: bool | None = None
+    """The checkout had uncommitted changes (tracked or untracked); None when not run from git."""
+    git_diff_sha256: str | None = None
+    """sha256 of `git status --porcelain` + `git diff HEAD` when dirty: two dirty launches of one
+    commit with different edits differ here."""
     created_at: datetime
     regime: Regime
     config_path: str
@@ -388,6 +409,20 @@ class LaunchRecord(Record):
     """The endpoints file the replicas' URLs came from (scripts/serve/serve_replicas.sh), if any."""
     endpoints: tuple[EndpointRecord, ...]
     trials: tuple[LaunchedTrial, ...]
+    earlier_launches: tuple[LaunchProvenance, ...] = ()
+    """The provenance of every earlier real launch into this output dir, oldest first."""
+
+    def provenance(self) -> LaunchProvenance:
+        served = sorted({f"{e.role}={m}" for e in self.endpoints if e.probed for m in e.served_models})
+        return LaunchProvenance(
+            created_at=self.created_at,
+            harness_version=self.harness_version,
+            git_sha=self.git_sha,
+            git_dirty=self.git_dirty,
+            git_diff_sha256=self.git_diff_sha256,
+            served_models=tuple(served),
+            image_sha256=self.image_sha256,
+        )
 
 
 class LLMCallEvent(Record):

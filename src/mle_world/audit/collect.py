@@ -23,7 +23,8 @@ from mle_world.audit.predictions import PredictionLines, predictions_of, read_pr
 from mle_world.audit.predictions import decode as decode_events
 from mle_world.audit.predictions import encode as encode_events
 from mle_world.grading.report import GradingReport
-from mle_world.records import AgentResult, TrialStatus
+from mle_world.identity import provenance_changes
+from mle_world.records import AgentResult, LaunchProvenance, TrialStatus
 from mle_world.trial_events import TrialEvents, read_events
 
 
@@ -257,10 +258,11 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
             listings[directory] = listing_of(directory)
         return listings[directory]
 
+    provenances: dict[Path, LaunchProvenance] = {}
     for output_dir in sweep.dirs:
         out = str(output_dir)
         places: dict[str, Canonical] = {}
-        for trial_id, recorded in expected_from_launch(output_dir, sweep.problems):
+        for trial_id, recorded in expected_from_launch(output_dir, sweep.problems, provenances):
             key = layout.parse_trial_id(trial_id)
             if key is None:
                 sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")
@@ -326,6 +328,13 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                 trial.predictions_cache = parsed.get(
                     "events", events, read_predictions, encode_events, decode_events, predictions_of
                 )
+    # Dirs audited together (a gated and an ungated sweep) compare like one table: their code, served
+    # models and image must agree, or the gap between regimes is not the gate's alone.
+    if len(provenances) > 1:
+        (first_dir, first), *others = provenances.items()
+        for other_dir, other in others:
+            for change in provenance_changes(first, other):
+                sweep.problems.append(f"{other_dir}: launched with other settings than {first_dir}: {change}")
     return sweep
 
 

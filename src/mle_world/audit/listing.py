@@ -15,19 +15,36 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mle_world import layout
-from mle_world.records import LaunchRecord
+from mle_world.identity import mixed_provenance, unreadable_launch
+from mle_world.records import LaunchProvenance, LaunchRecord
 
 
-def expected_from_launch(output_dir: Path, problems: list[str]) -> list[tuple[str, str | Path | None]]:
+def expected_from_launch(
+    output_dir: Path, problems: list[str], provenances: dict[Path, LaunchProvenance] | None = None
+) -> list[tuple[str, str | Path | None]]:
     """(trial id, trial dir) of every trial launch.json lists: the dir as recorded (a string, relative to
-    `output_dir` unless absolute); from the files on disk (a Path or None) when launch.json is unusable."""
+    `output_dir` unless absolute); from the files on disk (a Path or None) when launch.json is unusable.
+
+    A launch.json whose launches ran different code, served models or image (`--allow-provenance-change`)
+    adds a problem per difference; `provenances` gets the dir's latest launch's provenance."""
     path = output_dir / layout.LAUNCH
     if path.is_file():
+        data = b""
         try:
-            record = LaunchRecord.model_validate_json(path.read_bytes())
-            return [(trial.trial_id, trial.trial_dir) for trial in record.trials]
-        except (OSError, ValueError, ValidationError) as exc:
+            data = path.read_bytes()
+            record = LaunchRecord.model_validate_json(data)
+        except ValidationError as exc:
+            problems.append(
+                f"{path}: unreadable launch.json ({unreadable_launch(data, exc)}); using files on disk"
+            )
+        except (OSError, ValueError) as exc:
             problems.append(f"{path}: unreadable launch.json ({type(exc).__name__}); using files on disk")
+        else:
+            for change in mixed_provenance(record):
+                problems.append(f"{path}: trials from launches with different provenance: {change}")
+            if provenances is not None:
+                provenances[output_dir] = record.provenance()
+            return [(trial.trial_id, trial.trial_dir) for trial in record.trials]
     else:
         problems.append(f"{path}: missing; expected trials taken from the files on disk")
     return list(expected_from_disk(output_dir))

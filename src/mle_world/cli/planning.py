@@ -7,6 +7,7 @@ Reads flags, configs, the environment (MLE_SEED) and git; writes launch.json and
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import subprocess
 import sys
@@ -53,24 +54,35 @@ NO_SANDBOX_WARNING = (
 )
 
 
-def _git_sha() -> str | None:
-    """The commit of the checkout the package runs from; None for an installed copy (or without git)."""
+def _git_state() -> tuple[str | None, bool | None, str | None]:
+    """(commit, dirty, sha256 of the changes when dirty) of the checkout the package runs from;
+    (None, None, None) for an installed copy (or without git)."""
     import mle_world
 
     package = Path(mle_world.__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(package), "rev-parse", "--show-toplevel", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.stdout.split()
-    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]) / "src" / "mle_world" != package:
-        return None
-    return lines[1]
+
+    def git(*args: str) -> subprocess.CompletedProcess[bytes] | None:
+        try:
+            return subprocess.run(["git", "-C", str(package), *args], capture_output=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    out = git("rev-parse", "--show-toplevel", "HEAD")
+    lines = out.stdout.decode(errors="replace").split() if out is not None else []
+    if (
+        out is None
+        or out.returncode != 0
+        or len(lines) != 2
+        or Path(lines[0]) / "src" / "mle_world" != package
+    ):
+        return None, None, None
+    status = git("status", "--porcelain", "--untracked-files=all")
+    diff = git("diff", "HEAD", "--binary")
+    if status is None or diff is None or status.returncode != 0 or diff.returncode != 0:
+        return lines[1], None, None
+    if not status.stdout.strip():
+        return lines[1], False, None
+    return lines[1], True, hashlib.sha256(status.stdout + b"\0" + diff.stdout).hexdigest()
 
 
 def check_seeds(seeds: tuple[int, ...], known: tuple[int, ...]) -> None:
@@ -236,10 +248,13 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     # The identity of an output dir is the whole regime's science, not the filtered subset, so a
     # later `--configs`/`--tasks` run on the same dir is accepted; spec.json hashes guard each trial.
     config_hash = regime_hash(config, regime, tuple(config.configurations))
+    git_sha, git_dirty, git_diff = _git_state()
     record = LaunchRecord(
         argv=tuple(argv),
         harness_version=__version__,
-        git_sha=_git_sha(),
+        git_sha=git_sha,
+        git_dirty=git_dirty,
+        git_diff_sha256=git_diff,
         created_at=datetime.now(UTC),
         regime=regime,
         config_path=str(config.path.absolute()),
@@ -323,4 +338,5 @@ def with_earlier_trials(record: LaunchRecord, path: Path) -> LaunchRecord:
         return record
     new = {trial.trial_id: trial for trial in record.trials}
     merged = [new.pop(trial.trial_id, trial) for trial in previous.trials] + list(new.values())
-    return record.model_copy(update={"trials": tuple(merged)})
+    earlier = (*previous.earlier_launches, previous.provenance())
+    return record.model_copy(update={"trials": tuple(merged), "earlier_launches": earlier})

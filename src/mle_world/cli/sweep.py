@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from mle_world import __version__
+from mle_world import __version__, layout
 from mle_world.cli.checks import check_writable_dir
 from mle_world.cli.display import RichDisplay
 from mle_world.cli.options import (
@@ -31,7 +31,7 @@ from mle_world.cli.options import (
 )
 from mle_world.cli.planning import plan_from_args, write_plan_files
 from mle_world.errors import ConfigError, UserError
-from mle_world.identity import check_sweep_identity
+from mle_world.identity import ALLOW_PROVENANCE_FLAG, check_provenance, check_sweep_identity
 from mle_world.plan.config import (
     PaperConfig,
 )
@@ -77,6 +77,12 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
         const="infra",
         choices=["infra", "all"],
         help="rerun failed trials: infrastructure failures (the default) or all",
+    )
+    g.add_argument(
+        "--allow-provenance-change",
+        action="store_true",
+        help="continue an output dir whose earlier launch ran other code, served models or image "
+        "(recorded in launch.json; the audit flags the mix)",
     )
     add_endpoint_flags(p.add_argument_group("endpoints"))  # type: ignore[arg-type]
     r = p.add_argument_group("execution")
@@ -259,6 +265,12 @@ def execute_plan(
         probes = check_endpoints(dict(config.endpoints), RichDisplay(console), prefix="launch")
         record = record.model_copy(update={"endpoints": endpoint_records(config.endpoints, probes)})
     plan = replace(plan, record=record)
+
+    def check_launch() -> None:
+        # Under the launcher lock: a running launcher may be rewriting launch.json.
+        for change in check_provenance(plan.output_dir / layout.LAUNCH, record, args.allow_provenance_change):
+            err.print(f"WARNING: {ALLOW_PROVENANCE_FLAG}: {change}", highlight=False, markup=False)
+
     finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, args.grade, plan.local_competitions)
     # launch.json is written under the launcher lock: a launcher refused by it writes nothing.
     code = run_sweep(
@@ -267,6 +279,7 @@ def execute_plan(
         post_trial=finisher,
         display=RichDisplay(err),
         before_launch=lambda: write_plan_files(plan, config),
+        check_launch=check_launch,
     )
     write_cost_summary(plan.output_dir)
     return code

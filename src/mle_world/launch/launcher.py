@@ -144,6 +144,9 @@ class SweepLauncher:
     poll_s: float = 2.0
     lost_after_s: float = 120.0
     """A job that squeue and sacct both answer they do not know, for this long, is declared lost."""
+    check_launch: Callable[[], object] | None = None
+    """Runs under the launcher lock first, writes nothing; raises to refuse the launch (the CLI compares
+    the provenance of launch.json's earlier launch, which a running launcher may be rewriting)."""
     before_launch: Callable[[], object] | None = None
     """Runs under the launcher lock before anything else is written (the CLI writes launch.json)."""
 
@@ -154,6 +157,8 @@ class SweepLauncher:
         # The CLI checked the dir's identity (check_sweep_identity) before planning; the lock comes
         # first here: a launcher refused by it has written nothing (launch.json included).
         with launcher_lock(plan.output_dir), sigterm_as_interrupt():
+            if self.check_launch is not None:
+                self.check_launch()
             for cmd in plan.commands:
                 ensure_spec(cmd.trial)  # refuses a different science hash before anything starts
             if self.before_launch is not None:
@@ -389,10 +394,13 @@ def run_sweep(
     post_trial: PostTrial | None = None,
     display: Display | None = None,
     before_launch: Callable[[], object] | None = None,
+    check_launch: Callable[[], object] | None = None,
 ) -> int:
     """Launch (or resume) a sweep. Exit code: 0 all selected trials succeeded (now or before),
     1 some failed, 130 on Ctrl-C or SIGTERM. Call `check_prepared` first (the CLI does, before a
-    real run); `before_launch` runs under the launcher lock before anything is written."""
+    real run); `check_launch` then `before_launch` run under the launcher lock before anything is
+    written (`check_launch` may refuse)."""
     launcher = SweepLauncher(plan, options, post_trial, display or PlainDisplay())
+    launcher.check_launch = check_launch
     launcher.before_launch = before_launch
     return launcher.run()
