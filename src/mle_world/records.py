@@ -385,7 +385,7 @@ class LaunchRecord(Record):
     harness_version: str
     git_sha: str | None
     git_dirty: bool | None = None
-    """The checkout had uncommitted changes (tracked or untracked); None when not run from git."""
+    """The checkout's src/ had uncommitted changes (tracked or untracked); None when not run from git."""
     git_diff_sha256: str | None = None
     """sha256 of `git status --porcelain` + `git diff HEAD` when dirty: two dirty launches of one
     commit with different edits differ here."""

@@ -55,8 +55,8 @@ NO_SANDBOX_WARNING = (
 
 
 def _git_state() -> tuple[str | None, bool | None, str | None]:
-    """(commit, dirty, sha256 of the changes when dirty) of the checkout the package runs from;
-    (None, None, None) for an installed copy (or without git)."""
+    """(commit, src/ has uncommitted changes, sha256 of them when it does) of the checkout the package
+    runs from; (None, None, None) for an installed copy (or without git)."""
     import mle_world
 
     package = Path(mle_world.__file__).resolve().parent
@@ -76,8 +76,10 @@ def _git_state() -> tuple[str | None, bool | None, str | None]:
         or Path(lines[0]) / "src" / "mle_world" != package
     ):
         return None, None, None
-    status = git("status", "--porcelain", "--untracked-files=all")
-    diff = git("diff", "HEAD", "--binary")
+    # Only the package's tree (src/: its code, configs and templates) counts: an edited README or a
+    # notes file beside the checkout does not make a launch's code differ.
+    status = git("status", "--porcelain", "--untracked-files=all", "--", ":/src")
+    diff = git("diff", "HEAD", "--binary", "--", ":/src")
     if status is None or diff is None or status.returncode != 0 or diff.returncode != 0:
         return lines[1], None, None
     if not status.stdout.strip():
