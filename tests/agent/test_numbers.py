@@ -289,13 +289,16 @@ def test_world_prompt_states_the_protocol_and_the_buggy_rule(tmp_path, competiti
 
 def test_scripts_get_the_trial_seed(tmp_path, competition, servers):
     public, _ = competition
-    script = good_script(0.5) + '\nprint("seed is", os.environ.get("MLE_SEED"))\n'
+    script = good_script(0.5) + '\nprint("seed is", os.environ.get("MLE_SEED"), "hash", hash("mle-world"))\n'
     servers["coder"].push(coder_reply(script))
     spec = make_spec(
         tmp_path, public, servers, budget=BudgetSettings(time_limit_s=600, max_steps=1, min_step_s=0), seed=77
     )
     run(spec)
-    assert "seed is 77" in nodes_of(spec)[0].term_out
+    # str hashes (set orders) follow the seed too: the same as any process's with PYTHONHASHSEED=77.
+    probe = [sys.executable, "-c", 'print(hash("mle-world"))']
+    expected = subprocess.run(probe, env={"PYTHONHASHSEED": "77"}, capture_output=True, text=True).stdout
+    assert f"seed is 77 hash {expected.strip()}" in nodes_of(spec)[0].term_out
     assert "MLE_SEED" in prompt_text(servers["coder"].chat_requests[0])
 
 

@@ -238,6 +238,10 @@ class ProcessRunner:
         env = child_environment(self.workspace, self.environ, tmpdir=None if self.jail is None else "/tmp")
         if self.seed is not None:
             env["MLE_SEED"] = str(self.seed)  # the prompt asks scripts to seed their RNGs from it
+            # str hashes, so the order of a set of column names or labels (`list(set(df.columns))`,
+            # `max(set(labels), key=labels.count)`), are otherwise random per process: two runs of
+            # one script with one seed wrote different submissions.
+            env["PYTHONHASHSEED"] = str(self.seed % 4294967296)
         if self.jail is None:
             return argv, env
         return self.jail.command(argv, env), {}
