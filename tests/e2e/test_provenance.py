@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +47,8 @@ def test_changed_served_model_is_refused_then_recorded_and_flagged(
         first = sweep(fast_config, data_dir, out, "iris-species", urls)
     assert first.returncode == 0, first.stderr
     launch = (out / "launch.json").read_bytes()
+    (tmp_path / "before").mkdir()  # the first launch's record, audited beside the continued sweep below
+    shutil.copy(out / "launch.json", tmp_path / "before" / "launch.json")
 
     with served("coder-model-v2") as urls:
         refused = sweep(fast_config, data_dir, out, "diabetes-progression", urls)
@@ -71,6 +74,14 @@ def test_changed_served_model_is_refused_then_recorded_and_flagged(
     audit = cli("audit", str(out), "--strict", "--no-trial-pages")
     assert audit.returncode == 1, audit.stdout + audit.stderr
     assert "different provenance: coder model coder-model -> coder-model-v2" in audit.stdout
+    report = (out / "audit" / "report.md").read_text()
+    assert "models coder=coder-model-v2, feedback=feedback-model, world=world-model" in report
+
+    # Two dirs audited together (as the two regimes are) whose launches served other models.
+    together = cli("audit", str(tmp_path / "before"), str(out), "--no-trial-pages")
+    assert together.returncode == 0, together.stdout + together.stderr
+    report = (tmp_path / "before" / "audit" / "report.md").read_text()
+    assert f"{out}: launched with other settings than {tmp_path / 'before'}: coder model" in report
 
 
 def test_launch_json_of_another_harness_is_one_line(

@@ -108,6 +108,8 @@ class Sweep:
     """Reports on disk that no launch.json lists."""
     problems: list[str] = field(default_factory=list)
     """Dir-level problems (missing/corrupt launch.json, unreadable cost files, bad trial ids)."""
+    provenance: dict[Path, LaunchProvenance] = field(default_factory=dict)
+    """Each dir's latest launch: code, served models, image (from a readable launch.json)."""
 
     @property
     def found(self) -> list[Trial]:
@@ -258,7 +260,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
             listings[directory] = listing_of(directory)
         return listings[directory]
 
-    provenances: dict[Path, LaunchProvenance] = {}
+    provenances = sweep.provenance
     for output_dir in sweep.dirs:
         out = str(output_dir)
         places: dict[str, Canonical] = {}

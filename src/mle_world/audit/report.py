@@ -274,6 +274,23 @@ def downtime_line(sweep: Sweep) -> str | None:
     )
 
 
+def provenance_lines(sweep: Sweep) -> list[str]:
+    """One line per input dir: what its latest launch ran (launch.json), so a table's numbers can be
+    traced to code, served models and image."""
+    lines = []
+    for directory, p in sweep.provenance.items():
+        code = p.git_sha[:12] if p.git_sha else "not a git checkout"
+        if p.git_dirty:
+            code += f" with uncommitted changes (sha256 {(p.git_diff_sha256 or '')[:12]})"
+        models = ", ".join(p.served_models) or "not probed"
+        image = f"sha256 {p.image_sha256[:12]}" if p.image_sha256 else "none"
+        lines.append(
+            f"`{directory}`: harness {p.harness_version}, code {code}; models {models}; image {image}; "
+            f"launched {p.created_at:%Y-%m-%d %H:%M} UTC"
+        )
+    return lines
+
+
 def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
     """One line per problem (missing, invalid, duplicate, failed, unexpected, dir-level)."""
     lines = [f"dir: {p}" for p in sweep.problems]
@@ -332,6 +349,14 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     """`audit/report.md`."""
     sweep = result.sweep
     parts = ["# Audit report", "", "Inputs: " + ", ".join(f"`{d}`" for d in sweep.dirs), ""]
+    provenance = provenance_lines(sweep)
+    if provenance:
+        parts += [
+            "Provenance (each dir's latest launch; launch.json):",
+            "",
+            *(f"- {line}" for line in provenance),
+            "",
+        ]
     parts += ["## Completeness", "", markdown(completeness_table(sweep))]
     downtime = downtime_line(sweep)
     if downtime:
