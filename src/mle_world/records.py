@@ -232,7 +232,8 @@ class TrialPaths(Record):
 class TrialSpec(Record):
     """spec.json: one trial's identity and resolved settings."""
 
-    spec_version: int = SPEC_VERSION
+    spec_version: int = Field(SPEC_VERSION, le=SPEC_VERSION)
+    """A newer spec (a launcher of a newer harness than the agent's image) is refused, not misread."""
     trial_id: str
     """Readable id: <regime>/<configuration>/<task>/seed<seed>."""
     science_hash: str

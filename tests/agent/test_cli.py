@@ -314,3 +314,38 @@ def test_corrupt_journal_fails_with_one_line_naming_the_file(tmp_path, competiti
     assert "Traceback" not in text and "pydantic.dev" not in text
     assert journal.read_text() == '{"trial_id": 7, "nodes": "not a list"}'  # left for the user to inspect
     assert servers["coder"].requests == []
+
+
+def test_journal_of_a_newer_harness_is_refused_in_one_line(tmp_path, competition, servers):
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=1, min_step_s=0)
+    )
+    trial = Path(spec.paths.trial_dir)
+    journal = trial / "journal.json"
+    text = json.dumps(
+        {"version": 99, "trial_id": spec.trial_id, "science_hash": spec.science_hash, "a_newer_field": 1}
+    )
+    journal.write_text(text)
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    lines = [line for line in err.decode().splitlines() if line.strip()]
+    assert proc.returncode == 2, lines
+    assert len(lines) == 1 and "journal version 99 is newer than this agent's" in lines[0], lines
+    assert journal.read_text() == text  # not rewritten without the fields this agent does not know
+    assert servers["coder"].requests == []
+
+
+def test_spec_of_another_harness_version_is_one_line(tmp_path, competition, servers):
+    public, _ = competition
+    spec = make_spec(tmp_path, public, servers)
+    path = Path(spec.paths.trial_dir) / "spec.json"
+    data = json.loads(path.read_text())
+    for change in ({"spec_version": 2}, {"a_newer_field": True}):
+        path.write_text(json.dumps({**data, **change}))
+        proc = start_agent(path)
+        _, err = proc.communicate(timeout=60)
+        lines = [line for line in err.decode().splitlines() if line.strip()]
+        assert proc.returncode == 2, lines
+        assert len(lines) == 1 and "written by another harness version" in lines[0], lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import logging
 import os
 import random
@@ -33,7 +34,7 @@ from mle_world.agent.process_tree import enable_subreaper, kill_leftovers
 from mle_world.agent.redaction import RedactingFilter, Redactor
 from mle_world.agent.sandbox import Jail, SandboxUnavailable, build_jail
 from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
-from mle_world.records import AgentResult, GpuInfo, TrialSpec
+from mle_world.records import SPEC_VERSION, AgentResult, GpuInfo, TrialSpec
 from mle_world.storage import read_model, write_model
 
 log = logging.getLogger("mle_world.agent")
@@ -148,14 +149,37 @@ def build_agent(spec: TrialSpec, *, backoff: Backoff | None = None, kill_grace_s
     return Agent(spec, layout, services)
 
 
+def spec_problem(path: Path, error: ValidationError) -> str:
+    """One line for a spec.json this agent cannot read; the launcher (the host's harness) may be another
+    version than the agent (the image's), which an unknown field or another spec_version shows."""
+    from mle_world import __version__
+
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "spec"
+    try:
+        version = json.loads(path.read_bytes()).get("spec_version")
+    except (OSError, ValueError, AttributeError):
+        version = None
+    line = f"{where}: {first['msg']}"
+    if first["type"] == "extra_forbidden" or (version is not None and version != SPEC_VERSION):
+        line += (
+            f" (spec_version {version}, this agent reads {SPEC_VERSION}: written by another harness "
+            f"version than this agent's mle_world {__version__}; rebuild the image or reinstall)"
+        )
+    return line
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mle_world.agent", description=__doc__)
     parser.add_argument("--spec", required=True, type=Path, help="path to the trial's spec.json")
     args = parser.parse_args(argv)
     try:
         spec = read_model(args.spec, TrialSpec)
-    except (OSError, ValidationError) as error:
+    except OSError as error:
         print(f"error: cannot read spec {args.spec}: {error}", file=sys.stderr)
+        return 2
+    except ValidationError as error:
+        print(f"error: cannot read spec {args.spec}: {spec_problem(args.spec, error)}", file=sys.stderr)
         return 2
     if spec.agent.world_model.enabled and "world" not in spec.agent.endpoints:
         print(f"error: {args.spec}: world_model.enabled needs a 'world' endpoint", file=sys.stderr)

@@ -295,6 +295,16 @@ class CorruptJournal(Exception):
     """journal.json cannot be read back: the trial cannot resume, and the message names the file."""
 
 
+def newer_than(checkpoint: Checkpoint | None, path: Path) -> None:
+    """CorruptJournal for a journal of a newer format: its unknown fields would be dropped (extra is
+    ignored) and the resumed journal rewritten without them."""
+    if checkpoint is not None and checkpoint.version > JOURNAL_VERSION:
+        raise CorruptJournal(
+            f"{path}: journal version {checkpoint.version} is newer than this agent's ({JOURNAL_VERSION}): "
+            "written by a newer harness; resume it with that harness (or its image)"
+        )
+
+
 def load_checkpoint(path: Path) -> Checkpoint | None:
     """The journal as of its last complete checkpoint: journal.json plus the whole lines of journal.jsonl.
 
@@ -313,6 +323,7 @@ def load_checkpoint(path: Path) -> Checkpoint | None:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CorruptJournal(f"{path}: unreadable journal ({exc})") from None
+    newer_than(merged, path)
     if not log.exists():
         return merged
     with open(log, "rb") as handle:
@@ -323,6 +334,7 @@ def load_checkpoint(path: Path) -> Checkpoint | None:
                 line = Checkpoint.model_validate_json(raw)
             except ValidationError:
                 break
+            newer_than(line, log)
             if merged is not None and line.seq <= merged.seq:
                 continue
             have = len(merged.nodes) if merged is not None else 0
