@@ -443,6 +443,9 @@ class LLMCallEvent(Record):
     error: str | None = None
     finish_reason: str | None = None
     """Why the server stopped generating (`length`: cut at max_tokens); None when not answered or not said."""
+    served_model: str | None = None
+    """The model id the completion reported when it is not `model` (a gateway or router answering an
+    alias with another model); None when it is the same, or not answered."""
 
 
 class DowntimeEvent(Record):

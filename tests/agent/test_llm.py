@@ -52,6 +52,18 @@ def test_discovers_model_and_records_usage_and_key():
         assert server.chat_requests[0]["model"] == "served-id"
     (event,) = sink.events
     assert isinstance(event, LLMCallEvent) and event.outcome == "ok" and event.purpose == "draft"
+    assert event.served_model is None  # the server answered as the model asked for
+
+
+def test_a_completion_reporting_another_model_is_recorded():
+    """A gateway answering an alias with another model: events.jsonl says which model answered."""
+    sink = MemorySink()
+    with FakeOpenAIServer(model="llama-latest", answers_as="llama-3.1-70b-instruct") as server:
+        server.push(Reply(content="a", usage=(7, 3)))
+        client(server, sink).chat(MSG, purpose="draft")
+    (event,) = sink.events
+    assert isinstance(event, LLMCallEvent)
+    assert (event.model, event.served_model) == ("llama-latest", "llama-3.1-70b-instruct")
 
 
 def test_retries_are_bounded_by_the_outage_window_with_jittered_backoff():

@@ -91,11 +91,14 @@ class FakeOpenAIServer:
         required_key: str | None = None,
         echo_tools: bool = False,
         quote_refused_key: bool = False,
+        answers_as: str | None = None,
     ) -> None:
         """`also_serves`: more model ids on /v1/models; `known_models_only`: 404 for a chat request
         naming another model (vLLM's answer); `required_key`: 401 without `Bearer <key>`;
         `echo_tools`: with nothing scripted, a request with tools gets a call of its chosen tool;
-        `quote_refused_key`: the 401 quotes the Authorization header it refused (as some gateways do)."""
+        `quote_refused_key`: the 401 quotes the Authorization header it refused (as some gateways do);
+        `answers_as`: the model id completions report (a gateway routing an alias), not the requested one."""
+        self.answers_as = answers_as
         self.model = model
         self.served = (model, *also_serves)
         self.known_models_only = known_models_only
@@ -308,7 +311,7 @@ class FakeOpenAIServer:
             "id": f"chatcmpl-{len(self.sent)}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": model,
+            "model": self.answers_as or model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         }
         if reply.usage is not None:

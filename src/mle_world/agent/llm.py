@@ -508,6 +508,7 @@ class EndpointClient:
         error: str | None = None,
         usage: Usage = (None, None),
         finish_reason: str | None = None,
+        served_model: str | None = None,
     ) -> None:
         if call.model is None:  # model discovery is not an LLM call
             return
@@ -523,6 +524,7 @@ class EndpointClient:
                 outcome=outcome,
                 error=error,
                 finish_reason=finish_reason,
+                served_model=served_model if served_model != call.model else None,
             )
         )
 
@@ -634,7 +636,15 @@ class EndpointClient:
             tool_arguments = getattr(getattr(calls[0], "function", None), "arguments", None)
         finish = getattr(completion.choices[0], "finish_reason", None)
         finish_reason = finish if isinstance(finish, str) else None
-        self._event(call, latency, "ok", usage=counts, finish_reason=finish_reason)
+        answered_as = getattr(completion, "model", None)
+        self._event(
+            call,
+            latency,
+            "ok",
+            usage=counts,
+            finish_reason=finish_reason,
+            served_model=answered_as if isinstance(answered_as, str) and answered_as else None,
+        )
         return ChatReply(
             content=getattr(message, "content", None) or "",
             tool_arguments=tool_arguments,
