@@ -21,6 +21,9 @@ STATUS = "status.json"
 COST_SUMMARY = "summary.csv"
 REPORT_SUFFIX = "_grading_report.json"
 SUBMISSION_RELPATH = Path("submission") / "submission.csv"
+NODE_LOGS_RELPATH = Path("logs") / "nodes"
+KEPT_SUBMISSION_SUFFIX = ".submission.csv"
+"""The agent's copy of a promoted node's submission: `<trial>/logs/nodes/<node id>.submission.csv`."""
 """The graded file, under a trial dir (the agent writes it; the grader reads it)."""
 
 _DIGITS = re.compile(r"(\d+)")
@@ -97,3 +100,16 @@ def status_paths(output_dir: Path) -> list[Path]:
 def report_paths(output_dir: Path) -> list[Path]:
     """Every grading report under the output dir, sorted."""
     return sorted((output_dir / RUNS).glob(f"*/*{REPORT_SUFFIX}"))
+
+
+_NODE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def is_node_id(text: str) -> bool:
+    """Whether `text` can be a node's id (the agent's are uuid4 hex): a plain file name part, no path."""
+    return _NODE_ID.fullmatch(text) is not None
+
+
+def kept_submission(trial_dir: Path, node_id: str) -> Path:
+    """Where the agent keeps node `node_id`'s submission (out of the generated code's view)."""
+    return trial_dir / NODE_LOGS_RELPATH / f"{node_id}{KEPT_SUBMISSION_SUFFIX}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from gradekit import spec_for, submit
 
+from mle_world import layout
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.grader import MultiGrader, grade_output_dir, grade_trial
@@ -429,3 +431,41 @@ def test_the_selected_nodes_submission_is_graded(
     submit(trial / "submission" / "submission.csv", truth)
     report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
     assert report.valid_submission is True and report.submission_rejected is None
+
+
+@pytest.mark.parametrize("kept", ["whole", "damaged", "absent"])
+def test_a_promotion_cut_short_grades_the_selected_nodes_kept_copy(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path], kept: str
+) -> None:
+    """A kill between the agent copying a new best's file into place and its checkpoint naming that node
+    (no resume to restore it): the journal's best is graded from the copy the agent kept of it."""
+    spec = spec_for("iris-species", seed=34)
+    trial = tmp_path / "runs" / "wm-point" / "iris-species_seed34"
+    truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+    graded = submit(trial / "submission" / "submission.csv", truth)  # the journal names node n1
+    copy = layout.kept_submission(trial, "n1")
+    copy.parent.mkdir(parents=True)
+    if kept != "absent":
+        copy.write_text(truth if kept == "whole" else truth[:-20])
+    graded.write_text(truth.splitlines()[0] + "\n")  # the next node's, never checkpointed
+    report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
+    if kept == "whole":
+        assert report.submission_rejected is None and report.valid_submission is True
+        assert report.score == 1.0 and report.submission_path == str(copy)
+    else:
+        assert report.submission_rejected and report.score is None and not report.valid_submission
+
+
+def test_a_node_id_that_is_a_path_is_not_followed_to_a_kept_copy(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    spec = spec_for("iris-species", seed=34)
+    trial = tmp_path / "runs" / "wm-point" / "iris-species_seed34"
+    truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+    digest = hashlib.sha256(truth.encode()).hexdigest()
+    node = {"id": "../../elsewhere", "step": 0, "stage": "draft", "submission_sha256": digest}
+    submit(trial / "submission" / "submission.csv", truth.splitlines()[0] + "\n", selected=False)
+    (trial / "journal.json").write_text(json.dumps({"best_node_id": node["id"], "nodes": [node]}))
+    (trial / "elsewhere.submission.csv").write_text(truth)  # where logs/nodes/../../<id> would point
+    report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
+    assert report.submission_rejected and report.score is None

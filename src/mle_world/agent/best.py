@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mle_world.agent.journal import Checkpoint, Journal, Node
 from mle_world.agent.workspace import TrialLayout, file_sha256, link_atomic
+from mle_world.layout import KEPT_SUBMISSION_SUFFIX, kept_submission
 from mle_world.storage import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class BestSolution:
         self.ckpt.direction_source = "reviews"
 
     def _kept_submission(self, node: Node) -> Path:
-        return self.layout.node_logs / f"{node.id}.submission.csv"
+        return kept_submission(self.layout.trial_dir, node.id)
 
     def _keep_submission(self, node: Node) -> None:
         """Keep a node's CSV: a promoted one's (for `restore`) and, while the direction is unknown, each
@@ -87,9 +88,9 @@ class BestSolution:
         will be.
         """
         if not self._listed:  # kept by an earlier session of this trial
-            suffix = ".submission.csv"
+            suffix = KEPT_SUBMISSION_SUFFIX
             with os.scandir(self.layout.node_logs) as entries:
-                self._kept |= {e.name[: -len(suffix)] for e in entries if e.name.endswith(suffix)}
+                self._kept |= {e.name.removesuffix(suffix) for e in entries if e.name.endswith(suffix)}
             self._listed = True
         needed = {self.ckpt.best_node_id}
         if self.ckpt.direction_source != "task":
@@ -97,7 +98,7 @@ class BestSolution:
                 best = Journal(self.journal.good_nodes, lower).best_node()
                 needed.add(best.id if best else None)
         for node_id in self._kept - needed:
-            (self.layout.node_logs / f"{node_id}.submission.csv").unlink(missing_ok=True)
+            kept_submission(self.layout.trial_dir, node_id).unlink(missing_ok=True)
         self._kept &= needed
 
     def _repromote(self, exclude: Node) -> None:

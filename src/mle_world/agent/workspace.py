@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mle_world.layout import JOURNAL_LOCK
+from mle_world.layout import JOURNAL_LOCK, NODE_LOGS_RELPATH
 from mle_world.storage import sync_directory
 
 DATA_VIEW = "input"
@@ -60,7 +60,7 @@ class TrialLayout:
 
     @property
     def node_logs(self) -> Path:
-        return self.logs / "nodes"
+        return self.trial_dir / NODE_LOGS_RELPATH
 
     @property
     def staged_submission(self) -> Path:

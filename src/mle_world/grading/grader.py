@@ -30,29 +30,42 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- trials
 
 
-def unselected_submission(trial_dir: Path) -> str | None:
-    """Why `submission/submission.csv` is not the selected node's submission; None when it is (or absent).
+def _sha256(path: Path) -> str:
+    with path.open("rb") as file:  # in chunks: the file may be far larger than the launcher's memory
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
-    The agent copies the best node's file there itself and records its sha256 on the node; anything
-    else in that place (a stale or planted file) is not graded.
+
+def selected_submission(trial_dir: Path) -> tuple[Path, str | None]:
+    """The file to grade, and why it is not the selected node's submission (None when it is, or absent).
+
+    The agent copies the best node's file to `submission/submission.csv` itself and records its sha256
+    on the node; anything else in that place (a stale or planted file) is not graded. A kill between
+    the agent promoting a node and its checkpoint naming it leaves the new node's file there while the
+    journal still names the one before, whose kept copy the agent restores on a resume; without a
+    resume, that kept copy (when whole) is what is graded.
     """
     path = trial_dir / layout.SUBMISSION_RELPATH
     if not path.is_file():
-        return None
-    with path.open("rb") as file:  # in chunks: the file may be far larger than the launcher's memory
-        digest = hashlib.file_digest(file, "sha256").hexdigest()
+        return path, None
+    digest = _sha256(path)
     try:
         journal = load_journal_data(trial_dir / "journal.json")
     except (OSError, ValueError):
-        return "no journal names the node it came from"
+        return path, "no journal names the node it came from"
     best = journal.get("best_node_id")
     nodes = journal.get("nodes") or []
     node = next((n for n in nodes if isinstance(n, dict) and n.get("id") == best), None)
-    if best is None or node is None:
-        return "no node was selected as best"
-    if node.get("submission_sha256") != digest:
-        return f"its sha256 {digest[:12]} is not that of node {str(best)[:8]}'s submission"
-    return None
+    if not isinstance(best, str) or node is None:
+        return path, "no node was selected as best"
+    expected = node.get("submission_sha256")
+    if expected == digest:
+        return path, None
+    if layout.is_node_id(best):
+        kept = layout.kept_submission(trial_dir, best)
+        if kept.is_file() and _sha256(kept) == expected:
+            log.warning("%s: the graded file is not node %s's; its kept copy is graded", trial_dir, best[:8])
+            return kept, None
+    return path, f"its sha256 {digest[:12]} is not that of node {best[:8]}'s submission"
 
 
 _REJECTED = {
@@ -76,8 +89,8 @@ def grade_trial(
     """Grade `<trial_dir>/submission/submission.csv` after the agent exited; write the report atomically.
 
     `trial_state` None: read it from the trial's status.json when final (a regrade)."""
-    core = grader.grade(spec.task, trial_dir / layout.SUBMISSION_RELPATH)
-    rejected = unselected_submission(trial_dir)
+    graded, rejected = selected_submission(trial_dir)
+    core = grader.grade(spec.task, graded)
     if rejected is not None:
         log.warning("%s: submission not graded: %s", spec.trial_id, rejected)
         core = core.model_copy(update={**_REJECTED, "invalid_reason": f"not graded: {rejected}"})
