@@ -32,7 +32,7 @@ def test_one_definition_gives_the_same_cells_everywhere() -> None:
             "| name | mean ± SEM | Δ | empty |",
             "|---|---|---|---|",
             "| a,b | 1.00 ± 0.50 | +2.0 |  |",
-            "| <script> | – | -1.0 |  |",
+            "| &lt;script&gt; | – | -1.0 |  |",  # inert markdown: no tag reaches report.md
         ]
     )
     assert csv_text(table) == 'name,mean ± SEM,Δ,empty\n"a,b",1.00 ± 0.50,+2.0,\n<script>,–,-1.0,\n'

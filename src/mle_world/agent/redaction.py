@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from mle_world.terminal import printable
+
 MIN_SECRET_CHARS = 6
 """Shorter values (dummy keys such as "none" or "EMPTY") would redact ordinary words."""
 
@@ -50,10 +52,12 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = self.redactor.text(message)
+        # printable: the node log and the job's stderr (a Slurm log) are read with cat/less/tail, and a
+        # message can quote a server's error or a model's reply (escape sequences, lines rewritten).
+        cleaned = printable(self.redactor.text(message))
         if cleaned != message:
             record.msg, record.args = cleaned, None
         if record.exc_info and record.exc_info[1] is not None:
-            text = self.redactor.text(logging.Formatter().formatException(record.exc_info))
+            text = printable(self.redactor.text(logging.Formatter().formatException(record.exc_info)))
             record.exc_info, record.exc_text = None, text
         return True

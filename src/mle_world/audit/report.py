@@ -32,6 +32,7 @@ from mle_world.audit.tables import (
     Table,
     build,
     markdown,
+    markdown_text,
     mean_sem,
     num,
     show,
@@ -360,10 +361,10 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     parts += ["## Completeness", "", markdown(completeness_table(sweep))]
     downtime = downtime_line(sweep)
     if downtime:
-        parts += ["", downtime]
+        parts += ["", markdown_text(downtime)]
     problems = problem_lines(sweep, limit=10_000)
     if problems:
-        parts += ["", *(f"- {line}" for line in problems)]
+        parts += ["", *(f"- {markdown_text(line)}" for line in problems)]
     if result.pad_missing:
         note = "every seed with a result for some task, missing reports count as failures (--pad-missing)"
     else:

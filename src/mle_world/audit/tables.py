@@ -18,6 +18,7 @@ from markupsafe import escape as markup_escape
 
 from mle_world.audit.stats import MeanSem
 from mle_world.launch.display import Display
+from mle_world.terminal import printable_line
 
 R = TypeVar("R")
 
@@ -134,10 +135,23 @@ def csv_value(value: object) -> str:
 # --------------------------------------------------------------------------- renderers
 
 
+_MARKDOWN = str.maketrans(
+    {"\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;"}
+)
+"""What makes text more than text in GitHub markdown: HTML tags (an <img> beacons out when the report is
+opened), links and images ([..](..)), code spans, table cell ends, and the backslash that escapes them."""
+
+
+def markdown_text(text: str) -> str:
+    """`text` as inert markdown on one line: no tag, link, image or cell break; control bytes shown as
+    escapes (report.md is also read with cat). Causes and errors in the report quote hostile replies."""
+    return printable_line(text).translate(_MARKDOWN)
+
+
 def markdown(table: Table) -> str:
-    """A GitHub markdown table (no trailing newline)."""
-    lines = ["| " + " | ".join(table.headers) + " |", "|" + "---|" * len(table.columns)]
-    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    """A GitHub markdown table (no trailing newline); every cell is inert text (`markdown_text`)."""
+    lines = ["| " + " | ".join(map(markdown_text, table.headers)) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(map(markdown_text, row)) + " |" for row in table.rows]
     return "\n".join(lines)
 
 

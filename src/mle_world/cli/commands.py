@@ -19,6 +19,7 @@ from rich.console import Console
 
 from mle_world.cli.options import PROG, Parser
 from mle_world.errors import UserError
+from mle_world.terminal import printable_line
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_run_parser(tuple(COMMANDS)).parse_args(argv)
         return cmd_run(args, argv, console, err)
     except UserError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        # One line, inert: a message can quote a file name or text the trial's script chose.
+        print(f"{PROG}: error: {printable_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         if not _stdout_closed():
@@ -101,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A path the user gave that the OS refuses (name too long, permission, read-only file
         # system) reaches us from deep inside; it is bad input, not a crash: one line, exit 2.
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"{PROG}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(printable_line(f"{PROG}: error: {where}{exc.strerror or exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -12,6 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from mle_world.terminal import printable, printable_line
+
 
 class RichDisplay:
     """News as plain lines, a live progress bar over the trials, tables as rich tables."""
@@ -24,7 +26,9 @@ class RichDisplay:
     def say(self, text: str) -> None:
         # soft_wrap: a line naming a path or URL stays one line where output is no terminal (a log, a
         # pipe: rich would break it at 80 columns, mid-path); a terminal wraps it for the eye.
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        # printable: news quotes trial causes and grader/server errors, which a hostile script or
+        # reply can fill with escape sequences (OSC 52 clipboard writes, titles, lines rewritten).
+        self.console.print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
     def start_progress(self, total: int) -> None:
         self._progress = Progress(
@@ -51,9 +55,9 @@ class RichDisplay:
     def table(
         self, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()
     ) -> None:
-        table = Table(title=title, show_lines=False)
+        table = Table(title=Text(printable(title)), show_lines=False)
         for column in columns:
             table.add_column(column, justify="right" if column in right else "left")
         for row in rows:
-            table.add_row(*(Text(cell) for cell in row))  # cells are data, never markup
+            table.add_row(*(Text(printable_line(cell)) for cell in row))  # cells are data, never markup
         self.console.print(table)

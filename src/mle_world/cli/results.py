@@ -18,6 +18,7 @@ from mle_world import layout
 from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import default_config_path, default_data_dir, path_arg, positive_float
 from mle_world.errors import UserError
+from mle_world.terminal import printable_line
 
 if TYPE_CHECKING:
     from mle_world.records import LaunchRecord
@@ -162,9 +163,9 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
             if report.silver_medal
             else ("bronze" if report.bronze_medal else "-")
         )
-        print(f"{report.trial_id}\tscore={score}\tmedal={medal}")
+        print(printable_line(f"{report.trial_id}\tscore={score}\tmedal={medal}"))
     for line in result.errors:
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {printable_line(line)}", file=sys.stderr)  # quotes grader errors
     cost_output_dir(args.output_dir, prices)
     if result.unfinished:
         print(f"not graded, still running: {', '.join(result.unfinished)}", file=sys.stderr)

@@ -25,6 +25,7 @@ from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
 from mle_world.grading.multi import MultiGrader
 from mle_world.grading.report import GraderReport
 from mle_world.grading.submission import submission_exists
+from mle_world.terminal import printable
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,8 @@ def _pass_on(worker: subprocess.Popen[bytes], tail: collections.deque[str]) -> N
     for raw in worker.stderr:
         line = raw.decode(errors="replace").rstrip()
         tail.append(line)
-        log.warning("%s", line)
+        # Its lines can quote the submission (a hostile CSV): shown inert on the launcher's terminal.
+        log.warning("%s", printable(line))
 
 
 _KINDS: dict[str, type[UserError]] = {

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
+from mle_world.terminal import printable, printable_line
+
 
 class Display(Protocol):
     """What the launcher and the endpoint checks show while they work."""
@@ -42,7 +44,7 @@ class PlainDisplay:
     stream: TextIO = field(default_factory=lambda: sys.stderr)
 
     def say(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        print(printable(text), file=self.stream, flush=True)
 
     def start_progress(self, total: int) -> None:
         pass
@@ -58,7 +60,7 @@ class PlainDisplay:
     ) -> None:
         self.say(title)
         for row in (columns, *rows):
-            self.say("\t".join(row))
+            self.say("\t".join(printable_line(cell) for cell in row))
 
 
 class SilentDisplay(PlainDisplay):

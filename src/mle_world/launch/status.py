@@ -25,6 +25,7 @@ from mle_world.identity import IDENTITY_FILE
 from mle_world.launch.liveness import launcher_alive
 from mle_world.launch.state import STATES, utcnow
 from mle_world.records import TrialStatus
+from mle_world.terminal import printable_line
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
     for state in STATES:
         table.add_column(state, justify="right")
     for name in sorted(per_config):
-        table.add_row(name, *(str(per_config[name][s] or "") for s in STATES))
+        table.add_row(Text(name), *(str(per_config[name][s] or "") for s in STATES))
     totals = sweep.counts()
     table.add_row("[bold]total", *(f"[bold]{totals[s]}" for s in STATES))
     out.append(table)
@@ -203,9 +204,9 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
         for t in running:
             elapsed = (now - t.started_at).total_seconds() + t.wall_used_s if t.started_at else 0.0
             rt.add_row(
-                t.trial_id,
-                t.host or "",
-                t.gpu or "",
+                Text(t.trial_id),
+                Text(printable_line(t.host or "")),
+                Text(printable_line(t.gpu or "")),
                 _duration(elapsed),
                 t.slurm_job_id or "",
                 str(t.attempt),
@@ -220,7 +221,12 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
             ft.add_column(col)
         for t in failed:
             ft.add_row(
-                t.trial_id, t.failure_class or "", str(t.attempt), str(t.requeues), Text(t.cause or "")
+                # The cause quotes agent and server errors: a hostile reply's escape sequences and lines.
+                Text(t.trial_id),
+                Text(printable_line(t.failure_class or "")),
+                str(t.attempt),
+                str(t.requeues),
+                Text(printable_line(t.cause or "")),
             )
         out.append(ft)
     if sweep.pending:
@@ -272,7 +278,7 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
         more = f" (and {len(sweep.unreadable) - 1} more)" if len(sweep.unreadable) > 1 else ""
         if strict:
             raise UserError(f"{path}: corrupt trial status: {problem}{more}")
-        out.append(Text(f"{path}: unreadable trial status: {problem}{more}", style="yellow"))
+        out.append(Text(printable_line(f"{path}: unreadable trial status: {problem}{more}"), style="yellow"))
     eta = sweep.eta_s(now=now)
     if orphaned:
         out.append(Text("ETA: unknown (no launcher is running)"))
