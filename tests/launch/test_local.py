@@ -23,7 +23,8 @@ from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import check_sweep_identity
 from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_status
 from mle_world.launch.display import SilentDisplay
-from mle_world.launch.launcher import launcher_lock, make_job
+from mle_world.launch.launcher import make_job
+from mle_world.launch.liveness import launcher_lock
 from mle_world.launch.state import StateError, read_status
 from mle_world.launch.trial import TrialSupervisor
 from mle_world.plan.sweep_plan import LaunchOptions

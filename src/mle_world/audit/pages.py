@@ -20,6 +20,7 @@ from markupsafe import Markup
 from mle_world.audit.analysis import CalibrationRow, Curve, WorldRow, baseline_delta_rows
 from mle_world.audit.collect import Sweep, Trial, trial_events
 from mle_world.audit.journals import trial_journal
+from mle_world.audit.notes import problem_lines
 from mle_world.audit.report import (
     AuditResult,
     budget_table,
@@ -28,7 +29,6 @@ from mle_world.audit.report import (
     gate_table,
     has_costs,
     headline_table,
-    problem_lines,
     rates_table,
     stage_table,
 )

@@ -24,6 +24,7 @@ from mle_world.audit.analysis import (
     WorldRow,
 )
 from mle_world.audit.collect import Sweep
+from mle_world.audit.notes import downtime_line, problem_lines, provenance_lines
 from mle_world.audit.plots import write_plots
 from mle_world.audit.stats import CalibrationBin
 from mle_world.audit.summary import completeness_counts, summary_csv
@@ -260,50 +261,6 @@ def headline_table(
         columns.append(Column("Δ gated−ungated (pairs)", gated_delta, tone=gated_tone))
     configurations = sorted(sorted({r.configuration for r in rates}), key=lambda name: name != baseline)
     return build("headline", "Any medal", columns, configurations)
-
-
-def downtime_line(sweep: Sweep) -> str | None:
-    """How much endpoint downtime the trials rode out (not counted in their budgets), or None."""
-    rode_out = [t for t in sweep.trials if t.downtime_s > 0]
-    if not rode_out:
-        return None
-    total = sum(t.downtime_s for t in rode_out)
-    longest = max(rode_out, key=lambda t: t.downtime_s)
-    return (
-        f"endpoint downtime: {len(rode_out)} trial(s) rode out outages, {total:.0f} s in total (not counted "
-        f"in their budgets); longest {longest.downtime_s:.0f} s in {longest.trial_id}"
-    )
-
-
-def provenance_lines(sweep: Sweep) -> list[str]:
-    """One line per input dir: what its latest launch ran (launch.json), so a table's numbers can be
-    traced to code, served models and image."""
-    lines = []
-    for directory, p in sweep.provenance.items():
-        code = p.git_sha[:12] if p.git_sha else "not a git checkout"
-        if p.git_dirty:
-            code += f" with uncommitted changes (sha256 {(p.git_diff_sha256 or '')[:12]})"
-        models = ", ".join(p.served_models) or "not probed"
-        image = f"sha256 {p.image_sha256[:12]}" if p.image_sha256 else "none"
-        lines.append(
-            f"`{directory}`: harness {p.harness_version}, code {code}; models {models}; image {image}; "
-            f"launched {p.created_at:%Y-%m-%d %H:%M} UTC"
-        )
-    return lines
-
-
-def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
-    """One line per problem (missing, invalid, duplicate, failed, unexpected, dir-level)."""
-    lines = [f"dir: {p}" for p in sweep.problems]
-    for t in sweep.missing:
-        lines.append(f"missing: {t.trial_id}" + (f" (status {t.state}: {t.cause})" if t.state else ""))
-    lines += [f"{t.problem}: {t.trial_id}" for t in sweep.invalid]
-    lines += [f"duplicate: {trial_id}" for trial_id in sweep.duplicates]
-    lines += [f"failed: {t.trial_id}: {t.cause or 'no cause recorded'}" for t in sweep.failed]
-    lines += [f"unexpected report: {path}" for path in sweep.unexpected]
-    if len(lines) > limit:
-        lines = [*lines[:limit], f"… and {len(lines) - limit} more (see report.md)"]
-    return lines
 
 
 def has_costs(result: AuditResult) -> bool:

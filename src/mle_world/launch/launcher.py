@@ -7,8 +7,6 @@ and `<output_dir>/slurm/` (Slurm backend). The CLI calls `run_sweep`, after `pre
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import signal
 import socket
 import threading
@@ -25,7 +23,7 @@ from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay
 from mle_world.launch.intents import reconcile, submit_arrays
-from mle_world.launch.liveness import agent_alive
+from mle_world.launch.liveness import agent_alive, launcher_lock
 from mle_world.launch.local import run_pool
 from mle_world.launch.orphans import find_leftover, stop_leftovers
 from mle_world.launch.slurm import (
@@ -54,26 +52,6 @@ from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.records import TrialStatus
 
 Action = Literal["skip", "run", "watch", "stale"]
-
-
-@contextmanager
-def launcher_lock(output_dir: Path) -> Iterator[None]:
-    """One launcher per output dir: while held, no other process supervises these trials, which is
-    what makes 'running on the local backend' provably stale on a restart."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path = output_dir / layout.LAUNCHER_LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
-            raise UserError(f"--output-dir {output_dir}: another launcher is running ({holder})") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)
 
 
 def make_job(cmd: TrialCommand, plan: SweepPlan, backend: str, token: str | None = None) -> TrialJob:
