@@ -469,3 +469,25 @@ def test_a_node_id_that_is_a_path_is_not_followed_to_a_kept_copy(
     (trial / "elsewhere.submission.csv").write_text(truth)  # where logs/nodes/../../<id> would point
     report = grade_trial(trial, spec, prepared_data, BuiltinGrader(local_comps, prepared_data))
     assert report.submission_rejected and report.score is None
+
+
+def test_costs_that_cannot_be_written_leave_no_report_saying_succeeded(
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+) -> None:
+    """The post-trial step accounts costs before grading: when accounting fails (the trial then fails
+    as infra), no grading report records the trial as succeeded."""
+    from mle_world.launch.post_trial import TrialFinisher
+    from mle_world.plan.sweep import PlannedTrial
+
+    spec = spec_for("iris-species", seed=34)
+    trial_dir = tmp_path / "runs" / "wm-point" / "iris-species_seed34"
+    truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
+    submit(trial_dir / "submission" / "submission.csv", truth)
+    bad_prices = tmp_path / "prices.yaml"
+    bad_prices.write_text("[not, a, mapping]\n")
+    base = prepared_data / "iris-species" / "prepared"
+    trial = PlannedTrial(spec, trial_dir, base / "public", base / "private")
+    finisher = TrialFinisher(tmp_path, prepared_data, bad_prices, grade=True, local_competitions=local_comps)
+    with pytest.raises(UserError, match="prices.yaml"):
+        finisher(trial, "succeeded")
+    assert not list(tmp_path.glob("runs/*/*_grading_report.json"))

@@ -1,4 +1,4 @@
-"""What runs on the host after a trial's agent exits: grading (with --grade) and the cost CSV.
+"""What runs on the host after a trial's agent exits: the cost CSV and grading (with --grade).
 
 Reads the trial's spec.json, submission/ and events.jsonl; writes its grading report and costs/*.csv.
 """
@@ -18,7 +18,11 @@ from mle_world.plan.sweep import PlannedTrial
 
 @dataclass(frozen=True)
 class TrialFinisher:
-    """Picklable post-trial step (submitit ships it to Slurm jobs): grade, then account costs."""
+    """Picklable post-trial step (submitit ships it to Slurm jobs): account costs, then grade.
+
+    In that order so that a grading report, which records the trial's final state, is the last thing
+    written: a failure accounting costs (a full disk, a bad price table) fails the trial as infra, and
+    grading after it would have left a report saying "succeeded" beside a status saying "failed"."""
 
     output_dir: Path
     data_dir: Path
@@ -27,7 +31,7 @@ class TrialFinisher:
     local_competitions: dict[str, Path] = field(default_factory=dict)
 
     def __call__(self, trial: PlannedTrial, state: Literal["succeeded", "failed"] = "succeeded") -> None:
+        write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))
         if self.grade:
             with IsolatedGrader(self.data_dir, self.local_competitions) as grader:
                 grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader, trial_state=state)
-        write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))
