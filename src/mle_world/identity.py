@@ -141,6 +141,11 @@ def provenance_changes(old: LaunchProvenance, new: LaunchProvenance) -> list[str
             changes.append(
                 f"{role} model {','.join(sorted(before[role]))} -> {','.join(sorted(after[role]))}"
             )
+    data_before = dict(item.partition("=")[::2] for item in old.data_manifests)
+    data_after = dict(item.partition("=")[::2] for item in new.data_manifests)
+    for task in sorted(data_before.keys() & data_after.keys()):
+        if data_before[task] != data_after[task]:
+            changes.append(f"{task} data {data_before[task][:12]} -> {data_after[task][:12]}")
     if old.image_sha256 != new.image_sha256:
         changes.append(f"image sha256 {_short(old.image_sha256)} -> {_short(new.image_sha256)}")
     return changes
@@ -177,7 +182,7 @@ def unreadable_launch(data: bytes, exc: ValidationError) -> str:
 
 
 def check_provenance(path: Path, record: LaunchRecord, allow: bool) -> list[str]:
-    """Refuse a launch whose code, served models or image differ from the earlier real launch recorded
+    """Refuse a launch whose code, served models, image or data differ from the earlier real launch recorded
     in `path` (launch.json; the trials' numbers would mix into one table); with `allow`, return what
     changed instead."""
     if record.dry_run:
@@ -192,7 +197,7 @@ def check_provenance(path: Path, record: LaunchRecord, allow: bool) -> list[str]
         return [f"earlier launch.json unreadable ({exc})"]
     if previous is None:
         return []
-    changes = provenance_changes(previous.provenance(), record.provenance())
+    changes = provenance_changes(latest_known(previous), record.provenance())
     if changes and not allow:
         raise UserError(
             f"--output-dir {path.parent}: its earlier launch ran with other settings ({'; '.join(changes)}); "
@@ -200,6 +205,26 @@ def check_provenance(path: Path, record: LaunchRecord, allow: bool) -> list[str]
             "the audit flags the mix)"
         )
     return changes
+
+
+def latest_known(record: LaunchRecord) -> LaunchProvenance:
+    """The record's provenance with each role's served models and each task's data as the latest launch
+    that knew them saw them: a launch without a probe (`--no-endpoint-check`) or of other tasks leaves
+    the earlier ones' values standing, so the next launch is compared with them."""
+    served: dict[str, list[str]] = {}
+    data: dict[str, str] = {}
+    for launch in (*record.earlier_launches, record.provenance()):
+        roles: dict[str, list[str]] = {}
+        for item in launch.served_models:
+            roles.setdefault(item.partition("=")[0], []).append(item)
+        served.update(roles)
+        data.update(item.partition("=")[::2] for item in launch.data_manifests)
+    return record.provenance().model_copy(
+        update={
+            "served_models": tuple(sorted(i for items in served.values() for i in items)),
+            "data_manifests": tuple(f"{task}={digest}" for task, digest in sorted(data.items())),
+        }
+    )
 
 
 def mixed_provenance(record: LaunchRecord) -> list[str]:

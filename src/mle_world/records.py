@@ -376,6 +376,8 @@ class LaunchProvenance(Record):
     served_models: tuple[str, ...] = ()
     """`role=model id` as the probed servers listed them (empty for a role not probed)."""
     image_sha256: str | None = None
+    data_manifests: tuple[str, ...] = ()
+    """`task=fingerprint` of the prepared data (launch/data_manifest.py)."""
 
 
 class LaunchRecord(Record):
@@ -406,6 +408,9 @@ class LaunchRecord(Record):
     """The --competitions-dir folders (absolute): `grade` finds the sweep's own local competitions."""
     image_path: str | None = None
     image_sha256: str | None = None
+    data_manifests: dict[str, str] = {}
+    """task → fingerprint of its prepared public and private data (file names and sizes, the answers'
+    content; launch/data_manifest.py) as this launch found it."""
     endpoints_file: str | None = None
     """The endpoints file the replicas' URLs came from (scripts/serve/serve_replicas.sh), if any."""
     endpoints: tuple[EndpointRecord, ...]
@@ -423,6 +428,7 @@ class LaunchRecord(Record):
             git_diff_sha256=self.git_diff_sha256,
             served_models=tuple(served),
             image_sha256=self.image_sha256,
+            data_manifests=tuple(f"{task}={digest}" for task, digest in sorted(self.data_manifests.items())),
         )
 
 

@@ -100,3 +100,30 @@ def test_launch_json_of_another_harness_is_one_line(
     assert "Traceback" not in again.stderr
     audit = cli("audit", str(out), "--no-trial-pages")
     assert "unreadable launch.json (written by harness 9.0.0" in audit.stdout
+
+
+def test_changed_answers_and_a_model_change_behind_an_unprobed_launch_are_refused(
+    fast_config: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(data_dir / "iris-species", data / "iris-species")
+    out = tmp_path / "sweep"
+    with served("coder-model") as urls:
+        assert sweep(fast_config, data, out, "iris-species", urls).returncode == 0
+        # A resume without probing the endpoints records no served model for it to compare...
+        unprobed = sweep(fast_config, data, out, "iris-species", urls, "--no-endpoint-check")
+        assert unprobed.returncode == 0, unprobed.stderr
+    with served("coder-model-v2") as urls:
+        # ...so the next probed launch is compared with the last launch that probed.
+        refused = sweep(fast_config, data, out, "iris-species", urls)
+    assert refused.returncode == 2 and "coder model coder-model -> coder-model-v2" in refused.stderr
+
+    answers = data / "iris-species" / "prepared" / "private" / "test.csv"
+    text = answers.read_text()
+    answers.write_text(text.replace("virginica", "virginicA", 1))  # same size, other answers
+    with served("coder-model") as urls:
+        changed = sweep(fast_config, data, out, "iris-species", urls)
+    assert changed.returncode == 2, changed.stderr
+    assert "iris-species data" in changed.stderr and "Traceback" not in changed.stderr
+    record = json.loads((out / "launch.json").read_text())
+    assert set(record["data_manifests"]) == {"iris-species"}

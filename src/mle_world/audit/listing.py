@@ -25,7 +25,7 @@ def expected_from_launch(
     """(trial id, trial dir) of every trial launch.json lists: the dir as recorded (a string, relative to
     `output_dir` unless absolute); from the files on disk (a Path or None) when launch.json is unusable.
 
-    A launch.json whose launches ran different code, served models or image (`--allow-provenance-change`)
+    A launch.json whose launches ran different code, served models, image or data (`--allow-provenance-change`)
     adds a problem per difference; `provenances` gets the dir's latest launch's provenance."""
     path = output_dir / layout.LAUNCH
     if path.is_file():

@@ -81,7 +81,7 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     g.add_argument(
         "--allow-provenance-change",
         action="store_true",
-        help="continue an output dir whose earlier launch ran other code, served models or image "
+        help="continue an output dir whose earlier launch ran other code, served models, image or prepared data "
         "(recorded in launch.json; the audit flags the mix)",
     )
     add_endpoint_flags(p.add_argument_group("endpoints"))  # type: ignore[arg-type]
@@ -244,6 +244,7 @@ def execute_plan(
 ) -> int:
     """Checks (identity, data, image, endpoints), then launch.json, then the backend."""
     from mle_world.costs.summary import write_cost_summary
+    from mle_world.launch.data_manifest import data_manifests
     from mle_world.launch.endpoints import check_endpoints, endpoint_records
     from mle_world.launch.launcher import run_sweep
     from mle_world.launch.post_trial import TrialFinisher
@@ -254,7 +255,9 @@ def execute_plan(
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     if args.grade:
         check_grading([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
-    record = plan.record
+    record = plan.record.model_copy(
+        update={"data_manifests": data_manifests([r.trial for r in plan.commands])}
+    )
     check_container_runtime(plan.runtime.runtime, args.backend)
     if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:
         info = check_image(plan.runtime.image)
