@@ -146,3 +146,25 @@ def test_a_server_error_that_echoes_the_key_stores_it_nowhere(tmp_path, competit
     assert len(errors) == 2 and all("[REDACTED:ECHO_TEST_KEY]" in e for e in errors), errors
     stored = [p for p in Path(spec.paths.trial_dir).rglob("*") if p.is_file()]
     assert stored and not [p for p in stored if key.encode() in p.read_bytes()]
+
+
+def test_lone_surrogates_in_replies_are_stored_as_replacement_characters(tmp_path, competition, servers):
+    """A JSON `\\ud800` escape decodes to a lone surrogate, which UTF-8 cannot encode: in a plan or a
+    review's summary it failed the trial at its next checkpoint (journal.json, events.jsonl)."""
+    public, _ = competition
+    servers["coder"].push(coder_reply(good_script(0.5), plan="plan \ud800 end"))
+
+    def feedback(request: dict[str, Any]) -> Reply:
+        reply = review_responder(request)
+        if reply.tool_call is not None:
+            name, answer = reply.tool_call
+            reply = Reply(tool_call=(name, {**answer, "summary": "ok \udfff"}), usage=reply.usage)
+        return reply
+
+    servers["feedback"].default = feedback
+    spec = make_spec(tmp_path, public, servers, budget=ONE_STEP)
+    result = run(spec)
+    assert result.status == "completed" and result.best_metric == pytest.approx(0.5), result.stop_reason
+    journal = json.loads((Path(spec.paths.trial_dir) / "journal.json").read_text(encoding="utf-8"))
+    node = journal["nodes"][0]
+    assert node["plan"].startswith("plan \ufffd end") and "\ufffd" in node["analysis"], node

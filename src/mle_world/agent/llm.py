@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -177,6 +178,29 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
             return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
     except (ValueError, TypeError):
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` with each lone surrogate (a JSON `\\ud800` escape in a reply or an error body decodes to
+    one) as U+FFFD: UTF-8 cannot encode them, and the journal, events.jsonl and status.json are UTF-8
+    JSON, so one in a plan, a review or a server's error failed the trial's next checkpoint."""
+    return text if _SURROGATE.search(text) is None else _SURROGATE.sub("\ufffd", text)
+
+
+def storable_arguments(arguments: str) -> str:
+    """Tool-call arguments whose decoded strings hold no lone surrogate (re-encoded only when one is
+    escaped in them; arguments that are not JSON keep their text, surrogates replaced)."""
+    if "\\u" not in arguments:
+        return storable(arguments)
+    try:
+        decoded = json.loads(arguments)
+    except ValueError:
+        return storable(arguments)
+    encoded = json.dumps(decoded, ensure_ascii=False)
+    return encoded if _SURROGATE.search(encoded) is None else storable(encoded)
 
 
 def _describe(error: BaseException) -> str:
@@ -382,7 +406,7 @@ class EndpointClient:
 
     def _describe(self, error: BaseException) -> str:
         """One line about a failed request, without the endpoint's key."""
-        return self._redactor.text(_describe(error))
+        return storable(self._redactor.text(_describe(error)))
 
     # ---- the retry policy --------------------------------------------------------------
     def _call(self, call: _Call, send: Callable[[openai.OpenAI, float], T]) -> T:
@@ -566,7 +590,7 @@ class EndpointClient:
                     raise _Fault(f"protocol garbage: unusable /models body ({error})") from error
                 if not ids:
                     raise EndpointFailure(self.role, f"{client.base_url}models lists no model")
-                return ids[0], _max_model_len(data[0])
+                return storable(ids[0]), _max_model_len(data[0])
 
             try:
                 self._model, served_context = self._call(_Call("models", None, self._deadline(None)), send)
@@ -633,7 +657,8 @@ class EndpointClient:
         tool_arguments: str | None = None
         calls = getattr(message, "tool_calls", None)
         if calls:
-            tool_arguments = getattr(getattr(calls[0], "function", None), "arguments", None)
+            arguments = getattr(getattr(calls[0], "function", None), "arguments", None)
+            tool_arguments = storable_arguments(arguments) if isinstance(arguments, str) else arguments
         finish = getattr(completion.choices[0], "finish_reason", None)
         finish_reason = finish if isinstance(finish, str) else None
         answered_as = getattr(completion, "model", None)
@@ -643,10 +668,10 @@ class EndpointClient:
             "ok",
             usage=counts,
             finish_reason=finish_reason,
-            served_model=answered_as if isinstance(answered_as, str) and answered_as else None,
+            served_model=storable(answered_as) if isinstance(answered_as, str) and answered_as else None,
         )
         return ChatReply(
-            content=getattr(message, "content", None) or "",
+            content=storable(getattr(message, "content", None) or ""),
             tool_arguments=tool_arguments,
             model=model,
             prompt_tokens=counts[0],
