@@ -89,7 +89,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     (tmp / "paper.yaml").write_text(yaml.safe_dump(paper))
     out = tmp / "out"
     with (
-        FakeOpenAIServer("coder-model") as coder,
+        FakeOpenAIServer(FORMULA) as coder,  # the model id it serves is a formula too
         FakeOpenAIServer("feedback-model", default=review) as feedback,
         FakeOpenAIServer("world-model", default="{}") as world,
     ):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
-from mle_world.terminal import printable
+from mle_world.escapes import printable
 
 MIN_SECRET_CHARS = 6
 """Shorter values (dummy keys such as "none" or "EMPTY") would redact ordinary words."""

@@ -17,8 +17,8 @@ from typing import Generic, TypeVar
 from markupsafe import escape as markup_escape
 
 from mle_world.audit.stats import MeanSem
+from mle_world.escapes import printable_line, spreadsheet_cell
 from mle_world.launch.display import Display
-from mle_world.terminal import printable_line
 
 R = TypeVar("R")
 
@@ -160,7 +160,7 @@ def csv_text(table: Table) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(table.headers)
-    writer.writerows(table.rows)
+    writer.writerows([spreadsheet_cell(cell) for cell in row] for row in table.rows)
     return buffer.getvalue()
 
 

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from mle_world.cli.options import PROG, Parser
 from mle_world.errors import UserError
-from mle_world.terminal import printable_line
+from mle_world.escapes import printable_line
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from mle_world.terminal import printable, printable_line
+from mle_world.escapes import printable, printable_line
 
 
 class RichDisplay:

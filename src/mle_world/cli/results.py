@@ -18,7 +18,7 @@ from mle_world import layout
 from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import default_config_path, default_data_dir, path_arg, positive_float
 from mle_world.errors import UserError
-from mle_world.terminal import printable_line
+from mle_world.escapes import printable_line
 
 if TYPE_CHECKING:
     from mle_world.records import LaunchRecord

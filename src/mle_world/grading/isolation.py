@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
+from mle_world.escapes import printable
 from mle_world.grading.multi import MultiGrader
 from mle_world.grading.report import GraderReport
 from mle_world.grading.submission import submission_exists
-from mle_world.terminal import printable
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
-from mle_world.terminal import printable, printable_line
+from mle_world.escapes import printable, printable_line
 
 
 class Display(Protocol):

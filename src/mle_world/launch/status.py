@@ -21,11 +21,11 @@ from rich.text import Text
 
 from mle_world import layout
 from mle_world.errors import UserError
+from mle_world.escapes import printable_line
 from mle_world.identity import IDENTITY_FILE
 from mle_world.launch.liveness import launcher_alive
 from mle_world.launch.state import STATES, utcnow
 from mle_world.records import TrialStatus
-from mle_world.terminal import printable_line
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Text bound for a terminal or a log a person reads with cat/less/tail, made inert: control bytes shown.
+"""Untrusted text made inert for where it is shown: a terminal or a log read with cat/less/tail
+(`printable`: control bytes shown as escapes) and a spreadsheet opening a CSV (`spreadsheet_cell`).
 
 Reads and writes nothing; every place that puts untrusted text (trial causes, grader and server errors,
-model replies) on a terminal or in a log passes it through `printable` first.
+model replies, server-named model ids) on a terminal, in a log or in a CSV passes it through one of these.
 """
 
 from __future__ import annotations
@@ -30,3 +31,19 @@ def printable(text: str) -> str:
 def printable_line(text: str) -> str:
     """`printable`, and a newline shown as \\n too: a one-line field cannot forge lines below it."""
     return printable(text).replace("\n", "\\n")
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(text: str) -> str:
+    """`text` as a CSV cell a spreadsheet shows as text: one that starts like a formula (= + - @, or a tab
+    or CR) gets a leading apostrophe, numbers stay as they are. A model id the server names (discovered
+    from /models when the config names none) reached the cost CSVs as =HYPERLINK(...)."""
+    if not text.startswith(_FORMULA_START):
+        return text
+    try:
+        float(text)
+    except ValueError:
+        return "'" + text
+    return text
