@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -151,6 +152,16 @@ def test_status_shows_the_cause_inert(sweep):
     assert proc.returncode in (0, 1), proc.stderr
     assert b"failed" in proc.stdout and not terminal_clean(proc.stdout + proc.stderr), proc.stdout
     assert b"\\x1b]52" in proc.stdout  # shown as text
+
+
+def test_status_of_an_output_dir_whose_path_looks_like_markup(sweep, tmp_path):
+    """The table's title names the output dir: a path with '[/]' in it raised MarkupError (a traceback)."""
+    odd = tmp_path / "o[" / "]x"
+    odd.parent.mkdir()
+    shutil.copytree(sweep["out"], odd, symlinks=True)
+    proc = run("status", str(odd), env={**sweep["env"], "COLUMNS": "400"})
+    assert proc.returncode in (0, 1) and b"Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert str(odd).encode() in proc.stdout, proc.stdout
 
 
 def test_the_agent_log_holds_no_escape_sequence(sweep):

@@ -185,7 +185,9 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
     per_config: dict[str, Counter[str]] = defaultdict(Counter)
     for t in sweep.trials:
         per_config[configuration_of(t.trial_id)][t.state] += 1
-    table = Table(title=f"{output_dir} — {len(sweep.trials)} trials")
+    table = Table(
+        title=Text(printable_line(f"{output_dir} — {len(sweep.trials)} trials"))
+    )  # a path, not markup
     table.add_column("configuration")
     for state in STATES:
         table.add_column(state, justify="right")
