@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from browser import dump_dom
 from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer, Reply
 
@@ -204,3 +205,7 @@ def test_show_writes_an_inert_trial_page(sweep):
     page = (sweep["trial"].parent / "page.html").read_text().lower()
     assert "&lt;script&gt;" in page and "<script" not in page and "<img src=https" not in page
     assert not terminal_clean(proc.stdout + proc.stderr)
+    # As Chromium built it: the payload is text, no element of it exists.
+    dom = dump_dom((sweep["trial"].parent / "page.html").as_uri()).lower()
+    assert "&lt;script&gt;alert(1)" in dom and "<script" not in dom and 'beacon.example/h.png"' not in dom
+    assert '<img src="https' not in dom
