@@ -50,7 +50,7 @@ def cmd_cancel(args: argparse.Namespace, console: Console) -> int:
     check_sbatch_available()
     tasks = cancel_sweep(output_dir, SubmititSubmitter(output_dir / "slurm"))
     if not tasks:
-        console.print(f"{output_dir}: no pending or running Slurm job", soft_wrap=True)
+        console.print(f"{output_dir}: no pending or running Slurm job", markup=False, soft_wrap=True)
         return 0
     arrays = sorted({t.job_id.split("_")[0] for t in tasks}, key=int)
     running = sum(t.state == "RUNNING" for t in tasks)

@@ -180,7 +180,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
             warnings = [*warnings, shared]
     prices_path = _load_prices_flag(args)
     for warning in warnings:
-        err.print(f"WARNING: {warning}", style="bold red", highlight=False, soft_wrap=True)
+        err.print(f"WARNING: {warning}", style="bold red", markup=False, highlight=False, soft_wrap=True)
     if args.dry_run:
         _print_dry_run(plan, write_plan_files(plan, config), args.summary, console)
         if args.backend == "slurm":
