@@ -186,20 +186,31 @@ def test_world_model(sweep_dirs: tuple[Path, Path]) -> None:
     ]
 
 
-def test_failed_trial_without_submission_keeps_its_seed(tmp_path: Path) -> None:
-    """MLE-bench-style seed alignment by seed number; a failed trial that left nothing is a non-medal."""
+@pytest.mark.parametrize("failure_class", [None, "agent", "infra"])
+def test_failed_trial_without_submission_keeps_its_seed_unless_infra(
+    tmp_path: Path, failure_class: str | None
+) -> None:
+    """MLE-bench-style seed alignment by seed number; a trial that failed for the agent's own reasons
+    and left nothing is a non-medal; one the infrastructure failed is missing (it is to be retried)."""
     out = tmp_path / "out"
     ids = [tid("gated", "aide", t, s) for t in TASKS for s in (34, 35)]
     write_launch(out, "gated", ids)
     write_report(out, "gated", "aide", "A", 34, score=0.9, medal="gold")
     write_report(out, "gated", "aide", "B", 34, score=0.9, medal="gold")
     write_report(out, "gated", "aide", "A", 35, score=0.9, medal="gold")
-    write_status(out, "gated", "aide", "B", 35, "failed", "endpoint_unavailable: coder")
+    write_status(out, "gated", "aide", "B", 35, "failed", "slurm job 12_3 NODE_FAIL", failure_class)
     result = audit([out])
     (row,) = result.rates
-    assert row.seeds_used == [34, 35]  # seed 35 kept: B35 counts as no medal
-    assert row.rates["any_medal"] == (75.0, pytest.approx(25.0), 2)
-    assert result.sweep.missing == [] and [t.trial_id for t in result.sweep.failed] == [ids[3]]
+    assert [t.trial_id for t in result.sweep.failed] == [ids[3]]
+    if failure_class == "infra":
+        assert row.seeds_used == [34] and row.rates["any_medal"] == (100.0, 0.0, 1)
+        assert [t.trial_id for t in result.sweep.missing] == [ids[3]]
+        padded = audit([out], pad_missing=True).rates[0]
+        assert padded.seeds_used == [34, 35] and padded.rates["any_medal"][0] == 75.0
+    else:
+        assert row.seeds_used == [34, 35]  # seed 35 kept: B35 counts as no medal
+        assert row.rates["any_medal"] == (75.0, pytest.approx(25.0), 2)
+        assert result.sweep.missing == []
 
 
 def test_rank4_accept_all_has_skip_rate_zero(tmp_path: Path) -> None:

@@ -55,12 +55,13 @@ def read_trials(dirs: list[Path]) -> dict[str, dict[str, Any]]:
                 report = data if data["trial_id"] == listed["trial_id"] else None
             except (OSError, ValueError):
                 pass
-            state = json.loads((directory / "status.json").read_text())["state"]
+            status = json.loads((directory / "status.json").read_text())
+            state, infra = status["state"], status.get("failure_class") == "infra"
             left = (directory / "submission" / "submission.csv").is_file()
             result = directory / "result.json"
             trials.setdefault(listed["trial_id"], {
                 "regime": regime, "cfg": cfg, "task": task, "seed": int(seed[4:]), "dir": directory,
-                "out": out, "report": report, "settled": report is None and state == "failed" and not left,
+                "out": out, "report": report, "settled": report is None and state == "failed" and not infra and not left,
                 "result": json.loads(result.read_text()) if result.exists() else None,
             })  # fmt: skip
     return trials

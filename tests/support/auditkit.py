@@ -80,9 +80,18 @@ def trial_dir(out: Path, cfg: str, task: str, seed: int) -> Path:
 
 
 def write_status(
-    out: Path, regime: str, cfg: str, task: str, seed: int, state: str, cause: str | None
+    out: Path,
+    regime: str,
+    cfg: str,
+    task: str,
+    seed: int,
+    state: str,
+    cause: str | None,
+    failure_class: str | None = None,
 ) -> None:
     status = {"trial_id": tid(regime, cfg, task, seed), "state": state, "cause": cause}
+    if failure_class is not None:
+        status["failure_class"] = failure_class
     (trial_dir(out, cfg, task, seed) / "status.json").write_text(json.dumps(status))
 
 

@@ -148,6 +148,8 @@ def make_irregular_sweep(root: Path, seed: int) -> list[Path]:
                         "trial_id": trial_id,
                         "state": state,
                         "cause": "boom" if state == "failed" else None,
+                        # both classes, without a draw from rng (the sweeps stay as they were)
+                        "failure_class": ("infra" if s % 2 else "agent") if state == "failed" else None,
                     }
                     (trial / "status.json").write_text(json.dumps(status))
                     if state != "running" and rng.random() < 0.9:

@@ -47,6 +47,8 @@ class Trial:
     """'missing' or 'invalid: …' when there is no usable report."""
     state: str | None = None
     cause: str | None = None
+    failure_class: str | None = None
+    """status.json's class of a failure: "infra" (the harness's or the cluster's, retried) or "agent"."""
     downtime_s: float = 0.0
     """Endpoint downtime the trial rode out (status.json; excluded from its budget)."""
     cost_usd: float | None = None
@@ -87,10 +89,13 @@ class Trial:
 
     @property
     def settled_without_report(self) -> bool:
-        """Failed for good and left no submission: counts as a non-medal for its seed (not missing)."""
+        """Failed for the agent's own reasons and left no submission: counts as a non-medal for its seed
+        (not missing). An infrastructure failure (node failure, cancelled job, endpoint outage) is no
+        result of the agent: the trial is missing until `--retry-failed` reruns it."""
         return (
             self.report is None
             and self.state == "failed"
+            and self.failure_class != "infra"
             and not (
                 self.may_have("submission") and (self.trial_dir / "submission" / "submission.csv").is_file()
             )
@@ -208,6 +213,7 @@ def load_status(trial: Trial) -> None:
         return
     trial.state = status.state
     trial.cause = status.cause
+    trial.failure_class = status.failure_class
     trial.downtime_s = status.downtime_s
 
 
