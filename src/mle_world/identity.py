@@ -113,6 +113,8 @@ def _short(value: str | None) -> str:
 
 
 def _code(p: LaunchProvenance) -> str:
+    if p.git_sha is None and p.package_sha256 is not None:
+        return f"installed copy {_short(p.package_sha256)}"
     if p.git_dirty:
         return f"{_short(p.git_sha)} with uncommitted changes {_short(p.git_diff_sha256)}"
     return _short(p.git_sha)
@@ -125,7 +127,8 @@ def provenance_changes(old: LaunchProvenance, new: LaunchProvenance) -> list[str
     changes = []
     if old.harness_version != new.harness_version:
         changes.append(f"harness {old.harness_version} -> {new.harness_version}")
-    if (old.git_sha, old.git_dirty, old.git_diff_sha256) != (new.git_sha, new.git_dirty, new.git_diff_sha256):
+    code = ("git_sha", "git_dirty", "git_diff_sha256", "package_sha256")
+    if any(getattr(old, name) != getattr(new, name) for name in code):
         changes.append(f"code {_code(old)} -> {_code(new)}")
 
     def by_role(p: LaunchProvenance) -> dict[str, set[str]]:

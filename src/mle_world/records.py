@@ -373,6 +373,7 @@ class LaunchProvenance(Record):
     git_sha: str | None
     git_dirty: bool | None = None
     git_diff_sha256: str | None = None
+    package_sha256: str | None = None
     served_models: tuple[str, ...] = ()
     """`role=model id` as the probed servers listed them (empty for a role not probed)."""
     image_sha256: str | None = None
@@ -392,6 +393,9 @@ class LaunchRecord(Record):
     git_diff_sha256: str | None = None
     """sha256 of `git status --porcelain` + `git diff HEAD` when dirty: two dirty launches of one
     commit with different edits differ here."""
+    package_sha256: str | None = None
+    """sha256 of the package's own files when it does not run from a git checkout (an installed copy,
+    whose code changes no commit shows); None in a checkout."""
     created_at: datetime
     regime: Regime
     config_path: str
@@ -426,6 +430,7 @@ class LaunchRecord(Record):
             git_sha=self.git_sha,
             git_dirty=self.git_dirty,
             git_diff_sha256=self.git_diff_sha256,
+            package_sha256=self.package_sha256,
             served_models=tuple(served),
             image_sha256=self.image_sha256,
             data_manifests=tuple(f"{task}={digest}" for task, digest in sorted(self.data_manifests.items())),

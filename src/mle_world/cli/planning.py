@@ -87,6 +87,18 @@ def _git_state() -> tuple[str | None, bool | None, str | None]:
     return lines[1], True, hashlib.sha256(status.stdout + b"\0" + diff.stdout).hexdigest()
 
 
+def package_sha256(package: Path) -> str:
+    """sha256 over the package's files (relative paths and contents, bytecode caches left out): what an
+    installed copy's code is, where no commit says it."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def check_seeds(seeds: tuple[int, ...], known: tuple[int, ...]) -> None:
     """--seeds selects among the config's seeds; a new seed belongs in the config (and its identity)."""
     if not seeds:
@@ -257,6 +269,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         git_sha=git_sha,
         git_dirty=git_dirty,
         git_diff_sha256=git_diff,
+        package_sha256=package_sha256(Path(__file__).resolve().parents[1]) if git_sha is None else None,
         created_at=datetime.now(UTC),
         regime=regime,
         config_path=str(config.path.absolute()),
