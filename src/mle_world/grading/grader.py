@@ -6,7 +6,6 @@ Reads `<trial>/submission/submission.csv`, the task's private answers and its le
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ from pydantic import ValidationError
 
 from mle_world import layout
 from mle_world.agent.journal import load_journal_data
+from mle_world.agent.workspace import file_sha256
 from mle_world.errors import GraderUnavailableError, UserError
 from mle_world.grading.isolation import IsolatedGrader
 from mle_world.grading.multi import Grader as Grader
@@ -30,11 +30,6 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- trials
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as file:  # in chunks: the file may be far larger than the launcher's memory
-        return hashlib.file_digest(file, "sha256").hexdigest()
-
-
 def selected_submission(trial_dir: Path) -> tuple[Path, str | None]:
     """The file to grade, and why it is not the selected node's submission (None when it is, or absent).
 
@@ -47,7 +42,7 @@ def selected_submission(trial_dir: Path) -> tuple[Path, str | None]:
     path = trial_dir / layout.SUBMISSION_RELPATH
     if not path.is_file():
         return path, None
-    digest = _sha256(path)
+    digest = file_sha256(path)
     try:
         journal = load_journal_data(trial_dir / "journal.json")
     except (OSError, ValueError):
@@ -62,7 +57,7 @@ def selected_submission(trial_dir: Path) -> tuple[Path, str | None]:
         return path, None
     if layout.is_node_id(best):
         kept = layout.kept_submission(trial_dir, best)
-        if kept.is_file() and _sha256(kept) == expected:
+        if kept.is_file() and file_sha256(kept) == expected:
             log.warning("%s: the graded file is not node %s's; its kept copy is graded", trial_dir, best[:8])
             return kept, None
     return path, f"its sha256 {digest[:12]} is not that of node {best[:8]}'s submission"
