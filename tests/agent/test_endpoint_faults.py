@@ -53,7 +53,7 @@ def calls(sink: MemorySink) -> list[LLMCallEvent]:
 
 
 @pytest.mark.parametrize(
-    "garbage", ["html", "truncated", "no_choices", "no_usage", "bad_tool_args", "wrong_content_type"]
+    "garbage", ["html", "truncated", "no_choices", "bad_tool_args", "wrong_content_type"]
 )
 def test_protocol_garbage_is_retried_as_an_endpoint_fault(garbage):
     sink = MemorySink()
@@ -69,6 +69,25 @@ def test_protocol_garbage_is_retried_as_an_endpoint_fault(garbage):
     # Unknown is not zero; an unusable answer that says what it cost is billed (DEFAULT_USAGE).
     assert first.prompt_tokens == (DEFAULT_USAGE[0] if garbage in BILLED else None)
     assert second.outcome == "ok"
+
+
+def test_a_server_that_never_reports_usage_is_used_with_unknown_tokens_and_one_warning(caplog):
+    """Some OpenAI-compatible servers and proxies omit `usage`: that failed every call as protocol
+    garbage until the outage window ran out and the trial failed as infra. The completion is used; its
+    tokens are unknown (None, never 0) and the endpoint is named in one warning, not one per call."""
+    sink = MemorySink()
+    caplog.set_level("WARNING", logger="mle_world.agent.llm")
+    with FakeOpenAIServer(default=Reply(content="fine", usage=None)) as server:
+        client = make_client(server.url, sink, outage_window_s=0.5)
+        replies = [client.chat(MSG, purpose="draft") for _ in range(3)]
+        url = server.url
+    assert [r.content for r in replies] == ["fine"] * 3
+    assert {(r.prompt_tokens, r.completion_tokens) for r in replies} == {(None, None)}
+    assert [(e.outcome, e.prompt_tokens, e.completion_tokens) for e in calls(sink)] == [
+        ("ok", None, None)
+    ] * 3
+    warnings = [r.getMessage() for r in caplog.records if "without token usage" in r.getMessage()]
+    assert len(warnings) == 1 and url.rstrip("/") in warnings[0] and warnings[0].startswith("feedback")
 
 
 def test_unusable_tool_arguments_are_resampled_with_the_next_seed_and_outages_keep_it():

@@ -5,6 +5,7 @@ Reads the tiny competition fixture; writes a trial dir under tmp_path.
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from fakeserver import FakeOpenAIServer, Reply, prompt_text
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.journal import Checkpoint, load_checkpoint
 from mle_world.agent.llm import Backoff
+from mle_world.audit.cost_totals import read_cost_totals
+from mle_world.costs.account import write_trial_costs
+from mle_world.costs.prices import load_prices
 from mle_world.records import AgentResult, BudgetSettings, TrialSpec, WorldModelSettings
 
 pytestmark = pytest.mark.timeout(60)
@@ -89,14 +93,32 @@ def test_usage_in_events_matches_what_the_server_returned(tmp_path, competition,
     events = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "llm_call"]
     for role, server in servers.items():
         mine = [e for e in events if e["role"] == role and e["outcome"] == "ok"]
-        # A completion without usage is protocol garbage: retried, never an "ok" with zero tokens.
-        sent = [s for s in server.sent if s.status == 200 and s.usage]
+        # A completion without usage is used, its tokens unknown (None), never an "ok" with zero tokens.
+        sent = [s for s in server.sent if s.status == 200]
         assert len(mine) == len(sent)
-        assert [(e["prompt_tokens"], e["completion_tokens"]) for e in mine] == [s.usage for s in sent]
+        assert [(e["prompt_tokens"], e["completion_tokens"]) for e in mine] == [
+            s.usage or (None, None) for s in sent
+        ]
     coder = [e for e in events if e["role"] == "coder"]
-    assert coder[1]["outcome"] == "retry" and "no usage" in coder[1]["error"]
-    assert coder[1]["prompt_tokens"] is None  # unknown is not zero
+    assert [e["outcome"] for e in coder] == ["ok", "ok"] and coder[1]["prompt_tokens"] is None
     assert {e["model"] for e in coder} == {"fake-coder"}  # discovered from /v1/models
+    # Through the cost CSV: the coder's tokens count the call that reported them, the other is unknown,
+    # so the role (and the trial) is not priced per token: never a cost that looks complete.
+    output = tmp_path / "sweep"
+    write_trial_costs(Path(spec.paths.trial_dir), spec, output, load_prices())
+    with open(
+        output / "costs" / f"{spec.configuration}.{spec.task}.seed{spec.seed}.csv", newline=""
+    ) as handle:
+        coder_row = next(r for r in csv.DictReader(handle) if r["role"] == "coder")
+    assert (coder_row["calls"], coder_row["calls_unknown_usage"]) == ("2", "1")
+    assert coder_row["prompt_tokens"] == "1234" and coder_row["pricing"] != "per-token"
+    totals, bad = read_cost_totals(str(output / "costs"))
+    assert not bad and totals[spec.trial_id].tokens == 1234 + 567 + sum(
+        sum(s.usage or (0, 0))
+        for role in ("feedback", "world")
+        for s in servers[role].sent
+        if s.status == 200
+    )
 
 
 def _world_spec(tmp_path, public, servers, regime, max_steps=3, **world):

@@ -54,8 +54,8 @@ class Reply:
     finish_reason: str | None = None
     """The choice's finish_reason (default: stop, or tool_calls for a tool call), e.g. length."""
     garbage: Garbage | None = None
-    """A broken 200 answer: an HTML page, truncated JSON, no/empty choices, no usage, tool-call
-    arguments that are not JSON, or a JSON body sent as text/plain."""
+    """A broken 200 answer: an HTML page, truncated JSON, no/empty choices, no usage (not garbage to the
+    agent: some servers omit it), tool-call arguments that are not JSON, or a JSON body sent as text/plain."""
 
 
 Responder = Callable[[dict[str, Any]], "Reply | str"]

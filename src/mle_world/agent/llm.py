@@ -10,6 +10,7 @@ and the events it writes; they share the call's state.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
@@ -49,6 +50,7 @@ __all__ = [
     "ToolsUnsupported",
 ]
 
+log = logging.getLogger(__name__)
 Message = dict[str, str]
 T = TypeVar("T")
 PROBE_TIMEOUT_S = 5.0
@@ -297,8 +299,6 @@ def _parse_completion(raw: Any, wants_tool: bool, *, resample: bool = True) -> t
     if not isinstance(getattr(message, "content", None), str | None):
         # The SDK builds the model without validating it: a list or number would reach the prompts' parsers.
         raise _Fault("protocol garbage: the message content is not text", usage=usage)
-    if getattr(completion, "usage", None) is None:
-        raise _Fault("protocol garbage: no usage in the completion")
     if wants_tool and resample:
         for call in getattr(message, "tool_calls", None) or ():
             arguments = getattr(getattr(call, "function", None), "arguments", None)
@@ -399,10 +399,27 @@ class EndpointClient:
         self._context: int | None = settings.context_length
         self._probed = settings.context_length is not None
         self._model_lock = threading.Lock()
+        self._no_usage_from: set[str] = set()
+        """Replica URLs already warned about for answering without `usage` (one warning each)."""
+        self._warn_lock = threading.Lock()
 
     def close(self) -> None:
         for replica in self.pool.replicas:
             replica.client.close()
+
+    def _warn_no_usage(self, url: str) -> None:
+        """Some OpenAI-compatible servers and proxies omit `usage`: the completion is used, its tokens and
+        cost are recorded as unknown (never 0), and the trial's log says so once per endpoint."""
+        with self._warn_lock:
+            if url in self._no_usage_from:
+                return
+            self._no_usage_from.add(url)
+        log.warning(
+            "%s endpoint %s answers without token usage: its calls' tokens and cost are recorded as "
+            "unknown (costs/*.csv: calls_unknown_usage)",
+            self.role,
+            self._redactor.text(url),
+        )
 
     def _describe(self, error: BaseException) -> str:
         """One line about a failed request, without the endpoint's key."""
@@ -641,6 +658,8 @@ class EndpointClient:
             raw = _post_chat(client, body, timeout)
             parsed = _parse_completion(raw, bool(tools), resample=call.resamples < MAX_RESAMPLES)
             latency = self._clock() - start
+            if _usage_of(parsed[0]) == (None, None):
+                self._warn_no_usage(str(client.base_url))
             return parsed
 
         try:
