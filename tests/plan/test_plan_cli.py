@@ -127,6 +127,31 @@ def test_one_trial_mode_honours_mle_seed(tmp_path: Path) -> None:
     assert settings["configurations"]["wm-point"]["budget"]["max_steps"] == 5
 
 
+def test_kapso_modes_agents_and_knowledge_graph_flags(tmp_path: Path) -> None:
+    """Kapso's runner command with its mode, agent and --no-kg runs (dry) here: MINIMAL is the tiny config."""
+    args = ["-c", "spooky-author-identification", "--runtime", "process", "--dry-run"]
+    minimal = run(*args, "-m", "MINIMAL", "-d", "aide", "--no-kg", "--output-dir", str(tmp_path / "m"))
+    assert minimal.returncode == 0, minimal.stderr
+    record = json.loads((tmp_path / "m" / "launch.json").read_text())
+    assert record["config_path"].endswith("demo.yaml")
+    assert [t["trial_id"] for t in record["trials"]] == ["gated/aide/spooky-author-identification/seed34"]
+    full = run(*args, "-m", "MLE_CONFIGS", "--output-dir", str(tmp_path / "f"))
+    assert full.returncode == 0, full.stderr
+    assert json.loads((tmp_path / "f" / "launch.json").read_text())["config_path"].endswith("paper.yaml")
+    agents = run("--list-agents")
+    assert agents.returncode == 0 and agents.stdout.startswith("aide\t")
+    for bad, culprit in (
+        (["-d", "aider"], "-d/--coding-agent: invalid choice: 'aider'"),
+        (
+            ["-m", "MINIMAL", "--config", "configs/paper.yaml"],
+            "-m MINIMAL: Kapso's mode picks configs/demo.yaml",
+        ),
+    ):
+        proc = run(*args, *bad, "--output-dir", str(tmp_path / "bad"))
+        assert proc.returncode == 2 and culprit in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert not (tmp_path / "bad").exists()
+
+
 def test_listings() -> None:
     lite = run("--lite")
     assert lite.returncode == 0

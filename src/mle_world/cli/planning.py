@@ -20,6 +20,7 @@ import yaml
 
 from mle_world import __version__, layout
 from mle_world.cli.checks import ensure_dir
+from mle_world.cli.kapso import resolve_mode
 from mle_world.cli.options import (
     default_config_path,
     default_data_dir,
@@ -195,6 +196,7 @@ def _output_dir(args: argparse.Namespace, selection: Selection, regime: Regime) 
 def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[SweepPlan, PaperConfig, list[str]]:
     """Resolve flags + configs into a SweepPlan (pure apart from reading configs, the environment and
     git; `args` is not changed)."""
+    args = resolve_mode(args)
     registry = load_registry(list(args.competitions_dir))
     config_path = args.config or default_config_path("paper.yaml")
     config = load_paper_config(config_path, registry.__contains__)

@@ -18,6 +18,7 @@ from rich.table import Table
 from mle_world import __version__, layout
 from mle_world.cli.checks import check_writable_dir
 from mle_world.cli.display import RichDisplay
+from mle_world.cli.kapso import add_kapso_flags, agent_lines
 from mle_world.cli.options import (
     PROG,
     Parser,
@@ -124,12 +125,18 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
         help="max agent steps (default: the config's budget.max_steps)",
     )
     k.add_argument(
-        "-m", "--configuration", type=non_empty, help="configuration name for -c (default: the first)"
+        "-m",
+        "--configuration",
+        type=non_empty,
+        help="configuration name for -c (default: the first); Kapso's modes MLE_CONFIGS and MINIMAL pick "
+        "configs/paper.yaml and configs/demo.yaml",
     )
     k.add_argument("--seed", type=int, help="seed for -c (default: $MLE_SEED, else the config's first)")
+    add_kapso_flags(k)  # type: ignore[arg-type]
     lst = p.add_argument_group("listings")
     lst.add_argument("--list", action="store_true", help="list all competitions and exit")
     lst.add_argument("--lite", action="store_true", help="list MLE-bench Lite competitions and exit")
+    lst.add_argument("--list-agents", action="store_true", help="list the coding agents and exit")
     return p
 
 
@@ -163,6 +170,9 @@ def _print_dry_run(plan: SweepPlan, written: tuple[Path, Path], summary: bool, c
 
 
 def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err: Console) -> int:
+    if args.list_agents:
+        print("\n".join(agent_lines()))
+        return 0
     registry_only = args.list or args.lite
     if registry_only:
         _print_listing(load_registry(list(args.competitions_dir)), args.lite, console)

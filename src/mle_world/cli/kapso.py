@@ -1,0 +1,55 @@
+"""The flags of Kapso's MLE-bench runner that `run_paper.py` takes beside its own: config modes, coding agents,
+the knowledge graph. Reads the parsed flags; writes nothing (the listing of agents is printed by the caller).
+
+Kapso's `-m MLE_CONFIGS|MINIMAL` names a config mode; here a mode is a config file and `-m` otherwise names
+one of that file's configurations. The harness has one coding agent and no knowledge graph, so `-d aide` and
+`--no-kg` say what is always true here, and any other agent is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mle_world.errors import UserError
+
+# Kapso's config modes → the packaged config that plays that part (its first configuration is the default).
+MODES = {"MLE_CONFIGS": "paper.yaml", "MINIMAL": "demo.yaml"}
+CODING_AGENTS = {
+    "aide": "the AIDE-style agent (drafts, debugs and improves one script per step; its model is the coder endpoint's)"
+}
+
+
+def add_kapso_flags(group: argparse.ArgumentParser) -> None:
+    group.add_argument(
+        "-d",
+        "--coding-agent",
+        choices=list(CODING_AGENTS),
+        help="coding agent: aide, the only one (see --list-agents)",
+    )
+    group.add_argument(
+        "--no-kg",
+        action="store_true",
+        help="no knowledge graph (Kapso's knowledge search): always so here, accepted for Kapso's commands",
+    )
+
+
+def agent_lines() -> list[str]:
+    return [f"{name}\t{text}" for name, text in CODING_AGENTS.items()]
+
+
+def resolve_mode(args: argparse.Namespace) -> argparse.Namespace:
+    """A copy of `args` whose Kapso mode (`-m MLE_CONFIGS|MINIMAL`) became `--config` and the config's first
+    configuration; other values of `-m` are configuration names and stay. `args` itself is not changed."""
+    mode = args.configuration
+    if mode not in MODES:
+        return args
+    from mle_world.cli.options import default_config_path
+
+    if args.config is not None:
+        raise UserError(
+            f"-m {mode}: Kapso's mode picks configs/{MODES[mode]}, but --config {args.config} is given "
+            "(drop one, or name a configuration of that config with -m)"
+        )
+    return argparse.Namespace(
+        **{**vars(args), "config": default_config_path(MODES[mode]), "configuration": None}
+    )
