@@ -136,6 +136,9 @@ class ScriptedSlurm:
     def release(self, array_ids: Sequence[str]) -> bool:
         return True
 
+    def limits(self, slurm: Any) -> None:
+        return None
+
 
 def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:
     out, data = dirs

@@ -88,6 +88,9 @@ class Sbatch:
     def release(self, array_ids: Sequence[str]) -> bool:
         return True
 
+    def limits(self, slurm: Any) -> None:
+        return None
+
 
 def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs: tuple[Path, Path]) -> None:
     out, data = dirs

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.slurm import SlurmTrial, Submitter, array_chunks, slurm_parameters
+from mle_world.launch.slurm_limits import check_wall, first_wave
 from mle_world.launch.slurm_queries import LiveTask
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
@@ -134,15 +135,29 @@ def submit_arrays(
     mark: Callable[[Sequence[TrialCommand], str], dict[str, int]],
     call: Callable[[TrialCommand, str], SlurmTrial],
     say: Callable[[str], None],
-) -> None:
+    say_limit: bool = True,
+) -> list[TrialCommand]:
     """Submit `todo` as one array, or as several of at most the cluster's MaxArraySize (or
     slurm.max_array_tasks) trials, each starting after the previous one ended so the submission never
     runs more than array_parallelism trials at once. A refused later array leaves the earlier ones
-    submitted and says so: a re-run submits the rest."""
+    submitted and says so: a re-run submits the rest. A submit-count limit of the accounting
+    (MaxSubmitJobs…, every array task counts) lets only a first wave go now: returns the trials held
+    back (still pending), which the caller submits as the first ones end (`say_limit=False`: without
+    repeating the limit at each wave)."""
     budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
-    submitter.check_time_limit(
-        plan.cluster.slurm.partition, slurm_parameters(plan.cluster, budget, "", 1)["time"]
-    )
+    minutes = slurm_parameters(plan.cluster, budget, "", 1)["time"]
+    submitter.check_time_limit(plan.cluster.slurm.partition, minutes)
+    limits = submitter.limits(plan.cluster.slurm)
+    check_wall(limits, minutes)
+    n_now, tightest = first_wave(len(todo), limits)
+    if tightest is not None and say_limit:
+        say(
+            f"[launch] slurm: {tightest.name} with {tightest.queued} job(s) of yours already counted: "
+            f"submitting {n_now} of {len(todo)} trials now, the rest as these end"
+        )
+    todo, held = list(todo[:n_now]), list(todo[n_now:])
+    if not todo:
+        return held
     chunks = array_chunks(len(todo), plan.cluster, submitter.max_array_size())
     after: str | None = None
     for n, chunk in enumerate(chunks):
@@ -159,6 +174,7 @@ def submit_arrays(
                 "re-run the same command to submit the rest"
             ) from None
         say(line)
+    return held
 
 
 def load_intents(output_dir: Path) -> list[tuple[Path, SubmissionIntent]]:

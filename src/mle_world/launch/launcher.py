@@ -321,15 +321,15 @@ class SweepLauncher:
             elif action == "run":
                 todo.append(cmd)
         todo += self._release_orphans(local_stale)
-        if todo:
-            self._submit_slurm(submitter, todo)
-        else:
+        held = self._submit_slurm(submitter, todo) if todo else []
+        if not todo:
             self._say("[launch] slurm: nothing to submit")
         if not self.options.wait:
-            self._say(f"[launch] submitted; follow with: run_paper.py status {plan.output_dir}")
+            rest = f"; {len(held)} trial(s) held back by the limit stay pending: re-run later" if held else ""
+            self._say(f"[launch] submitted{rest}; follow with: run_paper.py status {plan.output_dir}")
             return 0
         try:
-            self._watch(submitter)
+            self._watch(submitter, held)
         except KeyboardInterrupt:
             self._say(
                 "[launch] stopped watching; the Slurm jobs keep running. "
@@ -343,18 +343,30 @@ class SweepLauncher:
         if line:
             self._say(line)
 
-    def _submit_slurm(self, submitter: Submitter, todo: list[TrialCommand]) -> None:
+    def _submit_slurm(
+        self, submitter: Submitter, todo: Sequence[TrialCommand], *, again: bool = False
+    ) -> list[TrialCommand]:
+        """Submit what the accounting's submit limits let go now; returns the trials held back."""
         plan = self.plan
-        submit_arrays(
+        return submit_arrays(
             plan,
             todo,
             submitter,
             mark=lambda part, token: self._submit_marks(part, "slurm", token),
             call=lambda cmd, token: SlurmTrial(make_job(cmd, plan, "slurm", token), self.post_trial),
             say=self._say,
+            say_limit=not again,
         )
 
-    def _watch(self, submitter: Submitter) -> None:
+    def _watch(self, submitter: Submitter, held: list[TrialCommand] | None = None) -> None:
+        held = held if held is not None else []
+
+        def refill() -> bool:
+            """The next wave of trials a submit-count limit held back; True while some still wait."""
+            left = [c for c in held if read_status(c.trial.trial_dir, c.trial.trial_id).state == "pending"]
+            held[:] = self._submit_slurm(submitter, left, again=True) if left else []
+            return bool(held)
+
         watch(
             self.plan.commands,
             submitter,
@@ -362,6 +374,7 @@ class SweepLauncher:
             poll_s=self.poll_s,
             lost_after_s=self.lost_after_s,
             query_interval_s=self.plan.cluster.slurm.query_interval_s,
+            refill=refill if held else None,
         )
 
 

@@ -24,6 +24,7 @@ from types import FrameType, SimpleNamespace
 from typing import Any, Protocol
 
 from mle_world.errors import UserError
+from mle_world.launch.slurm_limits import AccountLimits, read_limits
 from mle_world.launch.slurm_queries import (
     DEFAULT_MAX_ARRAY_SIZE,
     LiveTask,
@@ -36,7 +37,7 @@ from mle_world.launch.slurm_queries import (
 )
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
-from mle_world.plan.cluster import ClusterConfig
+from mle_world.plan.cluster import ClusterConfig, SlurmSettings
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan
 from mle_world.storage import write_text_atomic
 
@@ -202,6 +203,10 @@ class Submitter(Protocol):
         """scontrol release these held arrays; False when scontrol failed."""
         ...
 
+    def limits(self, slurm: SlurmSettings) -> AccountLimits | None:
+        """The accounting's MaxWall and submit-count limits for these settings (None: no accounting)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SubmititSubmitter:
@@ -245,6 +250,9 @@ class SubmititSubmitter:
 
     def release(self, array_ids: Sequence[str]) -> bool:
         return not array_ids or _run(["scontrol", "release", ",".join(array_ids)]) is not None
+
+    def limits(self, slurm: SlurmSettings) -> AccountLimits | None:
+        return read_limits(account=slurm.account, qos=slurm.qos, partition=slurm.partition)
 
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:

@@ -123,6 +123,24 @@ def query_pending_reasons(job_ids: Sequence[str]) -> Counter[str] | None:
     return None if out is None else Counter(line.strip() for line in out.splitlines() if line.strip())
 
 
+_JOB_TIME = "the budget + slurm.grading_margin_min"
+_NEVER = "never start as submitted: run_paper.py cancel, then"
+_WAIT = "start as jobs of yours end"
+PENDING_HINTS: dict[str, str] = {
+    "QOSMaxWallDurationPerJobLimit": f"{_NEVER} choose a QOS (slurm.qos) whose MaxWall fits {_JOB_TIME}",
+    "AssocMaxWallDurationPerJobLimit": f"{_NEVER} choose an account (slurm.account) whose MaxWall fits {_JOB_TIME}",
+    "PartitionTimeLimit": f"{_NEVER} choose a partition (slurm.partition) whose limit fits {_JOB_TIME}",
+    "BadConstraints": f"{_NEVER} fix the resources or constraints (cluster.yaml slurm)",
+    "AssocMaxJobsLimit": f"{_WAIT} (the association's MaxJobs)",
+    "AssocGrpJobsLimit": f"{_WAIT} or your account's (GrpJobs)",
+    "QOSMaxJobsPerUserLimit": f"{_WAIT} (the QOS's MaxJobsPerUser)",
+    "QOSGrpJobsLimit": f"{_WAIT} or the QOS's users' (GrpJobs)",
+    "AssocMaxSubmitJobLimit": f"{_WAIT} (the association's MaxSubmitJobs)",
+    "QOSMaxSubmitJobPerUserLimit": f"{_WAIT} (the QOS's MaxSubmitJobsPerUser)",
+}
+"""What a pending reason of an accounting or partition limit means for a sweep (squeue's `%r`)."""
+
+
 def query_max_array_size() -> int:
     """MaxArraySize from `scontrol show config`; Slurm's default when scontrol cannot answer."""
     out = _run(["scontrol", "show", "config"]) or ""

@@ -234,6 +234,9 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
     if sweep.pending:
         why = ", ".join(f"{reason} {n}" for reason, n in sweep.pending)
         out.append(Text(f"pending in Slurm: {sum(n for _, n in sweep.pending)} task(s): {why}"))
+        from mle_world.launch.slurm_queries import PENDING_HINTS
+
+        out.extend(Text(f"  {r}: {PENDING_HINTS[r]}") for r, _ in sweep.pending if r in PENDING_HINTS)
     rode_out = [t for t in sweep.trials if t.downtime_s > 0]
     if rode_out:
         total = sum(t.downtime_s for t in rode_out)

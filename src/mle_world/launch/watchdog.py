@@ -26,12 +26,14 @@ def watch(
     poll_s: float = 2.0,
     lost_after_s: float = 120.0,
     query_interval_s: float = 0.0,
+    refill: Callable[[], bool] | None = None,
 ) -> None:
     """Wait until every trial is final. A job Slurm reports finished (twice in a row) while its status
     is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra; so is a job
     that squeue and sacct both *answer* they do not know, for `lost_after_s` in a row. When both tools
     fail nothing is declared: it waits and says so. The status files are read every `poll_s`; Slurm is
-    asked (one squeue and one sacct for the whole sweep) at most every `query_interval_s`."""
+    asked (one squeue and one sacct for the whole sweep) at most every `query_interval_s`, and then
+    `refill` submits the next wave of trials an accounting limit held back (True while some wait)."""
     suspicious: dict[str, int] = {}
     unknown_since: dict[str, float] = {}
     blind = False
@@ -42,12 +44,18 @@ def watch(
             status = read_status(cmd.trial.trial_dir, cmd.trial.trial_id)
             if status.state in ("submitted", "running") and status.backend == "slurm":
                 active.append((cmd, status))
-        if not active:
+        if not active and refill is None:
             return
         if time.monotonic() - asked < query_interval_s:
             time.sleep(poll_s)
             continue
         asked = time.monotonic()
+        if refill is not None and not refill():
+            refill = None
+            continue  # the trials just submitted are active now
+        if not active:
+            time.sleep(poll_s)
+            continue
         ids = [s.slurm_job_id for _, s in active if s.slurm_job_id]
         view = submitter.states(ids) if ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
         if not view.answered:
