@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from agent_helpers import sandbox_layout
 from mle_world.agent.interpreter import BoundedCapture, ProcessRunner
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import SandboxUnavailable, build_jail, effective_capabilities, is_mapped
+from mle_world.agent.syscall_filter import ABIS, CLONE_NEWUSER, X32_SYSCALL_BIT, user_namespace_filter
 from mle_world.agent.workspace import TrialLayout, reset_run_submission, stage_submission
 from mle_world.records import SandboxSettings
 
@@ -324,3 +326,77 @@ def test_kernel_settings_and_host_devices_are_read_only(tmp_path: Path) -> None:
     out = result.term_out
     assert "/proc/sys ['ro']" in out and "ostype Linux" in out, out
     assert "/dev/null ['ro']" in out and "/dev/urandom ['ro']" in out and "null 1 4" in out, out
+
+
+NESTED_USERNS = """
+import ctypes, mmap, os, platform, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x20000
+rc = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS)
+print("unshare", rc, os.strerror(ctypes.get_errno()) if rc else "")
+tool = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True, text=True)
+print("unshare tool", tool.returncode)
+if platform.machine() == "x86_64":  # the i386 ABI of the same process: int 0x80, unshare is 310
+    code = bytes.fromhex("b836010000" "bb00000010" "cd80" "c3")
+    page = mmap.mmap(-1, 4096, prot=7)
+    page.write(code)
+    call = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+    print("int80", call())
+caps = [l for l in open("/proc/self/status") if l.startswith("CapEff")]
+print("caps", caps[0].split()[1])
+# What ordinary code does still works: threads (clone3, then clone), fork, a subprocess.
+worker = threading.Thread(target=print, args=("thread ran",))
+worker.start()
+worker.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@needs_bwrap
+def test_a_script_cannot_make_a_user_namespace_of_its_own(tmp_path: Path) -> None:
+    """It held every capability there: mounted tmpfs and cgroup hierarchies (under Enroot started by
+    root, a cgroup made on the host outlived the trial), opened netfilter sockets."""
+    layout = sandbox_layout(tmp_path)
+    result = _runner(layout, SandboxSettings()).run(
+        NESTED_USERNS, args=[], timeout_s=60, log_path=tmp_path / "a.log"
+    )
+    out = result.term_out
+    assert result.ok, out
+    assert "unshare -1 Operation not permitted" in out and "unshare tool 0" not in out, out
+    assert "int80 0" not in out and "caps 0000000000000000" in out, out
+    assert "thread ran" in out and "child 7" in out, out
+
+
+def _verdict(program: bytes, arch: int, nr: int, arg0: int) -> int:
+    """What a classic-BPF seccomp program returns for one syscall (the few opcodes the filter uses)."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    insns = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    pc = acc = 0
+    while True:
+        code, jt, jf, k = insns[pc]
+        pc += 1
+        if code == 0x20:
+            acc = struct.unpack_from("=I", data, k)[0]
+        elif code == 0x06:
+            return k
+        else:
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += jt if taken else jf
+
+
+@pytest.mark.parametrize("abi", sorted(ABIS))
+def test_the_syscall_filter_refuses_new_user_namespaces_on_every_abi(abi: int) -> None:
+    program = user_namespace_filter()
+    unshare, clone, clone3 = ABIS[abi]
+    eperm, enosys, allow = 0x50001, 0x50026, 0x7FFF0000
+    assert _verdict(program, abi, unshare, CLONE_NEWUSER | 0x20000) == eperm
+    assert _verdict(program, abi, clone, CLONE_NEWUSER | 17) == eperm
+    assert _verdict(program, abi, clone3, 0) == enosys
+    assert _verdict(program, abi, unshare, 0x20000) == allow  # other namespaces need capabilities
+    assert _verdict(program, abi, clone, 0x01200011) == allow  # fork
+    assert _verdict(program, abi, 0, 0) == allow
+    assert _verdict(program, 0xC000003E, X32_SYSCALL_BIT | 272, CLONE_NEWUSER) == enosys
+    assert _verdict(program, 0x12345678, unshare, 0) == enosys  # an ABI the filter does not know

@@ -5,12 +5,14 @@ Mechanism (docs/threat-model.md): bubblewrap builds a fresh mount, PID, IPC, UTS
 namespace with a read-only root that shows only system paths, the Python prefixes, the public data
 read-only and `workspace/` writable but for its data view `input/`; inside it the script drops to an
 unprivileged uid (a real one when the agent is root), enters a user namespace of its own, loses every
-capability including the bounding set, gets `no_new_privs` and its resource limits, then execs Python.
+capability including the bounding set, gets `no_new_privs`, its resource limits and a seccomp filter that
+refuses it user namespaces of its own (`syscall_filter`), then execs Python.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import stat
 import subprocess
@@ -19,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mle_world.agent.syscall_filter import INSTALL, NATIVE_MACHINES, user_namespace_filter
 from mle_world.agent.workspace import DATA_VIEW
 from mle_world.records import SandboxSettings
 
@@ -123,6 +126,8 @@ class Jail:
     """The agent lacks CAP_SYS_ADMIN, so bubblewrap must create a user namespace itself."""
     python: str = sys.executable
     """The agent's interpreter (shown read-only), which remounts the devices inside the sandbox."""
+    syscall_filter: bytes | None = None
+    """The seccomp program that refuses the script new user namespaces (None: not installed)."""
 
     def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         s = self.settings
@@ -185,7 +190,12 @@ class Jail:
             cmd.append(f"--data={s.memory_mb << 20}")
         if s.disk_mb is not None:
             cmd.append(f"--fsize={s.disk_mb << 20}")
-        cmd += ["--", *argv]
+        cmd.append("--")
+        if self.syscall_filter is not None:
+            # Last, under no_new_privs: a user namespace of its own would give the script every
+            # capability inside it (mounts, netfilter), our own `unshare --user` above included.
+            cmd += [self.python, "-I", "-S", "-c", INSTALL, self.syscall_filter.hex(), "--"]
+        cmd += argv
         return cmd
 
     def grant(self, directories: Sequence[Path]) -> None:
@@ -273,4 +283,5 @@ def build_jail(
         drop_to=drop_to,
         own_userns=not caps >> _CAP_SYS_ADMIN & 1,
         python=os.path.realpath(python),
+        syscall_filter=user_namespace_filter() if platform.machine() in NATIVE_MACHINES else None,
     )
