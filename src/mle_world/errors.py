@@ -5,6 +5,13 @@ Reads and writes nothing; `UserError` is what the CLI turns into one line and ex
 
 from __future__ import annotations
 
+from pathlib import Path
+
+
+def not_a_dir(path: Path) -> str:
+    """Why `path` is no directory, for a one-line error: a file in its place reads differently from nothing."""
+    return "not a directory (a file of that name exists)" if path.exists() else "no such directory"
+
 
 class UserError(Exception):
     """A problem with the user's input (file, flag, field); shown as one line, exit code 2."""

@@ -130,6 +130,15 @@ def test_check_endpoints_rejects_bad_url(tmp_path: Path) -> None:
     assert_refused(tmp_path, ["check-endpoints", "--world-url", "http://[::1"], "--world-url")
 
 
+def test_bad_url_in_an_endpoints_file_names_the_file_not_a_flag(tmp_path: Path) -> None:
+    """Was '--coder-url: Value error, ...' for a URL that came from --endpoints-file."""
+    (tmp_path / "endpoints.yaml").write_text("coder: [ftp://x/v1]\n")
+    line = assert_refused(
+        tmp_path, ["check-endpoints", "--endpoints-file", "endpoints.yaml"], "endpoints.yaml: coder:"
+    )
+    assert "Value error" not in line and "--coder-url" not in line
+
+
 def test_yaml_endpoint_url_is_validated_when_read(tmp_path: Path) -> None:
     text = (REPO / "configs/paper.yaml").read_text()
     assert "url: http://localhost:8001/v1" in text
@@ -228,6 +237,30 @@ def test_not_an_output_dir(tmp_path: Path, command: str) -> None:
     (stranger / "passwd").write_text("root:x:0:0\n")
     line = assert_refused(tmp_path, [command, str(stranger)], str(stranger))
     assert "launch.json" in line or "output dir" in line
+
+
+FILE_WHERE_A_DIR_GOES = [
+    ["status", "f"],
+    ["cancel", "f"],
+    ["audit", "f"],
+    ["grade", "f"],
+    ["show", "f"],
+    ["estimate", "--regime", "gated", "--measured", "f"],
+    [*DRY, "--output-dir", "o", "--competitions-dir", "f"],
+    [
+        *("--regime", "gated", "--output-dir", "o", "--runtime", "process", "--no-endpoint-check"),
+        *("--tasks", "iris-species", "--configs", "aide", "--seeds", "34", "--data-dir", "f"),
+    ],
+]
+
+
+@pytest.mark.parametrize(
+    "args", FILE_WHERE_A_DIR_GOES, ids=lambda a: a[0] if a[0] != "--enroot-image" else "sweep"
+)
+def test_a_file_where_a_directory_goes_is_named_as_such(tmp_path: Path, args: list[str]) -> None:
+    """Was 'no such directory' for a file there, and a --data-dir that is a file said to prepare into it."""
+    (tmp_path / "f").write_text("not a directory\n")
+    assert_refused(tmp_path, args, "f: not a directory (a file of that name exists)")
 
 
 def test_audit_of_a_missing_dir(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from mle_world.audit.cache import ParsedInputs, open_parsed_inputs
 from mle_world.audit.collect import Sweep as Sweep
 from mle_world.audit.collect import load_sweep as load_sweep
 from mle_world.audit.report import show_tables, write_outputs
-from mle_world.errors import UserError
+from mle_world.errors import UserError, not_a_dir
 from mle_world.launch.display import Display, SilentDisplay
 
 
@@ -94,7 +94,7 @@ def run_audit(
         raise UserError("audit: give at least one output dir")
     for directory in dirs:
         if not directory.is_dir():
-            raise UserError(f"audit: {directory}: no such directory")
+            raise UserError(f"audit: {directory}: {not_a_dir(directory)}")
     target = out_dir if out_dir is not None else default_out_dir(dirs)
     parsed = open_parsed_inputs(target)
     result = audit(dirs, pad_missing=pad_missing, parsed=parsed)

@@ -9,7 +9,7 @@ import errno
 import os
 from pathlib import Path
 
-from mle_world.errors import UserError
+from mle_world.errors import UserError, not_a_dir
 
 
 def check_writable_dir(path: Path, flag: str) -> None:
@@ -40,7 +40,7 @@ def ensure_dir(path: Path, flag: str) -> Path:
 def require_output_dir(path: Path, what: str) -> Path:
     """An existing output dir of a launch (dry or real); anything else is refused before reading it."""
     if not path.is_dir():
-        raise UserError(f"{what}: {path}: no such directory")
+        raise UserError(f"{what}: {path}: {not_a_dir(path)}")
     from mle_world.launch.status import is_output_dir  # the launch package is not needed to plan
 
     if not is_output_dir(path):

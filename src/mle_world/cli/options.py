@@ -132,5 +132,10 @@ def endpoint_overrides(config: PaperConfig, args: argparse.Namespace) -> dict[Ro
         try:
             out[role] = EndpointSettings.model_validate({**config.endpoints[role].model_dump(), **update})
         except ValidationError as error:
-            raise UserError(f"--{role}-url: {error.errors()[0]['msg']}") from None
+            first = error.errors()[0]
+            field = first["loc"][0] if first["loc"] else "url"
+            source = f"--{role}-{field}"
+            if not getattr(args, f"{role}_{field}", None) and getattr(args, "endpoints_file", None):
+                source = f"{args.endpoints_file}: {role}"
+            raise UserError(f"{source}: {str(first['msg']).removeprefix('Value error, ')}") from None
     return out

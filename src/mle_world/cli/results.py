@@ -17,7 +17,7 @@ from rich.console import Console
 from mle_world import layout
 from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import default_config_path, default_data_dir, path_arg, positive_float
-from mle_world.errors import UserError
+from mle_world.errors import UserError, not_a_dir
 from mle_world.escapes import printable_line
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     from mle_world.launch.status import show_status, watch_status
 
     if not args.output_dir.is_dir():
-        raise UserError(f"status: {args.output_dir}: no such directory")
+        raise UserError(f"status: {args.output_dir}: {not_a_dir(args.output_dir)}")
     if args.watch:
         return watch_status(args.output_dir.absolute(), console, args.interval)
     return show_status(args.output_dir.absolute(), console)
@@ -152,7 +152,7 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
             else "the default data dir"
         )
         hint = "" if args.data_dir else " (pass --data-dir)"
-        raise UserError(f"grade: {origin} {data_dir}: no such directory{hint}")
+        raise UserError(f"grade: {origin} {data_dir}: {not_a_dir(data_dir)}{hint}")
     result = grade_output_dir(args.output_dir, data_dir, registry.local, force=not args.missing_only)
     for report in result.graded:
         score = "invalid" if not report.valid_submission else f"{report.score}"
@@ -206,7 +206,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 
     trial_dir = args.trial_dir.absolute()
     if not trial_dir.is_dir():
-        raise UserError(f"show: {args.trial_dir}: no such directory")
+        raise UserError(f"show: {args.trial_dir}: {not_a_dir(args.trial_dir)}")
     if not any(
         (trial_dir / name).is_file()
         for name in ("journal.json", "journal.jsonl", "events.jsonl", "status.json", "spec.json")

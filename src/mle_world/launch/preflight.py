@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from mle_world.errors import NotPreparedError, UserError
+from mle_world.errors import NotPreparedError, UserError, not_a_dir
 from mle_world.grading.isolation import IsolatedGrader
 from mle_world.launch.image import ImageInfo, verify_image
 from mle_world.plan.sweep import PlannedTrial
@@ -61,6 +61,9 @@ def check_image(path: str) -> ImageInfo:
 def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:
     """Every selected task needs its public and private folders under --data-dir; else one line
     naming the missing tasks and the command that prepares them (NotPreparedError, exit 2)."""
+    if data_dir.exists() and not data_dir.is_dir():
+        # A file there made every task "not prepared", and the hint said to prepare into it.
+        raise NotPreparedError(f"--data-dir {data_dir}: {not_a_dir(data_dir)}")
     missing: list[str] = []
     for trial in trials:
         task = trial.spec.task

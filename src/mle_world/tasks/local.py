@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from mle_world.errors import ConfigError, UserError
+from mle_world.errors import ConfigError, UserError, not_a_dir
 from mle_world.storage import write_json_atomic
 
 if TYPE_CHECKING:  # pandas costs ~0.3 s to import; only grading reads CSVs
@@ -100,7 +100,7 @@ def list_local_competitions(extra_dirs: Iterable[Path] = ()) -> dict[str, Path]:
     roots = [PACKAGE_COMPETITIONS_DIR, *extra_dirs]
     for root in roots:
         if not root.is_dir():
-            raise UserError(f"--competitions-dir {root}: no such directory")
+            raise UserError(f"--competitions-dir {root}: {not_a_dir(root)}")
         for folder in _competition_folders(root):
             comp = load_competition(folder)
             if comp.id in found and found[comp.id].resolve() != folder.resolve():
