@@ -22,7 +22,7 @@ from mle_world.cli.options import (
     positive_int_list,
     seed_list,
 )
-from mle_world.errors import UserError
+from mle_world.errors import UserError, not_a_dir
 from mle_world.plan.config import load_cluster_config, load_paper_config
 from mle_world.plan.estimate import (
     Estimate,
@@ -108,6 +108,12 @@ def _money(value: float | None) -> str:
 
 
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
+    for flag, directory in (
+        ("--measured", args.measured),
+        *(("--savings-from", d) for d in args.savings_from or ()),
+    ):
+        if directory is not None and not directory.is_dir():
+            raise UserError(f"{flag} {directory}: {not_a_dir(directory)}")
     registry = load_registry()
     config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
     cluster_path = args.cluster_config or default_config_path("cluster.yaml")

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mle_world import layout
-from mle_world.errors import UserError, not_a_dir
+from mle_world.errors import UserError
 from mle_world.records import LaunchRecord, TrialStatus
 
 
@@ -98,8 +98,6 @@ def measured_times(output_dir: Path) -> dict[str, float]:
     left out. Raises UserError when launch.json is missing or unreadable.
     """
     launch = output_dir / layout.LAUNCH
-    if not output_dir.is_dir():
-        raise UserError(f"--measured {output_dir}: {not_a_dir(output_dir)}")
     try:
         record = LaunchRecord.model_validate_json(launch.read_text(encoding="utf-8"))
     except (OSError, ValidationError) as exc:
