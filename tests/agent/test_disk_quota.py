@@ -6,6 +6,7 @@ it is installed, where RLIMIT_FSIZE applies too).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from agent_helpers import sandbox_layout
+from private_tmpfs import in_private_tmpfs
 
 from mle_world.agent.disk_quota import DiskCeiling, measure
 from mle_world.agent.interpreter import ProcessRunner
@@ -24,6 +26,7 @@ from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
 MIB = 1 << 20
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 FILL_MANY_FILES = """
 import os
@@ -271,3 +274,17 @@ def test_a_script_filling_the_disk_through_files_it_removed_but_holds_open_is_ki
     assert (
         "filled the disk unseen" not in result.term_out and f"disk limit of {limit_mb} MiB" in result.term_out
     )
+
+
+def test_a_script_under_its_limit_cannot_fill_the_file_system_it_shares(tmp_path: Path) -> None:
+    """disk_mb (100 GiB by default) may be more than the file system has free: a script writing without
+    end filled it, every other trial's journal and status.json write then failed with ENOSPC and the
+    launcher stopped the whole sweep. Once the file system is within its reserve the run is stopped."""
+    out = tmp_path / "fs"
+    proc = in_private_tmpfs(out, [sys.executable, "shared_disk.py", str(out)], size="48m", cwd=SUPPORT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    assert seen["exc_type"] == "DiskLimitError", seen
+    assert "less than 24 MiB or 100 files free" in seen["exc_info"], seen
+    assert "wrote 1 MiB" in seen["log"] and "No space left" not in seen["log"], seen["log"]
+    assert seen["workspace_bytes"] < MIB and seen["free_mb"] > 24, seen

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from launchkit import fast_cluster, make_plan, max_overlap, timelines, update_status
+from private_tmpfs import in_private_tmpfs
 from rich.console import Console
 
 from mle_world.errors import NotPreparedError, UserError
@@ -378,26 +378,12 @@ def test_a_recycled_pid_is_not_taken_for_the_trial_session() -> None:
         leader.wait()
 
 
-def _in_private_tmpfs(mountpoint: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """Runs argv in its own mount namespace with a 2 MiB tmpfs at `mountpoint` (gone with it)."""
-    mountpoint.mkdir(parents=True)
-    script = f"mount -t tmpfs -o size=2m tmpfs {shlex.quote(str(mountpoint))} && exec {shlex.join(argv)}"
-    for prefix in (["unshare", "--mount", "--propagation", "private"], ["unshare", "-rm"]):
-        probe = subprocess.run([*prefix, "sh", "-c", f"mount -t tmpfs tmpfs {shlex.quote(str(mountpoint))}"])
-        if probe.returncode == 0:
-            return subprocess.run(
-                [*prefix, "sh", "-c", script], capture_output=True, text=True, timeout=120, cwd=SUPPORT
-            )
-    pytest.skip("no mount namespace with a tmpfs here (unshare/mount refused)")
-
-
 def test_full_disk_stops_the_sweep_with_one_line_and_loses_nothing(tmp_path: Path) -> None:
     """The disk fills while a trial is graded: the report and then status.json cannot be written. The
     launcher stops the sweep with one line naming the file (it raised a traceback after waiting for
     every running trial); after space is freed the same command finishes every trial, each once."""
-    proc = _in_private_tmpfs(
-        tmp_path / "out", [sys.executable, "full_disk.py", str(tmp_path / "out"), str(tmp_path / "data")]
-    )
+    argv = [sys.executable, "full_disk.py", str(tmp_path / "out"), str(tmp_path / "data")]
+    proc = in_private_tmpfs(tmp_path / "out", argv, cwd=SUPPORT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout)
     error = seen["first_error"]

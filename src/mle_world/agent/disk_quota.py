@@ -141,6 +141,15 @@ def filesystem_used(path: Path | str) -> Usage | None:
     return Usage((info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree)
 
 
+def filesystem_free(path: Path | str) -> Usage | None:
+    """Bytes and inodes an unprivileged writer may still take on the filesystem holding `path`."""
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    return Usage(info.f_bavail * info.f_frsize, info.f_favail)
+
+
 @dataclass
 class DiskCeiling:
     """Watches one run's workspace: `exceeded()` is polled while it runs.
@@ -149,6 +158,9 @@ class DiskCeiling:
     either grew by more than the room left since the last walk (everything the script writes lands
     on it: the workspace, its `tmp/` and `/dev/shm`), and every RESCAN_S regardless. A burst between
     two checks can overshoot a limit by what it writes in one interval; the largest usage seen is kept.
+
+    The file system is shared (other trials, this trial's own records): while it has less than
+    `reserve` free, a run whose workspace grew since its start is stopped too, whatever its limit.
     """
 
     root: Path
@@ -157,13 +169,19 @@ class DiskCeiling:
     max_inodes: int | None = None
     pid: int | None = None
     """The run's first process: files its tree holds open without a name count too."""
+    reserve: Usage | None = None
+    """Bytes and inodes the file system keeps free while the run lasts; None: not watched."""
     peak: Usage = Usage(0, 0)
+    short: bool = False
+    """Stopped because the file system fell below its reserve while the workspace grew."""
     _scanned_fs: Usage | None = field(default=None, repr=False)
     _scanned: Usage = field(default=Usage(0, 0), repr=False)
+    _start: Usage = field(default=Usage(0, 0), repr=False)
     _next_scan: float = field(default=0.0, repr=False)
+    _next_reserve_scan: float = field(default=0.0, repr=False)
 
     def __post_init__(self) -> None:
-        self._scan()
+        self._start = self._scan()
 
     def _scan(self) -> Usage:
         started = time.monotonic()
@@ -178,9 +196,25 @@ class DiskCeiling:
         self.holds(self._scanned)
         took = time.monotonic() - started
         self._next_scan = started + max(RESCAN_S, RESCAN_COST_FACTOR * took)
+        self._next_reserve_scan = started + RESCAN_COST_FACTOR * took
         return self._scanned
 
+    def _short_of_reserve(self) -> bool:
+        """Whether the file system has less than the reserve free and this run's workspace grew."""
+        free = filesystem_free(self.root)
+        if self.reserve is None or free is None:
+            return False
+        if free.bytes >= self.reserve.bytes and free.inodes >= self.reserve.inodes:
+            return False
+        if time.monotonic() < self._next_reserve_scan:  # walks cost at most a tenth of the time
+            return False
+        usage = self._scan()
+        self.short = usage.bytes > self._start.bytes or usage.inodes > self._start.inodes
+        return self.short
+
     def exceeded(self) -> bool:
+        if self._short_of_reserve():
+            return True
         now, last = filesystem_used(self.root), self._scanned_fs
         quiet = (
             now is not None
@@ -210,7 +244,12 @@ class DiskCeiling:
     @property
     def error(self) -> tuple[str, str]:
         """The exception type and message a run killed by this watch ends with."""
-        if not self.peak.complete:
+        if self.short and self.reserve is not None:
+            what = (
+                f"grew while the file system holding it had less than {self.reserve.bytes >> 20} MiB or "
+                f"{self.reserve.inodes} files free (its reserve: other trials write there too)"
+            )
+        elif not self.peak.complete:
             what = "holds a tree the agent could not walk (nested deeper than it can open, or unreadable)"
         elif self.max_inodes is not None and self.peak.inodes > self.max_inodes:
             what = f"grew to {self.peak.inodes} files and directories, over the sandbox's limit of {self.max_inodes}"

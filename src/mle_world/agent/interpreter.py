@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from mle_world.agent.disk_quota import DiskCeiling, measure
+from mle_world.agent.disk_quota import DiskCeiling, Usage, measure
 from mle_world.agent.process_tree import (
     SANDBOX_REAPER,
     SCRIPT_ROOT,
@@ -209,6 +209,7 @@ class ProcessRunner:
         max_tasks: int | None = None,
         disk_limit: int | None = None,
         max_files: int | None = None,
+        disk_reserve: Usage | None = None,
     ) -> None:
         self.workspace = workspace
         self.seed = seed
@@ -229,6 +230,10 @@ class ProcessRunner:
         """Bytes the workspace may take while a script runs (`sandbox.disk_mb`); None: unwatched."""
         self.max_files = max_files if max_files is not None or jail is None else jail.settings.max_files
         """Files and directories the workspace may hold (`sandbox.max_files`; watched with disk_limit)."""
+        if disk_reserve is None and jail is not None and jail.settings.disk_reserve_mb is not None:
+            disk_reserve = Usage(jail.settings.disk_reserve_mb << 20, jail.settings.files_reserve or 0)
+        self.disk_reserve = disk_reserve
+        """What the workspace's file system keeps free while a script runs (`sandbox.disk_reserve_mb`)."""
         self._current: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -281,8 +286,14 @@ class ProcessRunner:
             ceilings.append(TaskCeiling(proc.pid, self.max_tasks, adjust))
         disk = (
             None
-            if self.disk_limit is None
-            else DiskCeiling(self.workspace, self.disk_limit, self.max_files, pid=proc.pid)
+            if self.disk_limit is None and self.disk_reserve is None
+            else DiskCeiling(
+                self.workspace,
+                sys.maxsize if self.disk_limit is None else self.disk_limit,
+                self.max_files,
+                pid=proc.pid,
+                reserve=self.disk_reserve,
+            )
         )
         if disk is not None:
             ceilings.append(disk)
