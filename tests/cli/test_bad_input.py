@@ -560,3 +560,34 @@ def test_bad_cuda_device_is_named(tmp_path: Path) -> None:
     )
     assert_one_line_error(proc, "CUDA_DEVICE='abc'")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("slurm", "launch", "advice"),
+    [
+        (
+            {"grading_margin_min": 10},
+            {},
+            "raise slurm.grading_margin_min to 18 or lower launch.wall_grace_s below 480 s",
+        ),
+        ({"grading_margin_min": 2}, {"wall_grace_s": 0}, "raise slurm.grading_margin_min to 3"),
+    ],
+)
+def test_a_grading_margin_the_wall_grace_would_use_up_is_refused(
+    tmp_path: Path, slurm: dict[str, int], launch: dict[str, int], advice: str
+) -> None:
+    """A trial at its wall limit (budget + wall_grace_s) is SIGTERMed, SIGKILLed 30 s later, and the job
+    gets submitit's USR2 90 s before its --time (budget + grading_margin_min): with a margin not above
+    wall_grace_s + 120 s such a trial is checkpointed and requeued before its grading runs, every attempt."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(json.dumps({"slurm": slurm, "launch": launch}))
+    args = [*DRY, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o")]
+    line = assert_refused(tmp_path, args, str(cluster))
+    margin = slurm["grading_margin_min"]
+    grace = launch.get("wall_grace_s", 900)
+    assert line.startswith(
+        f"run_paper.py: error: {cluster}: slurm.grading_margin_min {margin} ({margin * 60} s) must exceed "
+        "launch.wall_grace_s "
+        f"({grace} s) + 120 s: "
+    )
+    assert line.endswith(advice)

@@ -409,7 +409,7 @@ def test_pyxis_slurm_tiny_sweep_one_gpu_per_trial(
                     "cpus_per_trial": 1,
                     "mem_gb": 1,
                     "array_parallelism": 2,
-                    "grading_margin_min": 1,
+                    "grading_margin_min": 4,
                 },
                 "launch": {"wall_grace_s": 60},
             }

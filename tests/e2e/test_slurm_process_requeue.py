@@ -57,7 +57,7 @@ def test_requeue_during_a_step_leaves_agent_time_at_least_launcher_time(
                     "cpus_per_trial": 1,
                     "mem_gb": 1,
                     "array_parallelism": 1,
-                    "grading_margin_min": 2,
+                    "grading_margin_min": 3,
                 },
                 "launch": {"wall_grace_s": 30},
             }

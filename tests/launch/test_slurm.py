@@ -49,7 +49,7 @@ def test_sbatch_preview_is_submitits_script(dirs: tuple[Path, Path]) -> None:
     for line in (
         "#SBATCH --array=0-11%2",
         "#SBATCH --gpus-per-node=1",
-        "#SBATCH --time=11",
+        "#SBATCH --time=13",
         "#SBATCH --partition=gpu",
         "#SBATCH --signal=USR2@90",
         "submitit.core._submit",

@@ -81,11 +81,11 @@ def test_a_job_time_above_the_qos_maxwall_is_refused_before_sbatch(qos: str, dir
     while the launcher watches; the partition's limit was the only one read."""
     out, data = dirs
     sacctmgr("modify", "qos", qos, "set", "MaxWall=00:10:00")
-    plan = make_plan(out, data, 2, budget_s=600.0, cluster=cluster(qos=qos))  # 10 + 1 min
+    plan = make_plan(out, data, 2, budget_s=600.0, cluster=cluster(qos=qos))  # 10 + 3 min
     with pytest.raises(UserError) as err:
         run_sweep(plan, LaunchOptions(backend="slurm", show_progress=False), display=SilentDisplay())
     assert str(err.value) == (
-        f"QOS {qos} (slurm.qos): MaxWall 00:10:00 (10 min), but each trial's job needs 11 min (the budget + "
+        f"QOS {qos} (slurm.qos): MaxWall 00:10:00 (10 min), but each trial's job needs 13 min (the budget + "
         "slurm.grading_margin_min): Slurm would keep the array pending for ever "
         "(QOSMaxWallDurationPerJobLimit); choose another QOS or account, or a smaller budget or margin"
     )
@@ -105,7 +105,7 @@ def test_the_associations_maxwall_inherited_from_its_account_is_refused(
         run_sweep(plan, LaunchOptions(backend="slurm", show_progress=False), display=SilentDisplay())
     assert str(err.value).startswith(
         f"the association of user root, account {account} (slurm.account): MaxWall 00:10:00 (10 min), but "
-        "each trial's job needs 11 min"
+        "each trial's job needs 13 min"
     )
     assert "(AssocMaxWallDurationPerJobLimit)" in str(err.value)
     pending_unsubmitted(out)

@@ -203,11 +203,11 @@ def test_a_job_time_above_the_partition_limit_is_refused_before_sbatch(
             )
         finally:
             subprocess.run(["scancel", job], check=False)
-        plan = make_plan(out, data, 2, budget_s=600.0, cluster=cluster(partition=name))  # 10 + 1 min
+        plan = make_plan(out, data, 2, budget_s=600.0, cluster=cluster(partition=name))  # 10 + 3 min
         with pytest.raises(UserError) as err:
             run_sweep(plan, SLURM, display=SilentDisplay())
         assert str(err.value) == (
-            f"slurm.partition {name}: time limit 10:00 (10 min), but each trial's job needs 11 min (the "
+            f"slurm.partition {name}: time limit 10:00 (10 min), but each trial's job needs 13 min (the "
             "budget + slurm.grading_margin_min): Slurm would keep the array pending for ever "
             "(PartitionTimeLimit); choose a partition with a longer limit, or a smaller budget or margin"
         )

@@ -120,7 +120,7 @@ def fast_cluster(parallelism: int = 2, grace_s: float = 5.0, max_attempts: int =
                 "cpus_per_trial": 1,
                 "mem_gb": 1,
                 "array_parallelism": parallelism,
-                "grading_margin_min": 1,
+                "grading_margin_min": 3,  # > wall_grace_s + 120 s (ClusterConfig)
                 "query_interval_s": 0,
             },
             "launch": {"max_attempts": max_attempts, "wall_grace_s": grace_s},

@@ -37,7 +37,7 @@ from mle_world.launch.slurm_queries import (
 )
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
-from mle_world.plan.cluster import ClusterConfig, SlurmSettings
+from mle_world.plan.cluster import USR2_LEAD_S, ClusterConfig, SlurmSettings
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan
 from mle_world.storage import write_text_atomic
 
@@ -59,6 +59,7 @@ def slurm_parameters(cluster: ClusterConfig, budget_s: float, job_name: str, n_t
         "mem": f"{s.mem_gb}GB",
         "array_parallelism": max(1, min(s.array_parallelism, n_trials)),
         "stderr_to_stdout": True,
+        "signal_delay_s": USR2_LEAD_S,  # the margin's rule (ClusterConfig) counts on it
     }
     gpus = f"{s.gpu_type}:{s.gpus_per_trial}" if s.gpu_type else s.gpus_per_trial
     if s.gpus_per_trial and s.gpu_request == "gres":

@@ -33,6 +33,7 @@ from mle_world.launch.state import (
     utcnow,
 )
 from mle_world.layout import SUBMISSION_RELPATH
+from mle_world.plan.cluster import KILL_GRACE_S
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import AgentResult, DowntimeEvent, TrialSpec, TrialStatus
 from mle_world.storage import write_model
@@ -72,7 +73,7 @@ class TrialJob:
     max_attempts: int = 3
     token: str | None = None
     """Fencing token of the submission that carries this job; must match status.json to start."""
-    kill_grace_s: float = 30.0
+    kill_grace_s: float = KILL_GRACE_S
     """SIGTERM → SIGKILL delay when stopping the command's process group."""
     poll_s: float = 0.2
     settle_s: float = 5.0

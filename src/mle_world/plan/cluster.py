@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mle_world.records import SandboxSettings
 
@@ -97,6 +97,13 @@ class ContainerSettings(_File):
         return tuple((m.partition(":")[0], m.partition(":")[2]) for m in self.mounts)
 
 
+KILL_GRACE_S = 30
+"""After the wall limit's SIGTERM, the launcher SIGKILLs the trial's command this much later."""
+USR2_LEAD_S = 90
+"""submitit's --signal=USR2@90: this long before a job's time limit the trial is stopped, checkpointed
+and requeued (counted against max_attempts)."""
+
+
 class LaunchSettings(_File):
     max_attempts: int = Field(3, ge=1)
     wall_grace_s: float = Field(900.0, ge=0)
@@ -110,3 +117,24 @@ class ClusterConfig(_File):
     launch: LaunchSettings = LaunchSettings()
     sandbox: SandboxSettings = SandboxSettings()
     """Limits and network of the generated code (docs/threat-model.md); `enabled` is --no-sandbox's."""
+
+    @model_validator(mode="after")
+    def _grading_fits_the_job(self) -> ClusterConfig:
+        """A Slurm job's time is the budget + grading_margin_min, and a trial may run to the budget +
+        wall_grace_s, then take KILL_GRACE_S to die; USR2 comes USR2_LEAD_S before the job's end. With a
+        margin not above those, a trial at its wall limit is stopped and requeued before its grading
+        (or its own cleanup) runs, every attempt the same way."""
+        margin_s = self.slurm.grading_margin_min * 60
+        grace_s = self.launch.wall_grace_s
+        needed_s = grace_s + KILL_GRACE_S + USR2_LEAD_S
+        room_s = margin_s - KILL_GRACE_S - USR2_LEAD_S
+        if margin_s <= needed_s:
+            raise ValueError(
+                f"slurm.grading_margin_min {self.slurm.grading_margin_min} ({margin_s} s) must exceed "
+                f"launch.wall_grace_s ({grace_s:g} s) + {KILL_GRACE_S + USR2_LEAD_S} s: a trial that runs to "
+                f"its wall limit (budget + wall_grace_s) takes up to {KILL_GRACE_S} s to stop, and Slurm's "
+                f"job ends {USR2_LEAD_S} s early for it (USR2, requeue), so its grading would never run; "
+                f"raise slurm.grading_margin_min to {int(needed_s // 60) + 1}"
+                + (f" or lower launch.wall_grace_s below {room_s} s" if room_s > 0 else "")
+            )
+        return self

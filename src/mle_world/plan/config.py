@@ -153,6 +153,8 @@ def _first_error(path: Path, exc: ValidationError, prefix: str = "") -> ConfigEr
     if err["type"] == "missing":
         return ConfigError(f"{path}: {where}: required key is missing")
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "value_error" and not err["loc"] and not prefix:
+        return ConfigError(f"{path}: {msg}")  # a rule across fields names them itself
     return ConfigError(f"{path}: {where}: {msg}")
 
 
