@@ -77,24 +77,32 @@ def sweep_hash(
     )
 
 
-def check_sweep_identity(output_dir: Path, config_hash: str) -> None:
+def check_sweep_identity(output_dir: Path, config_hash: str, regime: Regime | None = None) -> None:
     """Refuse an output dir that holds a sweep of another science config.
 
     The reference hash is `<output_dir>/.sweep-identity`, written by `record_sweep_identity` when a real
     sweep starts (never by dry runs, and separate from launch.json, which every launch rewrites)."""
     path = output_dir / IDENTITY_FILE
     try:
-        previous = json.loads(path.read_text(encoding="utf-8"))["config_hash"]
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        previous = recorded["config_hash"]
     except FileNotFoundError:
         return
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(
             f"{path}: unreadable; remove it only if {output_dir} holds no trials you want"
         ) from None
+    if previous != config_hash and regime is not None and recorded.get("regime") not in (None, regime):
+        # The likeliest slip: the second regime's command pointed at the first one's output dir.
+        raise UserError(
+            f"--output-dir {output_dir}: holds the {recorded['regime']} sweep, this is --regime {regime}; "
+            "use a new --output-dir for each regime"
+        )
     if previous != config_hash:
         raise UserError(
             f"--output-dir {output_dir}: holds a sweep of another science config "
-            f"(hash {previous[:12]}, this one {config_hash[:12]}); use a new --output-dir"
+            f"(hash {previous[:12]}, this one {config_hash[:12]}: the config's science, -i or a --ROLE-model "
+            "differs); use a new --output-dir"
         )
 
 

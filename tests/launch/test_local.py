@@ -285,6 +285,10 @@ def test_identity_and_spec_mismatch_are_refused(dirs: tuple[Path, Path]) -> None
     check_sweep_identity(out, plan.config_hash)
     with pytest.raises(UserError, match="another science config"):
         check_sweep_identity(out, "x" * 64)
+    other_regime = "gated" if plan.regime == "ungated" else "ungated"
+    # The second regime's command pointed at the first one's dir is named as such, not as a hash.
+    with pytest.raises(UserError, match=f"holds the {plan.regime} sweep, this is --regime {other_regime}"):
+        check_sweep_identity(out, "x" * 64, other_regime)
     other = make_plan(out, data, 1, seconds=0.1, budget_s=99.0)  # different science, same identity hash
     with pytest.raises(UserError, match="science hash"):
         run_sweep(other, options(), display=SilentDisplay())

@@ -261,7 +261,7 @@ def execute_plan(
     from mle_world.launch.preflight import check_container_runtime, check_grading, check_image, check_prepared
 
     options = launch_options(args)
-    check_sweep_identity(plan.output_dir, plan.config_hash)
+    check_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     if args.grade:
         check_grading([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
