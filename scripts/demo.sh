@@ -18,8 +18,16 @@ DATA_DIR=${DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/demo-data}
 PORT=${PORT:-8011}
 N_WORKERS=${N_WORKERS:-2}
 log() { printf '\n==> %s\n' "$*"; }
+die() { echo "demo.sh: $*" >&2; exit 2; }
 
+# Debian's own python3 refuses `pip install` (PEP 668); say so before anything is installed.
+if python3 -c 'import os, sys, sysconfig
+managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+sys.exit(0 if managed and sys.prefix == sys.base_prefix else 1)'; then
+  die "$(command -v python3) is the system's externally managed Python; run in a venv: python3 -m venv ~/venv && . ~/venv/bin/activate"
+fi
 if ! command -v bwrap >/dev/null; then
+  ((EUID == 0)) || die "bubblewrap is not installed; as root: apt-get install bubblewrap"
   log "apt-get install bubblewrap"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null

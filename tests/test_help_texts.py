@@ -52,3 +52,22 @@ def test_script_help_and_stray_argument(script: str) -> None:
     assert stray.stderr.strip() == (
         f"{path.name}: unknown argument --bogus (it takes none: set its environment variables, see --help)"
     )
+
+
+@pytest.mark.skipif(
+    not Path("/usr/lib/python3.11/EXTERNALLY-MANAGED").exists() or not Path("/usr/bin/python3").exists(),
+    reason="needs Debian's externally managed python3",
+)
+def test_demo_refuses_the_system_python_before_installing_anything(tmp_path: Path) -> None:
+    """With Debian's own python3 first on PATH, demo.sh failed in pip's PEP 668 error after apt-get."""
+    (tmp_path / "python3").symlink_to("/usr/bin/python3")
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "demo.sh")],
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.strip().startswith("demo.sh: ") and "externally managed" in proc.stderr
+    assert "python3 -m venv" in proc.stderr and proc.stdout == ""
