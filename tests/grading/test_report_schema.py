@@ -38,6 +38,7 @@ TRIAL_FIELDS = [
     "trial_state",
     "submission_rejected",
     "invalid_reason",
+    "attempt",
 ]
 
 

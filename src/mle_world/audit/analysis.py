@@ -178,7 +178,8 @@ def cost_rows(sweep: Sweep) -> list[CostRow]:
     """Cost per trial (mean ± SEM over trials with known cost) and total known cost / medals."""
     rows = []
     for (regime, cfg), trials in groups_of(sweep.trials).items():
-        with_costs = [t for t in trials if t.has_costs]
+        # A trial being rerun has the cost CSV of its earlier attempts only: left out until the rerun ends.
+        with_costs = [t for t in trials if t.has_costs and not t.rerunning]
         known = [t for t in with_costs if t.cost_known and t.cost_usd is not None]
         costs = [t.cost_usd for t in known if t.cost_usd is not None]
         total = sum(costs) if known else None

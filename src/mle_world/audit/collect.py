@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world import layout
+from mle_world.audit.attempts import FINAL_STATES, superseded_by_rerun
 from mle_world.audit.cache import ParsedInputs, text_of
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.audit.listing import Canonical, expected_from_launch, name_list, name_set, names_in
@@ -51,6 +52,11 @@ class Trial:
     """status.json's class of a failure: "infra" (the harness's or the cluster's, retried) or "agent"."""
     downtime_s: float = 0.0
     """Endpoint downtime the trial rode out (status.json; excluded from its budget)."""
+    attempt: int | None = None
+    """status.json's attempt (None without a readable status.json)."""
+    superseded: str | None = None
+    """Why the report on disk is not counted: a rerun of the trial is queued or running, or ended
+    without a report of its own (the report is of an earlier attempt). None when it counts."""
     cost_usd: float | None = None
     cost_known: bool = False
     has_costs: bool = False
@@ -74,6 +80,11 @@ class Trial:
     @property
     def trial_dir(self) -> Path:
         return Path(self.dir_text)
+
+    @property
+    def rerunning(self) -> bool:
+        """A rerun is queued, running or interrupted: its files are an earlier attempt's (not counted)."""
+        return self.superseded is not None and self.state not in FINAL_STATES
 
     @property
     def report_path(self) -> Path:
@@ -125,6 +136,11 @@ class Sweep:
     def missing(self) -> list[Trial]:
         """Trials without a report."""
         return [t for t in self.trials if t.problem == "missing" and not t.settled_without_report]
+
+    @property
+    def superseded(self) -> list[Trial]:
+        """Trials whose report is of an earlier attempt (a rerun is in flight or ended without one)."""
+        return [t for t in self.trials if t.superseded is not None]
 
     @property
     def invalid(self) -> list[Trial]:
@@ -215,6 +231,7 @@ def load_status(trial: Trial) -> None:
     trial.cause = status.cause
     trial.failure_class = status.failure_class
     trial.downtime_s = status.downtime_s
+    trial.attempt = status.attempt
 
 
 def load_result(trial: Trial) -> None:
@@ -313,6 +330,12 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                     trial.files = parsed.get("dir", directory, names_in, name_list, name_set)
             load_report(trial, listed=report.rpartition("/")[2] in names, path=report, parsed=parsed)
             load_status(trial)
+            if trial.report is not None and trial.state is not None:
+                trial.superseded = superseded_by_rerun(
+                    trial.report.attempt, trial.state, trial.attempt, trial.cause
+                )
+                if trial.superseded is not None:
+                    trial.report, trial.problem = None, "missing"
             load_result(trial)
             sweep.trials.append(trial)
             expected_paths.add(report)

@@ -42,7 +42,13 @@ def problem_lines(sweep: Sweep, limit: int = 50) -> list[str]:
     """One line per problem (missing, invalid, duplicate, failed, unexpected, dir-level)."""
     lines = [f"dir: {p}" for p in sweep.problems]
     for t in sweep.missing:
-        lines.append(f"missing: {t.trial_id}" + (f" (status {t.state}: {t.cause})" if t.state else ""))
+        if t.superseded is not None:
+            lines.append(f"missing: {t.trial_id} ({t.superseded})")
+        else:
+            lines.append(f"missing: {t.trial_id}" + (f" (status {t.state}: {t.cause})" if t.state else ""))
+    lines += [
+        f"superseded: {t.trial_id} ({t.superseded})" for t in sweep.superseded if t.settled_without_report
+    ]
     lines += [f"{t.problem}: {t.trial_id}" for t in sweep.invalid]
     lines += [f"duplicate: {trial_id}" for trial_id in sweep.duplicates]
     lines += [f"failed: {t.trial_id}: {t.cause or 'no cause recorded'}" for t in sweep.failed]

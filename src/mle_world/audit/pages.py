@@ -254,9 +254,11 @@ def _trial_row(trial: Trial, href: str | None) -> TrialRow:
     # A failed trial without a submission is settled (no medal), not missing: the completeness table
     # and the rates count it so.
     note = "no submission (no medal)" if trial.settled_without_report else trial.problem or ""
+    if trial.superseded is not None:
+        note = f"{note}; {trial.superseded}"
     if trial.cause:
         note = f"{note}; {trial.cause}" if note else trial.cause
-    cost = "" if trial.cost_usd is None else f"{trial.cost_usd:.2f}"
+    cost = "" if trial.cost_usd is None or trial.rerunning else f"{trial.cost_usd:.2f}"
     counts = _counts(trial_journal(trial))
     return TrialRow(trial.trial_id, trial.state or "", score, medal, *counts, cost, note, href)
 

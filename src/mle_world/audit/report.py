@@ -303,6 +303,13 @@ WORLD_NOTE = (
 )
 
 
+SUPERSEDED_NOTE = (
+    "Superseded: trials rerun after their report was written (`--retry-failed`, a resume): the report "
+    "is of an earlier attempt, so it is not counted (the trial is missing) until the rerun ends with a "
+    "report of its own; a rerun in flight is also left out of the costs. See docs/numbers.md."
+)
+
+
 def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     """`audit/report.md`."""
     sweep = result.sweep
@@ -316,6 +323,8 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
             "",
         ]
     parts += ["## Completeness", "", markdown(completeness_table(sweep))]
+    if sweep.superseded:
+        parts += ["", SUPERSEDED_NOTE]
     downtime = downtime_line(sweep)
     if downtime:
         parts += ["", markdown_text(downtime)]

@@ -108,6 +108,7 @@ def completeness_counts(sweep: Sweep) -> dict[str, int]:
         "expected": len(sweep.trials),
         "found": len(sweep.found),
         "missing": len(sweep.missing),
+        "superseded": len(sweep.superseded),
         "invalid": len(sweep.invalid),
         "duplicate": len(sweep.duplicates),
         "failed": len(sweep.failed),

@@ -83,7 +83,9 @@ def grade_trial(
 ) -> GradingReport:
     """Grade `<trial_dir>/submission/submission.csv` after the agent exited; write the report atomically.
 
-    `trial_state` None: read it from the trial's status.json when final (a regrade)."""
+    `trial_state` None: read it from the trial's status.json when final (a regrade). The report records
+    status.json's `attempt`, so a rerun of the trial supersedes it (the audit stops counting it)."""
+    status = _status(trial_dir)
     graded, rejected = selected_submission(trial_dir)
     core = grader.grade(spec.task, graded)
     if rejected is not None:
@@ -95,20 +97,26 @@ def grade_trial(
         regime=spec.regime,
         configuration=spec.configuration,
         seed=spec.seed,
-        trial_state=trial_state if trial_state is not None else _final_state(trial_dir),
+        trial_state=trial_state if trial_state is not None else _final_state(status),
         submission_rejected=rejected,
         invalid_reason=core.invalid_reason,
+        attempt=status.attempt if status is not None else None,
     )
     write_json_atomic(layout.report_beside(trial_dir), report.model_dump(mode="json"))
     return report
 
 
-def _final_state(trial_dir: Path) -> Literal["succeeded", "failed"] | None:
+def _status(trial_dir: Path) -> TrialStatus | None:
+    """The trial's status.json (its attempt names the run that left the graded file); None when unreadable."""
     try:
-        state = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8")).state
+        return TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return state if state in ("succeeded", "failed") else None
+
+
+def _final_state(status: TrialStatus | None) -> Literal["succeeded", "failed"] | None:
+    state = status.state if status is not None else None
+    return state if state == "succeeded" or state == "failed" else None
 
 
 class RegradeResult(NamedTuple):

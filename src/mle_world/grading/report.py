@@ -67,6 +67,10 @@ class GradingReport(CompetitionReport):
     invalid_reason: str | None = None
     """Null when `valid_submission`; else why the submission is invalid (as `GraderReport`; for a
     rejected file, `submission_rejected` again). Reports written before it was added have null."""
+    attempt: int | None = None
+    """status.json's `attempt` when the submission was graded: the audit counts the report only while the
+    trial's status is final and of this attempt (a rerun supersedes it). Null in reports written before
+    it was recorded, or of a trial without status.json."""
 
 
 MLEBENCH_REPORT_FIELDS: tuple[str, ...] = tuple(CompetitionReport.model_fields)
