@@ -213,9 +213,9 @@ class SandboxSettings(Record):
     """Files and directories the workspace may hold while a script runs (empty files take no space but
     inodes); over it, the run is stopped as for `disk_mb` (watched only when `disk_mb` is set)."""
     disk_reserve_mb: int | None = Field(1024, ge=0)
-    """Space the file system holding the workspace keeps free while a script runs: the trials beside it
-    (and this one's records) write there too. Once less is free, a run whose workspace grew is stopped as
-    for `disk_mb`; None: not watched."""
+    """Space the file system holding the workspace keeps free: the trials beside it (and this one's
+    records) write there too. A run whose workspace grows by more than half of it while less is free is
+    stopped as for `disk_mb`; with less free before a run, the trial fails as infra. None: not watched."""
     files_reserve: int | None = Field(10_000, ge=0)
     """Inodes that file system keeps free likewise (watched with `disk_reserve_mb`)."""
     output_kb: int = Field(1024, ge=4)

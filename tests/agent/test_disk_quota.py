@@ -281,10 +281,30 @@ def test_a_script_under_its_limit_cannot_fill_the_file_system_it_shares(tmp_path
     end filled it, every other trial's journal and status.json write then failed with ENOSPC and the
     launcher stopped the whole sweep. Once the file system is within its reserve the run is stopped."""
     out = tmp_path / "fs"
-    proc = in_private_tmpfs(out, [sys.executable, "shared_disk.py", str(out)], size="48m", cwd=SUPPORT)
+    proc = in_private_tmpfs(
+        out, [sys.executable, "shared_disk.py", str(out), "fill"], size="48m", cwd=SUPPORT
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout)
     assert seen["exc_type"] == "DiskLimitError", seen
-    assert "less than 24 MiB or 100 files free" in seen["exc_info"], seen
+    assert "half the reserve" in seen["exc_info"] and "less than 24 MiB or 100 files" in seen["exc_info"], (
+        seen
+    )
     assert "wrote 1 MiB" in seen["log"] and "No space left" not in seen["log"], seen["log"]
     assert seen["workspace_bytes"] < MIB and seen["free_mb"] > 24, seen
+
+
+def test_a_trial_whose_file_system_is_already_short_fails_as_infrastructure(tmp_path: Path) -> None:
+    """Others filled it (finished trials' workspaces, another sweep): no script is blamed and run; the
+    trial fails with a stop reason the launcher counts as infra, so --retry-failed reruns it."""
+    out = tmp_path / "fs"
+    proc = in_private_tmpfs(
+        out, [sys.executable, "shared_disk.py", str(out), "agent"], size="48m", cwd=SUPPORT
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    result = seen["result"]
+    assert seen["exit"] == 1 and result["status"] == "failed", seen
+    assert result["stop_reason"].startswith("infra: disk: the file system holding"), result
+    assert "under the sandbox's reserve of 1024 MiB" in result["stop_reason"], result
+    assert result["executed"] == 0 and result["exec_time_s"] == 0.0, result

@@ -150,6 +150,23 @@ def filesystem_free(path: Path | str) -> Usage | None:
     return Usage(info.f_bavail * info.f_frsize, info.f_favail)
 
 
+class DiskShortage(Exception):
+    """The file system holding the workspace has less than its reserve free before a run starts: the
+    trial fails as infrastructure (other writers filled it), no script is blamed."""
+
+
+def check_reserve(root: Path, reserve: Usage | None) -> None:
+    """Raise DiskShortage when the file system holding `root` has less than `reserve` free."""
+    free = filesystem_free(root)
+    if reserve is None or free is None or (free.bytes >= reserve.bytes and free.inodes >= reserve.inodes):
+        return
+    raise DiskShortage(
+        f"disk: the file system holding {root} has {free.bytes >> 20} MiB and {free.inodes} files free, "
+        f"under the sandbox's reserve of {reserve.bytes >> 20} MiB and {reserve.inodes} files "
+        "(sandbox.disk_reserve_mb, files_reserve): free space there, then re-run with --retry-failed"
+    )
+
+
 @dataclass
 class DiskCeiling:
     """Watches one run's workspace: `exceeded()` is polled while it runs.
@@ -160,7 +177,9 @@ class DiskCeiling:
     two checks can overshoot a limit by what it writes in one interval; the largest usage seen is kept.
 
     The file system is shared (other trials, this trial's own records): while it has less than
-    `reserve` free, a run whose workspace grew since its start is stopped too, whatever its limit.
+    `reserve` free, a run whose workspace grew by more than half the reserve since its start is stopped
+    too, whatever its limit (a run that wrote less did not take the space; it goes on, and the trial
+    fails as infrastructure at its next run's `check_reserve`).
     """
 
     root: Path
@@ -209,7 +228,8 @@ class DiskCeiling:
         if time.monotonic() < self._next_reserve_scan:  # walks cost at most a tenth of the time
             return False
         usage = self._scan()
-        self.short = usage.bytes > self._start.bytes or usage.inodes > self._start.inodes
+        grown = Usage(usage.bytes - self._start.bytes, usage.inodes - self._start.inodes)
+        self.short = grown.bytes > self.reserve.bytes // 2 or grown.inodes > self.reserve.inodes // 2
         return self.short
 
     def exceeded(self) -> bool:
@@ -246,8 +266,8 @@ class DiskCeiling:
         """The exception type and message a run killed by this watch ends with."""
         if self.short and self.reserve is not None:
             what = (
-                f"grew while the file system holding it had less than {self.reserve.bytes >> 20} MiB or "
-                f"{self.reserve.inodes} files free (its reserve: other trials write there too)"
+                f"grew by more than half the reserve of its file system, which had less than "
+                f"{self.reserve.bytes >> 20} MiB or {self.reserve.inodes} files free (other trials write there too)"
             )
         elif not self.peak.complete:
             what = "holds a tree the agent could not walk (nested deeper than it can open, or unreadable)"

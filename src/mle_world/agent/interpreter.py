@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from mle_world.agent.disk_quota import DiskCeiling, Usage, measure
+from mle_world.agent.disk_quota import DiskCeiling, Usage, check_reserve, measure
 from mle_world.agent.process_tree import (
     SANDBOX_REAPER,
     SCRIPT_ROOT,
@@ -252,6 +252,7 @@ class ProcessRunner:
         return self.jail.command(argv, env), {}
 
     def run(self, code: str, *, args: Sequence[str], timeout_s: float, log_path: Path) -> ExecResult:
+        check_reserve(self.workspace, self.disk_reserve)
         write_script(self.workspace, self.file_name, code)
         # The last run may have removed tmp/ or working/ or left a link there (tmp/ -> the trial dir or
         # the agent's /proc would become the next run's /tmp): real directories again, before any bind.

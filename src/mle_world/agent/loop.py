@@ -24,6 +24,7 @@ from mle_world.agent.best import BestSolution
 from mle_world.agent.budget import Budget, Clock
 from mle_world.agent.coder import Coder
 from mle_world.agent.consult import Consultant, TaskFacts
+from mle_world.agent.disk_quota import DiskShortage
 from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
 from mle_world.agent.interpreter import CodeRunner, ExecResult
@@ -194,6 +195,9 @@ class Agent:
         except EndpointFailure as error:
             log.error("endpoint failure: %s", error)
             status, reason = "failed", f"endpoint_unavailable: {error}"
+        except DiskShortage as error:
+            log.error("%s", error)
+            status, reason = "failed", f"infra: {error}"
         except Preempted:
             self.services.runner.terminate()
             self._end_outages("preempted")
