@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -591,3 +592,16 @@ def test_a_grading_margin_the_wall_grace_would_use_up_is_refused(
         f"({grace} s) + 120 s: "
     )
     assert line.endswith(advice)
+
+
+@pytest.mark.skipif(
+    shutil.which("nvidia-smi", path="/usr/local/bin:/usr/bin:/bin") is not None,
+    reason="this host has nvidia-smi",
+)
+def test_default_gpu_on_a_host_without_gpus_is_refused_before_launch(tmp_path: Path) -> None:
+    """`-c X --runtime process` on a laptop took --gpu-device 0 and the trial failed as infra at its GPU check."""
+    args = ["-c", "iris-species", "-m", "MINIMAL", "--runtime", "process", "--output-dir", "o"]
+    line = assert_refused(
+        tmp_path, [*args, "--no-endpoint-check"], "--gpu-device 0: this host has no nvidia-smi"
+    )
+    assert "--gpu-device none" in line

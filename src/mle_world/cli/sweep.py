@@ -258,9 +258,16 @@ def execute_plan(
     from mle_world.launch.endpoints import check_endpoints, endpoint_records
     from mle_world.launch.launcher import run_sweep
     from mle_world.launch.post_trial import TrialFinisher
-    from mle_world.launch.preflight import check_container_runtime, check_grading, check_image, check_prepared
+    from mle_world.launch.preflight import (
+        check_container_runtime,
+        check_grading,
+        check_host_gpus,
+        check_image,
+        check_prepared,
+    )
 
     options = launch_options(args)
+    check_host_gpus(plan.runtime.runtime, args.backend, options.gpu_devices, plan.runtime.path_env)
     check_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     if args.grade:

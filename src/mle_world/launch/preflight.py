@@ -1,6 +1,7 @@
 """Checks on the launching host before a sweep starts: the selected tasks' data and graders, the runtime.
 
-Reads the tasks' folders under --data-dir (and, with --grade, their answers and leaderboards), PATH, `srun --help`, the image and its manifest (launch/image.py);
+Reads the tasks' folders under --data-dir (and, with --grade, their answers and leaderboards), PATH (enroot,
+squashfuse, nvidia-smi), `srun --help`, the image and its manifest (launch/image.py);
 writes nothing. Each problem is one UserError line naming what to prepare, install or fix. On the Slurm
 backend the compute nodes are not checked from here: the docs say what they need (enroot, squashfuse, pyxis).
 """
@@ -56,6 +57,18 @@ def check_image(path: str) -> ImageInfo:
             "the image changed after it was built (rebuild it, or remove the stale manifest)"
         )
     return info
+
+
+def check_host_gpus(runtime: str, backend: str, gpus: Sequence[str], trial_path: str) -> None:
+    """A local pool of `--runtime process` trials runs them on this host with its PATH: without nvidia-smi there,
+    every trial given a GPU fails its GPU check at once (a machine without GPUs and the default --gpu-device 0)."""
+    if runtime != "process" or backend != "local" or not gpus:
+        return
+    if shutil.which("nvidia-smi", path=trial_path) is None:
+        raise UserError(
+            f"--gpu-device {','.join(gpus)}: this host has no nvidia-smi (on {trial_path}), so every trial given "
+            "a GPU would fail at once; without GPUs pass --gpu-device none"
+        )
 
 
 def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:
