@@ -250,7 +250,18 @@ FILE_WHERE_A_DIR_GOES = [
     [*DRY, "--output-dir", "o", "--competitions-dir", "f"],
     [
         *("--regime", "gated", "--output-dir", "o", "--runtime", "process", "--no-endpoint-check"),
-        *("--tasks", "iris-species", "--configs", "aide", "--seeds", "34", "--data-dir", "f"),
+        *(
+            "--tasks",
+            "iris-species",
+            "--configs",
+            "aide",
+            "--seeds",
+            "34",
+            "--gpu-device",
+            "none",
+            "--data-dir",
+            "f",
+        ),
     ],
 ]
 
