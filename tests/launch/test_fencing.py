@@ -160,7 +160,7 @@ def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Pa
         poll_s=0.001,
         lost_after_s=0.0,
     )
-    runner._watch(slurm)
+    runner._watch(slurm, [])
     text = "\n".join(said.lines)
     assert text.count("squeue and sacct both fail; waiting") == 1 and "answer again" in text
     status = read_status(trial_dir, trial_id)
@@ -281,6 +281,6 @@ def test_watchdog_asks_slurm_at_most_every_query_interval(dirs: tuple[Path, Path
         submitter_factory=lambda _folder: slurm,
         poll_s=0.01,
     )
-    runner._watch(slurm)
+    runner._watch(slurm, [])
     assert len(asked) == 1
     assert read_status(trial_dir, trial_id).state == "succeeded"

@@ -1,7 +1,8 @@
 """A trivial stand-in for `python -m mle_world.agent`: sleeps, records where it ran, writes result.json.
 
 Reads ckpt.json in the current directory (its 'journal'); writes timeline.jsonl, ckpt.json, result.json.
-Modes: ok, agent-fail, infra-fail, crash (exit 1, no result), hang (ignores SIGTERM), checkpoint.
+Modes: ok, agent-fail, infra-fail, crash (exit 1, no result), hang (ignores SIGTERM), checkpoint,
+oom (allocates 10 MB a step, up to 4 GB, until a memory limit's OOM killer ends it).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def main() -> int:
     # Written once the handlers are in place: a started agent always checkpoints on SIGTERM.
     with open(here / "timeline.jsonl", "a") as fh:
         fh.write(json.dumps({"event": "start", "t": start, "gpu": gpu, "pid": os.getpid()}) + "\n")
+    hog = [bytearray(10 * 2**20) for _ in range(400)] if mode == "oom" else []  # touched: resident
+    del hog
     remaining = seconds - ckpt["time_used"] if mode == "checkpoint" else seconds
     deadline = time.time() + max(0.0, remaining)
     while time.time() < deadline:

@@ -36,6 +36,7 @@ from mle_world.launch.slurm_queries import (
     ALIVE_STATES,
     SlurmView,
     check_sbatch_available,
+    ended_cause,
 )
 from mle_world.launch.state import (
     FINAL,
@@ -310,7 +311,9 @@ class SweepLauncher:
                     cmd.trial.trial_dir,
                     cmd.trial.trial_id,
                     token=status.token,
-                    cause=f"slurm job {job} {view.states.get(job or '', 'gone')} without a result",
+                    cause=ended_cause(
+                        job or "", view.states.get(job or "", "gone"), plan.cluster.slurm.mem_gb
+                    ),
                 )
                 # --retry-failed reruns it now (after `cancel`, one re-run resumes the sweep, not two)
                 if (
@@ -358,11 +361,8 @@ class SweepLauncher:
             say_limit=not again,
         )
 
-    def _watch(self, submitter: Submitter, held: list[TrialCommand] | None = None) -> None:
-        held = held if held is not None else []
-
-        def refill() -> bool:
-            """The next wave of trials a submit-count limit held back; True while some still wait."""
+    def _watch(self, submitter: Submitter, held: list[TrialCommand]) -> None:
+        def refill() -> bool:  # the next wave a submit-count limit held back; True while some wait
             left = [c for c in held if read_status(c.trial.trial_dir, c.trial.trial_id).state == "pending"]
             held[:] = self._submit_slurm(submitter, left, again=True) if left else []
             return bool(held)
@@ -375,6 +375,7 @@ class SweepLauncher:
             lost_after_s=self.lost_after_s,
             query_interval_s=self.plan.cluster.slurm.query_interval_s,
             refill=refill if held else None,
+            mem_gb=self.plan.cluster.slurm.mem_gb,
         )
 
 

@@ -141,6 +141,16 @@ PENDING_HINTS: dict[str, str] = {
 """What a pending reason of an accounting or partition limit means for a sweep (squeue's `%r`)."""
 
 
+def ended_cause(job: str, state: str, mem_gb: int) -> str:
+    """The cause a trial gets when Slurm says its job ended without a result; OUT_OF_MEMORY (the job's
+    cgroup hit --mem: its OOM killer ended the trial) says so in words."""
+    if state == "OUT_OF_MEMORY":
+        return (
+            f"out of memory: slurm job {job} OUT_OF_MEMORY without a result (--mem {mem_gb}GB, slurm.mem_gb)"
+        )
+    return f"slurm job {job} {state} without a result"
+
+
 def query_max_array_size() -> int:
     """MaxArraySize from `scontrol show config`; Slurm's default when scontrol cannot answer."""
     out = _run(["scontrol", "show", "config"]) or ""

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from mle_world.errors import UserError
 from mle_world.launch.gpus import gpu_environment
+from mle_world.launch.memory_cgroup import OOM_PRIORITY, oom_cause, own_memory_cgroup
 from mle_world.launch.state import (
     ResumeState,
     Start,
@@ -272,9 +273,11 @@ class TrialSupervisor:
                 f"gpu={self.gpu} wall left {budget_left:.0f} s\n".encode()
             )
             log.flush()
+            cgroup = own_memory_cgroup()
+            oom_before = cgroup.oom_kills() if cgroup is not None else None
             started = self.clock()
             proc = subprocess.Popen(
-                ["bash", "-c", job.command],
+                ["bash", "-c", OOM_PRIORITY + job.command],
                 cwd=job.trial_dir,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -316,6 +319,9 @@ class TrialSupervisor:
             limit_text=f"{job.budget_s:.0f}+{job.grace_s:.0f}",
             last_line=_last_log_line(log_path),
         )
+        if verdict.state == "failed" and result is None and not timed_out:
+            oom = oom_cause(cgroup, oom_before)  # a SIGKILL, or an exit after a child was killed
+            verdict = Verdict("failed", "infra", f"{oom} ({verdict.cause})") if oom else verdict
         if self.post_trial is not None and to_grade(verdict.state, job.trial_dir):
             try:
                 self.post_trial(job.trial, verdict.state)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from mle_world.launch.slurm import Submitter
-from mle_world.launch.slurm_queries import ALIVE_STATES, SlurmView
+from mle_world.launch.slurm_queries import ALIVE_STATES, SlurmView, ended_cause
 from mle_world.launch.state import mark_failed_infra, read_status
 from mle_world.plan.sweep_plan import TrialCommand
 from mle_world.records import TrialStatus
@@ -27,6 +27,7 @@ def watch(
     lost_after_s: float = 120.0,
     query_interval_s: float = 0.0,
     refill: Callable[[], bool] | None = None,
+    mem_gb: int = 0,
 ) -> None:
     """Wait until every trial is final. A job Slurm reports finished (twice in a row) while its status
     is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra; so is a job
@@ -92,7 +93,7 @@ def watch(
             count = suspicious.get(key, 0) + 1
             suspicious[key] = count
             if count >= 2:
-                _lost(cmd, status, f"slurm job {job} {state} without a result")
+                _lost(cmd, status, ended_cause(job, state, mem_gb))
         time.sleep(poll_s)
 
 
