@@ -159,6 +159,9 @@ def provenance_changes(old: LaunchProvenance, new: LaunchProvenance) -> list[str
             changes.append(f"{task} data {data_before[task][:12]} -> {data_after[task][:12]}")
     if old.image_sha256 != new.image_sha256:
         changes.append(f"image sha256 {_short(old.image_sha256)} -> {_short(new.image_sha256)}")
+    # Compared when both launches graded with MLE-bench (a launch without --grade records none).
+    if old.mlebench_version and new.mlebench_version and old.mlebench_version != new.mlebench_version:
+        changes.append(f"MLE-bench {old.mlebench_version} -> {new.mlebench_version}")
     return changes
 
 
@@ -193,7 +196,7 @@ def unreadable_launch(data: bytes, exc: ValidationError) -> str:
 
 
 def check_provenance(path: Path, record: LaunchRecord, allow: bool) -> list[str]:
-    """Refuse a launch whose code, served models, image or data differ from the earlier real launch recorded
+    """Refuse a launch whose code, served models, image, data or MLE-bench differ from the earlier real launch recorded
     in `path` (launch.json; the trials' numbers would mix into one table); with `allow`, return what
     changed instead."""
     if record.dry_run:
@@ -219,21 +222,25 @@ def check_provenance(path: Path, record: LaunchRecord, allow: bool) -> list[str]
 
 
 def latest_known(record: LaunchRecord) -> LaunchProvenance:
-    """The record's provenance with each role's served models and each task's data as the latest launch
-    that knew them saw them: a launch without a probe (`--no-endpoint-check`) or of other tasks leaves
-    the earlier ones' values standing, so the next launch is compared with them."""
+    """The record's provenance with each role's served models, each task's data and the MLE-bench that
+    graded as the latest launch that knew them saw them: a launch without a probe (`--no-endpoint-check`),
+    of other tasks or without --grade leaves the earlier ones' values standing, so the next launch is
+    compared with them."""
     served: dict[str, list[str]] = {}
     data: dict[str, str] = {}
+    grader: str | None = None
     for launch in (*record.earlier_launches, record.provenance()):
         roles: dict[str, list[str]] = {}
         for item in launch.served_models:
             roles.setdefault(item.partition("=")[0], []).append(item)
         served.update(roles)
         data.update(item.partition("=")[::2] for item in launch.data_manifests)
+        grader = launch.mlebench_version or grader
     return record.provenance().model_copy(
         update={
             "served_models": tuple(sorted(i for items in served.values() for i in items)),
             "data_manifests": tuple(f"{task}={digest}" for task, digest in sorted(data.items())),
+            "mlebench_version": grader,
         }
     )
 

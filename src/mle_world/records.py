@@ -385,6 +385,8 @@ class LaunchProvenance(Record):
     image_sha256: str | None = None
     data_manifests: tuple[str, ...] = ()
     """`task=fingerprint` of the prepared data (launch/data_manifest.py)."""
+    mlebench_version: str | None = None
+    """The MLE-bench the launch's grading check used (with --grade and an MLE-bench task), else None."""
 
 
 class LaunchRecord(Record):
@@ -423,6 +425,9 @@ class LaunchRecord(Record):
     content; launch/data_manifest.py) as this launch found it."""
     endpoints_file: str | None = None
     """The endpoints file the replicas' URLs came from (scripts/serve/serve_replicas.sh), if any."""
+    mlebench_version: str | None = None
+    """With --grade: the MLE-bench that grades (`<version> (git <commit>…)`, as each grading report
+    records it), from the launch's grading check; None without --grade or for local competitions only."""
     endpoints: tuple[EndpointRecord, ...]
     trials: tuple[LaunchedTrial, ...]
     earlier_launches: tuple[LaunchProvenance, ...] = ()
@@ -440,6 +445,7 @@ class LaunchRecord(Record):
             served_models=tuple(served),
             image_sha256=self.image_sha256,
             data_manifests=tuple(f"{task}={digest}" for task, digest in sorted(self.data_manifests.items())),
+            mlebench_version=self.mlebench_version,
         )
 
 

@@ -6,9 +6,11 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +23,10 @@ from mle_world.errors import NotPreparedError, UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.grader import MultiGrader, grade_output_dir, grade_trial
 from mle_world.grading.mlebench import MLEBENCH_MISSING, MLEBenchGrader, import_mlebench
+from mle_world.grading.report import GradingReport
 from mle_world.storage import write_model
+
+TS_UTC = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_grade_trial_without_submission_writes_invalid_report(
@@ -361,18 +366,62 @@ def grade_csv(path, comp):
 """
 
 
-def test_grading_through_a_separate_mlebench_venv(
-    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from mle_world.grading.mlebench import VenvMLEBenchGrader, make_mlebench_grader
-
-    site = tmp_path / "venv-site" / "mlebench"
+def installed_fake_mlebench(root: Path) -> tuple[Path, str]:
+    """A fake mlebench installed as scripts/install_mlebench.sh installs the real one: the package at the
+    root of a git checkout, and pip's dist-info (version, direct_url.json of an editable install) on the
+    same path. Returns the checkout (to put on sys.path / PYTHONPATH) and its commit."""
+    site = root / "mlebench"
     site.mkdir(parents=True)
     (site / "__init__.py").write_text("")
     (site / "registry.py").write_text(FAKE_REGISTRY)
     (site / "grade.py").write_text(FAKE_GRADE)
     (site / "data.py").write_text(FAKE_DATA)
     (site / "leaderboard.csv").write_text("score\n0.9\n0.8\n0.7\n")
+    dist = root / "mlebench-0.0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mlebench\nVersion: 0.0.1\n")
+    (dist / "direct_url.json").write_text(json.dumps({"url": root.as_uri(), "dir_info": {"editable": True}}))
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "mlebench"], ["commit", "-q", "-m", "fake mlebench"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
+    return root, head.stdout.strip()
+
+
+def test_the_mlebench_version_is_recorded_with_each_report(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (mlebench importable): its version and the commit of its checkout are in the report,
+    and an edited grader (a checkout that differs from its commit) is told apart from the commit."""
+    site, commit = installed_fake_mlebench(tmp_path / "checkout")
+    monkeypatch.syspath_prepend(str(site))
+    spec = spec_for("fake-comp", seed=34)
+    trial = tmp_path / "runs" / "wm-point" / "fake-comp_seed34"
+    submit(trial / "submission" / "submission.csv", "id,y\n")
+    try:
+        report = grade_trial(trial, spec, prepared_fake, MLEBenchGrader(prepared_fake))
+        assert report.mlebench_version == f"0.0.1 (git {commit})" and report.score == 0.85
+        written = json.loads(layout.report_beside(trial).read_text())
+        assert written["mlebench_version"] == f"0.0.1 (git {commit})"
+        (site / "mlebench" / "grade.py").write_text(FAKE_GRADE.replace("0.85", "0.95"))
+        edited = MLEBenchGrader(prepared_fake).version or ""
+        assert edited.startswith(f"0.0.1 (git {commit} with local changes sha256 ") and edited.endswith(")")
+    finally:
+        for name in ("mlebench", "mlebench.registry", "mlebench.grade", "mlebench.data"):
+            sys.modules.pop(name, None)
+    # The built-in grader (local competitions) records none; a report written before the field, neither.
+    assert GradingReport.model_validate({**written, "mlebench_version": None}).mlebench_version is None
+    del written["mlebench_version"]
+    assert GradingReport.model_validate(written).mlebench_version is None
+
+
+def test_grading_through_a_separate_mlebench_venv(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mle_world.grading.mlebench import VenvMLEBenchGrader, make_mlebench_grader
+
+    site, commit = installed_fake_mlebench(tmp_path / "venv-site")
+    site = site / "mlebench"
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
@@ -385,6 +434,7 @@ def test_grading_through_a_separate_mlebench_venv(
     assert isinstance(grader, VenvMLEBenchGrader)
     ok = grader.grade("fake-comp", submit(tmp_path / "ok.csv", "id,y\n"))
     assert ok.score == 0.85 and ok.silver_medal and ok.valid_submission
+    assert ok.mlebench_version == f"0.0.1 (git {commit})"  # the venv's mlebench, not this process's
     nan = grader.grade("fake-comp", submit(tmp_path / "nan.csv", "nan"))
     assert nan.score is None and not nan.valid_submission and not nan.any_medal
     assert nan.invalid_reason == "the grader's score nan is not a finite number"
@@ -393,6 +443,7 @@ def test_grading_through_a_separate_mlebench_venv(
     crash = grader.grade("fake-comp", submit(tmp_path / "crash.csv", "crash"))
     assert not crash.valid_submission and crash.gold_threshold == 0.9
     assert crash.invalid_reason == "mlebench grade_csv failed: ValueError: boom"
+    assert crash.mlebench_version == ok.mlebench_version
     with pytest.raises(UserError, match="not prepared"):
         grader.grade("absent", tmp_path / "ok.csv")
     answers = prepared_fake / "fake-comp" / "prepared" / "private" / "test.csv"
@@ -491,3 +542,26 @@ def test_costs_that_cannot_be_written_leave_no_report_saying_succeeded(
     with pytest.raises(UserError, match="prices.yaml"):
         finisher(trial, "succeeded")
     assert not list(tmp_path.glob("runs/*/*_grading_report.json"))
+
+
+def test_a_launch_with_grade_records_the_mlebench_it_checked_and_a_change_of_it_is_named(
+    tmp_path: Path, prepared_fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch's grading check runs in the grading process (as every grading does): what it returns goes
+    into launch.json's provenance, so a resume graded by another MLE-bench is a provenance change."""
+    from mle_world.grading.isolation import IsolatedGrader
+    from mle_world.identity import provenance_changes
+    from mle_world.records import LaunchProvenance
+
+    site, commit = installed_fake_mlebench(tmp_path / "checkout")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with IsolatedGrader(prepared_fake, {}) as grader:
+        checked = grader.check(["fake-comp"])
+    assert checked == f"0.0.1 (git {commit})"
+    with IsolatedGrader(prepared_fake, {}) as grader:  # local competitions only: no MLE-bench graded
+        assert grader.check([]) is None
+    before = LaunchProvenance(created_at=TS_UTC, harness_version="1", git_sha="a", mlebench_version=checked)
+    after = before.model_copy(update={"mlebench_version": "0.0.1 (git 0000000)"})
+    assert provenance_changes(before, after) == [f"MLE-bench {checked} -> 0.0.1 (git 0000000)"]
+    # A launch without --grade records none: not a change of grader.
+    assert provenance_changes(before, before.model_copy(update={"mlebench_version": None})) == []

@@ -21,6 +21,7 @@ from gradekit import write_custom_competition
 
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.medals import is_lower_better, rank_score
+from mle_world.grading.mlebench_version import SOURCE_CODE, describe
 from mle_world.tasks.local import prepare_local
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -162,7 +163,9 @@ def test_builtin_grader_reports_what_mlebench_grade_csv_reports(
     assert isinstance(theirs, dict)
     grader = BuiltinGrader(local_comps, data)
     for path in subs:
-        ours = grader.grade(comp, path).model_dump(mode="json", exclude={"invalid_reason", *FIELDS_COMPARED})
+        ours = grader.grade(comp, path).model_dump(
+            mode="json", exclude={"invalid_reason", "mlebench_version", *FIELDS_COMPARED}
+        )
         their = theirs[str(path)]
         if "crash" in their:  # MLE-bench raises on a file pandas cannot parse: here it is invalid, no medal
             assert their["crash"] in ("ParserError", "UnicodeDecodeError"), (path.name, their)
@@ -216,8 +219,28 @@ def test_a_score_on_a_threshold_gets_that_medal_in_both(tmp_path: Path) -> None:
     medals = []
     for path in subs:
         ours = grader.grade("value-comp", path).model_dump(
-            mode="json", exclude={"invalid_reason", *FIELDS_COMPARED}
+            mode="json", exclude={"invalid_reason", "mlebench_version", *FIELDS_COMPARED}
         )
         assert ours == {k: v for k, v in theirs[str(path)].items() if k not in FIELDS_COMPARED}, path.name
         medals.append(next((m for m in ("gold", "silver", "bronze") if ours[f"{m}_medal"]), "-"))
     assert medals == ["gold", "silver", "silver", "bronze", "bronze", "-", "-", "gold"]
+
+
+def test_the_mlebench_that_grades_is_recorded_as_version_and_commit() -> None:
+    """What VenvMLEBenchGrader records with each report, from this MLE-bench: its package version and the
+    commit of the checkout it is installed from (scripts/install_mlebench.sh: pip install -e of a clone)."""
+    assert MLEBENCH_PYTHON is not None
+    script = SOURCE_CODE + "import json; print(json.dumps(source))"
+    done = subprocess.run(
+        [str(MLEBENCH_PYTHON), "-c", script],
+        capture_output=True,
+        text=True,
+        cwd="/tmp",
+        timeout=120,
+        check=True,
+    )
+    source = json.loads(done.stdout)
+    checkout = Path(source["file"]).parent.parent
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+    version = describe(source)
+    assert version.startswith(f"{source['version']} (git {head.stdout.strip()}") and version.endswith(")")

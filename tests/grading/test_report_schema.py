@@ -39,6 +39,7 @@ TRIAL_FIELDS = [
     "submission_rejected",
     "invalid_reason",
     "attempt",
+    "mlebench_version",
 ]
 
 

@@ -6,6 +6,7 @@ Reads a collected sweep; writes strings (report.md, the terminal and index.html 
 from __future__ import annotations
 
 from mle_world.audit.collect import Sweep
+from mle_world.audit.graders import mlebench_versions
 
 
 def downtime_line(sweep: Sweep) -> str | None:
@@ -23,7 +24,7 @@ def downtime_line(sweep: Sweep) -> str | None:
 
 def provenance_lines(sweep: Sweep) -> list[str]:
     """One line per input dir: what its latest launch ran (launch.json), so a table's numbers can be
-    traced to code, served models and image."""
+    traced to code, served models, image and MLE-bench; then which MLE-bench graded the counted reports."""
     lines = []
     for directory, p in sweep.provenance.items():
         code = p.git_sha[:12] if p.git_sha else "not a git checkout"
@@ -31,9 +32,19 @@ def provenance_lines(sweep: Sweep) -> list[str]:
             code += f" with uncommitted changes (sha256 {(p.git_diff_sha256 or '')[:12]})"
         models = ", ".join(p.served_models) or "not probed"
         image = f"sha256 {p.image_sha256[:12]}" if p.image_sha256 else "none"
+        grader = f"; MLE-bench {p.mlebench_version}" if p.mlebench_version else ""
         lines.append(
-            f"`{directory}`: harness {p.harness_version}, code {code}; models {models}; image {image}; "
+            f"`{directory}`: harness {p.harness_version}, code {code}; models {models}; image {image}{grader}; "
             f"launched {p.created_at:%Y-%m-%d %H:%M} UTC"
+        )
+    versions = mlebench_versions(t.report for t in sweep.trials)
+    if versions:
+        counted = sum(1 for t in sweep.trials if t.report is not None)
+        graded = ", ".join(f"MLE-bench {version}: {count}" for version, count in versions.items())
+        rest = counted - sum(versions.values())
+        lines.append(
+            f"counted grading reports by the grader that wrote them: {graded}"
+            + (f"; built-in grader or not recorded: {rest}" if rest else "")
         )
     return lines
 

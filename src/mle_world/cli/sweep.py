@@ -270,10 +270,14 @@ def execute_plan(
     check_host_gpus(plan.runtime.runtime, args.backend, options.gpu_devices, plan.runtime.path_env)
     check_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
+    grader = None
     if args.grade:
-        check_grading([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
+        grader = check_grading([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     record = plan.record.model_copy(
-        update={"data_manifests": data_manifests([r.trial for r in plan.commands])}
+        update={
+            "data_manifests": data_manifests([r.trial for r in plan.commands]),
+            "mlebench_version": grader,
+        }
     )
     check_container_runtime(plan.runtime.runtime, args.backend)
     if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:

@@ -92,7 +92,7 @@ def grade_trial(
         log.warning("%s: submission not graded: %s", spec.trial_id, rejected)
         core = core.model_copy(update={**_REJECTED, "invalid_reason": f"not graded: {rejected}"})
     report = GradingReport(
-        **core.model_dump(exclude={"invalid_reason"}),
+        **core.model_dump(exclude={"invalid_reason", "mlebench_version"}),
         trial_id=spec.trial_id,
         regime=spec.regime,
         configuration=spec.configuration,
@@ -101,6 +101,7 @@ def grade_trial(
         submission_rejected=rejected,
         invalid_reason=core.invalid_reason,
         attempt=status.attempt if status is not None else None,
+        mlebench_version=core.mlebench_version,
     )
     write_json_atomic(layout.report_beside(trial_dir), report.model_dump(mode="json"))
     return report

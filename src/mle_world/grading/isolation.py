@@ -85,10 +85,11 @@ class IsolatedGrader:
             }
         )
 
-    def check(self, tasks: list[str]) -> None:
+    def check(self, tasks: list[str]) -> str | None:
         """Grade no file for each task, in one child: raises what grading them would raise (mlebench
         missing, data not prepared, a leaderboard that is a git-lfs pointer), before a sweep spends
-        its GPU-hours on trials that could not be graded."""
+        its GPU-hours on trials that could not be graded. Returns the MLE-bench that graded
+        (`GraderReport.mlebench_version`), None when every task is a local competition."""
         try:
             result = self._child({"check": tasks}, GRADING_TIMEOUT_S)
         except _ChildFailed as failure:
@@ -100,6 +101,8 @@ class IsolatedGrader:
         if errors:
             kind = NotPreparedError if all(isinstance(e, NotPreparedError) for e in errors) else UserError
             raise kind("; ".join(str(e) for e in errors))
+        versions: list[str] = result.get("mlebench_versions") or []
+        return "; ".join(versions) or None
 
     def _run(self, task: str, submission_path: Path, timeout_s: float | None = None) -> GraderReport:
         result = self._child({"task": task, "submission": str(submission_path)}, timeout_s)
@@ -241,15 +244,18 @@ def main() -> int:
 def _handle(grader: MultiGrader, request: dict[str, Any]) -> dict[str, object]:
     if "check" in request:
         errors: list[dict[str, object]] = []
+        versions: set[str] = set()
         with tempfile.TemporaryDirectory(prefix="mle-world-nothing-") as empty:
             for task in request["check"]:
                 try:
-                    grader.grade(task, Path(empty) / "submission.csv")
+                    version = grader.grade(task, Path(empty) / "submission.csv").mlebench_version
                 except UserError as exc:
                     errors.append(_as_result(exc))
                     if isinstance(exc, GraderUnavailableError):
                         break
-        return {"errors": errors}
+                else:
+                    versions.update([version] if version else [])
+        return {"errors": errors, "mlebench_versions": sorted(versions)}
     try:
         report = grader.grade(request["task"], Path(request["submission"]))
     except UserError as exc:

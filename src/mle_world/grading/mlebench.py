@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import logging
 import os
 import tempfile
@@ -17,6 +18,7 @@ from typing import Any
 
 from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
 from mle_world.grading.medals import build_report, normalise_score, not_finite_reason, read_leaderboard_scores
+from mle_world.grading.mlebench_version import SOURCE_CODE, describe, installed_source
 from mle_world.grading.report import GraderReport
 from mle_world.grading.submission import missing_reason, submission_exists
 
@@ -90,6 +92,7 @@ def import_mlebench() -> dict[str, Any]:
             registry_mod = importlib.import_module("mlebench.registry")
             grade_mod = importlib.import_module("mlebench.grade")
             data_mod = importlib.import_module("mlebench.data")
+            package = importlib.import_module("mlebench")
     except ImportError as exc:
         if getattr(exc, "name", "") and str(getattr(exc, "name", "")).startswith("mlebench"):
             raise GraderUnavailableError(MLEBENCH_MISSING) from exc
@@ -100,6 +103,7 @@ def import_mlebench() -> dict[str, Any]:
         "registry": registry_mod.registry,
         "grade_csv": grade_mod.grade_csv,
         "is_dataset_prepared": data_mod.is_dataset_prepared,
+        "version": describe(installed_source(getattr(package, "__file__", None))),
     }
 
 
@@ -116,6 +120,8 @@ class MLEBenchGrader:
     def __init__(self, data_dir: Path, mlebench: Mapping[str, Any] | None = None) -> None:
         self.data_dir = data_dir
         self._mlebench = dict(mlebench) if mlebench is not None else import_mlebench()
+        self.version: str | None = self._mlebench.get("version")
+        """What `import_mlebench` found (`mlebench_version.describe`), recorded with every report."""
 
     def grade(self, task: str, submission_path: Path) -> GraderReport:
         """Grade via `grade_csv`; a crash inside it still yields an invalid-submission report.
@@ -140,12 +146,15 @@ class MLEBenchGrader:
                     crash = f"mlebench grade_csv failed: {type(exc).__name__}: {exc}"
                     log.warning("%s: %s", task, crash)
         if raw is not None:
-            return _normalise_mlebench_report(raw, said)
+            return _normalise_mlebench_report(raw, said, self.version)
         scores = read_leaderboard_scores(Path(competition.leaderboard))
-        return build_report(task, None, scores, submission_path, exists, crash)
+        report = build_report(task, None, scores, submission_path, exists, crash)
+        return report.model_copy(update={"mlebench_version": self.version})
 
 
-_VENV_SCRIPT = """
+_VENV_SCRIPT = (
+    SOURCE_CODE
+    + """
 import atexit, json, os, sys, tempfile
 from pathlib import Path
 scratch = tempfile.TemporaryDirectory(prefix="mlebench-scratch-")
@@ -177,8 +186,10 @@ try:
 except Exception as exc:
     out = {"error": f"{type(exc).__name__}: {exc}", "leaderboard": str(comp.leaderboard)}
 out["said"] = said.messages
+out["source"] = source
 print("MLE_WORLD_RESULT " + json.dumps(out))
 """
+)
 
 
 class VenvMLEBenchGrader:
@@ -187,6 +198,7 @@ class VenvMLEBenchGrader:
     def __init__(self, data_dir: Path, venv: Path) -> None:
         self.data_dir = data_dir
         self.python = venv / "bin" / "python"
+        self._versions: dict[str, str] = {}
         if not self.python.is_file():
             raise GraderUnavailableError(
                 f"MLEBENCH_VENV={venv}: no bin/python; run scripts/install_mlebench.sh"
@@ -194,7 +206,6 @@ class VenvMLEBenchGrader:
 
     def grade(self, task: str, submission_path: Path) -> GraderReport:
         """Run grade_csv in the venv and parse its report; failures yield an invalid report."""
-        import json
         import subprocess
 
         private = self.data_dir / task / "prepared" / "private"
@@ -211,15 +222,24 @@ class VenvMLEBenchGrader:
             raise UserError(f"unknown MLE-bench competition {task!r}")
         if result.get("not_prepared"):
             raise _not_prepared(task, Path(result["not_prepared"]))
+        version = self._version(result.get("source") or {})
         if "report" in result:
-            return _normalise_mlebench_report(result["report"], result.get("said") or [])
+            return _normalise_mlebench_report(result["report"], result.get("said") or [], version)
         crash = f"mlebench grade_csv failed: {result.get('error')}"
         log.warning("%s: %s", task, crash)
         scores = read_leaderboard_scores(Path(result["leaderboard"]))
-        return build_report(task, None, scores, submission_path, submission_exists(submission_path), crash)
+        report = build_report(task, None, scores, submission_path, submission_exists(submission_path), crash)
+        return report.model_copy(update={"mlebench_version": version})
+
+    def _version(self, source: dict[str, str | None]) -> str:
+        """`describe` of what the venv's python said of its mlebench (git runs once per source)."""
+        key = json.dumps(source, sort_keys=True)
+        if key not in self._versions:
+            self._versions[key] = describe(source)
+        return self._versions[key]
 
 
-def _normalise_mlebench_report(raw: dict[str, Any], said: list[str]) -> GraderReport:
+def _normalise_mlebench_report(raw: dict[str, Any], said: list[str], version: str | None) -> GraderReport:
     """MLE-bench's dict with a NaN/inf score turned into an invalid submission, and why it is invalid
     (the last thing MLE-bench logged while grading it)."""
     original = raw["score"]
@@ -236,7 +256,7 @@ def _normalise_mlebench_report(raw: dict[str, Any], said: list[str]) -> GraderRe
             reason = not_finite_reason(original)
         else:
             reason = f"mlebench: {said[-1]}" if said else "mlebench gave no score"
-    return GraderReport.model_validate({**raw, "invalid_reason": reason})
+    return GraderReport.model_validate({**raw, "invalid_reason": reason, "mlebench_version": version})
 
 
 def make_mlebench_grader(

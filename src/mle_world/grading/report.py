@@ -50,6 +50,9 @@ class GraderReport(CompetitionReport):
     invalid_reason: str | None = None
     """Null when the submission is valid; else why not (no file, the grader's error, a score that is
     not finite, a grading process that died)."""
+    mlebench_version: str | None = None
+    """The MLE-bench that graded (`grading/mlebench_version.py`: version, git commit, local changes);
+    null for the built-in grader of local competitions."""
 
 
 class GradingReport(CompetitionReport):
@@ -71,6 +74,10 @@ class GradingReport(CompetitionReport):
     """status.json's `attempt` when the submission was graded: the audit counts the report only while the
     trial's status is final and of this attempt (a rerun supersedes it). Null in reports written before
     it was recorded, or of a trial without status.json."""
+    mlebench_version: str | None = None
+    """The MLE-bench that graded it: `<version> (git <commit>[ with local changes sha256 <hex>])`; null for
+    the built-in grader, and in reports written before it was recorded. The audit names a table whose
+    reports were graded by different MLE-bench versions."""
 
 
 MLEBENCH_REPORT_FIELDS: tuple[str, ...] = tuple(CompetitionReport.model_fields)

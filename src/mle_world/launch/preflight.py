@@ -103,8 +103,9 @@ def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collec
     )
 
 
-def check_grading(trials: Sequence[PlannedTrial], data_dir: Path, local: Mapping[str, Path]) -> None:
+def check_grading(trials: Sequence[PlannedTrial], data_dir: Path, local: Mapping[str, Path]) -> str | None:
     """With --grade: every selected task can be graded here (mlebench installed, answers and a real
-    leaderboard in place), checked by grading no file; else one UserError line, before any trial runs."""
+    leaderboard in place), checked by grading no file; else one UserError line, before any trial runs.
+    Returns the MLE-bench that graded (recorded in launch.json), None for local competitions only."""
     with IsolatedGrader(data_dir, local) as grader:
-        grader.check(sorted({trial.spec.task for trial in trials}))
+        return grader.check(sorted({trial.spec.task for trial in trials}))
