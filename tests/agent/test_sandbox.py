@@ -19,8 +19,14 @@ from agent_helpers import sandbox_layout
 
 from mle_world.agent.interpreter import BoundedCapture, ProcessRunner
 from mle_world.agent.redaction import Redactor
-from mle_world.agent.sandbox import SandboxUnavailable, build_jail, effective_capabilities, is_mapped
-from mle_world.agent.syscall_filter import ABIS, CLONE_NEWUSER, X32_SYSCALL_BIT, user_namespace_filter
+from mle_world.agent.sandbox import (
+    SIGPENDING,
+    SandboxUnavailable,
+    build_jail,
+    effective_capabilities,
+    is_mapped,
+)
+from mle_world.agent.syscall_filter import ABIS, CLONE_NEWUSER, X32_SYSCALL_BIT, script_filter
 from mle_world.agent.workspace import TrialLayout, reset_run_submission, stage_submission
 from mle_world.records import SandboxSettings
 
@@ -389,14 +395,46 @@ def _verdict(program: bytes, arch: int, nr: int, arg0: int) -> int:
 
 @pytest.mark.parametrize("abi", sorted(ABIS))
 def test_the_syscall_filter_refuses_new_user_namespaces_on_every_abi(abi: int) -> None:
-    program = user_namespace_filter()
-    unshare, clone, clone3 = ABIS[abi]
+    program = script_filter()
+    unshare, clone, clone3, inotify = ABIS[abi]
     eperm, enosys, allow = 0x50001, 0x50026, 0x7FFF0000
     assert _verdict(program, abi, unshare, CLONE_NEWUSER | 0x20000) == eperm
     assert _verdict(program, abi, clone, CLONE_NEWUSER | 17) == eperm
     assert _verdict(program, abi, clone3, 0) == enosys
+    assert all(_verdict(program, abi, number, 0) == 0x50018 for number in inotify)  # EMFILE
     assert _verdict(program, abi, unshare, 0x20000) == allow  # other namespaces need capabilities
     assert _verdict(program, abi, clone, 0x01200011) == allow  # fork
     assert _verdict(program, abi, 0, 0) == allow
     assert _verdict(program, 0xC000003E, X32_SYSCALL_BIT | 272, CLONE_NEWUSER) == enosys
     assert _verdict(program, 0x12345678, unshare, 0) == enosys  # an ABI the filter does not know
+
+
+PER_UID = """
+import ctypes, os, signal, threading
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+print("inotify", fd, os.strerror(ctypes.get_errno()) if fd < 0 else "")
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+queued = 0
+try:
+    for queued in range(100_000):
+        signal.pthread_kill(threading.get_ident(), signal.SIGRTMIN)
+except OSError as error:
+    print("queued", queued, error)
+"""
+
+
+@needs_bwrap
+def test_a_script_cannot_take_what_its_host_uid_shares_with_the_node(tmp_path: Path) -> None:
+    """Inotify instances and queued signals are counted per host uid: under Enroot started by root a
+    script took all 128 instances and every pending signal of root, and every root process of the
+    node (systemd, slurmd, other trials' agents) failed to make one or to queue one while it ran."""
+    layout = sandbox_layout(tmp_path)
+    result = _runner(layout, SandboxSettings()).run(
+        PER_UID, args=[], timeout_s=60, log_path=tmp_path / "a.log"
+    )
+    out = result.term_out
+    assert result.ok, out
+    assert "inotify -1 Too many open files" in out, out
+    queued = int(out.split("queued ", 1)[1].split()[0])
+    assert queued <= SIGPENDING, out

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mle_world.agent.syscall_filter import INSTALL, NATIVE_MACHINES, user_namespace_filter
+from mle_world.agent.syscall_filter import INSTALL, NATIVE_MACHINES, script_filter
 from mle_world.agent.workspace import DATA_VIEW
 from mle_world.records import SandboxSettings
 
@@ -52,6 +52,11 @@ os.execv(sys.argv[end + 1], sys.argv[end + 1 :])
 """
 """Run as the sandbox's root before the script's command: bind mounts of devices made read-only."""
 TOOLS = ("bwrap", "setpriv", "unshare", "prlimit")
+SIGPENDING = 1024
+"""RLIMIT_SIGPENDING of a script: queued signals are counted per host uid (96,365 for root here), so a
+script that queued its default share blocked every root process's sigqueue, tgkill and POSIX timer."""
+MSGQUEUE_BYTES = 131072
+"""RLIMIT_MSGQUEUE of a script (one queue of the default size), likewise counted per host uid."""
 CODE_ID_IN_NAMESPACE = 65534
 """The uid and gid the script has inside its own user namespace."""
 _CAP_SETGID, _CAP_SETUID, _CAP_SETPCAP, _CAP_SYS_ADMIN = 6, 7, 8, 21
@@ -183,7 +188,14 @@ class Jail:
         cmd += ["--keep-caps", "--"]
         cmd += [self.tools["setpriv"], "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
         cmd += ["--ambient-caps=-all", "--"]
-        cmd += [self.tools["prlimit"], "--core=0"]
+        # Pending signals and POSIX message queues are counted per host uid too (for host uid 0: every
+        # root process of the node), each process against its own limit: small ones leave the rest room.
+        cmd += [
+            self.tools["prlimit"],
+            "--core=0",
+            f"--sigpending={SIGPENDING}",
+            f"--msgqueue={MSGQUEUE_BYTES}",
+        ]
         if s.max_processes is not None:
             cmd.append(f"--nproc={s.max_processes}")
         if s.memory_mb is not None:
@@ -283,5 +295,5 @@ def build_jail(
         drop_to=drop_to,
         own_userns=not caps >> _CAP_SYS_ADMIN & 1,
         python=os.path.realpath(python),
-        syscall_filter=user_namespace_filter() if platform.machine() in NATIVE_MACHINES else None,
+        syscall_filter=script_filter() if platform.machine() in NATIVE_MACHINES else None,
     )

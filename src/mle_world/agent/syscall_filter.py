@@ -1,4 +1,5 @@
-"""The seccomp filter that keeps a generated script from making user namespaces of its own.
+"""The seccomp filter that keeps a generated script from making user namespaces of its own or inotify
+instances.
 
 Reads nothing; returns a classic-BPF program (bytes) and the Python source that installs it and execs
 the script. Why (docs/threat-model.md): an unprivileged process may create a user namespace and hold
@@ -6,6 +7,9 @@ every capability inside it, which opens the kernel's namespaced code paths (netf
 there the script mounted tmpfs (memory no limit counts), cgroup v1 and v2 hierarchies (under Enroot or
 pyxis started by root, as host uid 0, it made cgroups on the host that outlived the trial; on kernels
 before the CVE-2022-0492 fix a v1 `release_agent` runs a program as host root), and netfilter sockets.
+Inotify instances are counted per host uid (128 by default) with no limit of the script's own: as host
+uid 0 a script took all of them, and every root process of the node (systemd, slurmd, other trials'
+agents) failed to make one while it ran.
 """
 
 from __future__ import annotations
@@ -17,19 +21,19 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 """Offsets in `struct seccomp_data`: the syscall number, the ABI, the low 32 bits of the first argument."""
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
-_EPERM, _ENOSYS = 1, 38
+_EPERM, _EMFILE, _ENOSYS = 1, 24, 38
 CLONE_NEWUSER = 0x10000000
 X32_SYSCALL_BIT = 0x40000000
 
 ABIS = {
-    # AUDIT_ARCH_*: (unshare, clone, clone3). Each host's compat ABI too (int 0x80 works from a
-    # 64-bit x86 process), else a script calls unshare through it.
-    0xC000003E: (272, 56, 435),  # x86_64 (x32 numbers have X32_SYSCALL_BIT: refused below)
-    0x40000003: (310, 120, 435),  # i386
-    0xC00000B7: (97, 220, 435),  # aarch64
-    0x40000028: (337, 120, 435),  # arm
+    # AUDIT_ARCH_*: (unshare, clone, clone3, inotify_init and inotify_init1). Each host's compat ABI
+    # too (int 0x80 works from a 64-bit x86 process), else a script calls unshare through it.
+    0xC000003E: (272, 56, 435, (253, 294)),  # x86_64 (x32 numbers have X32_SYSCALL_BIT: refused below)
+    0x40000003: (310, 120, 435, (291, 332)),  # i386
+    0xC00000B7: (97, 220, 435, (26,)),  # aarch64 (inotify_init1 only)
+    0x40000028: (337, 120, 435, (316, 360)),  # arm
 }
-"""Every ABI whose unshare and clone the filter knows; a syscall through any other gets ENOSYS."""
+"""Every ABI whose syscalls the filter knows; a syscall through any other gets ENOSYS."""
 NATIVE_MACHINES = ("x86_64", "aarch64")
 """`platform.machine()` of the hosts where the filter is installed (their ABIs are in ABIS)."""
 
@@ -38,28 +42,32 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, i
     return (code, jt, jf, k)
 
 
-def user_namespace_filter() -> bytes:
+def script_filter() -> bytes:
     """`struct sock_filter[]`: unshare and clone with CLONE_NEWUSER fail with EPERM, clone3 (whose
-    flags live in memory a filter cannot read) with ENOSYS, on which glibc falls back to clone."""
+    flags live in memory a filter cannot read) with ENOSYS, on which glibc falls back to clone;
+    inotify_init(1) with EMFILE, as at the kernel's own limit of instances."""
     program: list[tuple[int, int, int, int]] = [_insn(_LD_ABS_W, _ARCH)]
     blocks: list[list[tuple[int, int, int, int]]] = []
-    for unshare, clone, clone3 in ABIS.values():
+    for unshare, clone, clone3, inotify in ABIS.values():
         # Jump offsets count from the next instruction; each block ends in its own returns.
-        blocks.append(
-            [
-                _insn(_LD_ABS_W, _NR),
-                _insn(_JGE, X32_SYSCALL_BIT, 0, 1),
-                _insn(_RET, _ERRNO | _ENOSYS),
-                _insn(_JEQ, clone3, 0, 1),
-                _insn(_RET, _ERRNO | _ENOSYS),
-                _insn(_JEQ, unshare, 1, 0),
-                _insn(_JEQ, clone, 0, 3),
-                _insn(_LD_ABS_W, _ARG0),
-                _insn(_JSET, CLONE_NEWUSER, 0, 1),
-                _insn(_RET, _ERRNO | _EPERM),
-                _insn(_RET, _ALLOW),
-            ]
-        )
+        block = [
+            _insn(_LD_ABS_W, _NR),
+            _insn(_JGE, X32_SYSCALL_BIT, 0, 1),
+            _insn(_RET, _ERRNO | _ENOSYS),
+            _insn(_JEQ, clone3, 0, 1),
+            _insn(_RET, _ERRNO | _ENOSYS),
+        ]
+        for number in inotify:
+            block += [_insn(_JEQ, number, 0, 1), _insn(_RET, _ERRNO | _EMFILE)]
+        block += [
+            _insn(_JEQ, unshare, 1, 0),
+            _insn(_JEQ, clone, 0, 3),
+            _insn(_LD_ABS_W, _ARG0),
+            _insn(_JSET, CLONE_NEWUSER, 0, 1),
+            _insn(_RET, _ERRNO | _EPERM),
+            _insn(_RET, _ALLOW),
+        ]
+        blocks.append(block)
     dispatch_len = len(ABIS) + 1  # one jeq per ABI, then the return for an unknown one
     offset = dispatch_len - 1  # from the first jeq's successor to the first block
     for index, block in enumerate(blocks):
