@@ -16,6 +16,7 @@ from launchkit import make_plan
 
 from mle_world import layout
 from mle_world.audit import audit, run_audit
+from mle_world.audit.trialview import load_trial_view
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
 from mle_world.grading.builtin import BuiltinGrader
@@ -76,6 +77,10 @@ def test_a_rerun_supersedes_the_report_of_the_attempt_before_it(tmp_path: Path) 
     assert "Superseded: trials rerun after their report was written" in md
     summary = (tmp_path / "audit" / "summary.csv").read_text()
     assert "completeness,,,superseded,1,," in summary and "completeness,,,found,0,," in summary
+    # The trial's page (`run_paper.py show`, the audit's trial pages) shows no earlier attempt's score either.
+    view = load_trial_view(trial.trial_dir)
+    assert "grading report: rerun: attempt 2 running; the report of attempt 1 is not counted" in view.problems
+    assert not [label for label, _ in view.facts if label in ("score", "valid submission", "medal")]
     # A report written before attempts were recorded is superseded the same way while a rerun runs.
     old = json.loads(report.read_text())
     del old["attempt"]
@@ -107,3 +112,4 @@ def test_a_rerun_supersedes_the_report_of_the_attempt_before_it(tmp_path: Path) 
     (done,) = final.sweep.found
     assert done.report is not None and (done.report.attempt, done.report.trial_state) == (3, "succeeded")
     assert done.superseded is None and final.sweep.superseded == [] and final.rates[0].seeds_used == [34]
+    assert ("score", "1.5") in load_trial_view(trial.trial_dir).facts

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, load_journal_data
+from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.timeline import Timeline, budget_timeline
 from mle_world.layout import STATUS, report_beside
 from mle_world.records import Prediction, PredictionEvent, improves
@@ -272,6 +273,13 @@ def load_trial_view(
     spec, _ = read_json(trial_dir / "spec.json")
     if report is None:
         report, _ = read_json(report_beside(trial_dir))
+    if isinstance(report, Mapping) and isinstance(status, Mapping) and isinstance(status.get("state"), str):
+        superseded = superseded_by_rerun(
+            report.get("attempt"), status["state"], status.get("attempt"), status.get("cause")
+        )
+        if superseded is not None:  # an earlier attempt's score is not this trial's result
+            view.problems.append(f"grading report: {superseded}")
+            report = None
     for source in (spec, status, result, journal, report):
         if isinstance(source, dict) and isinstance(source.get("trial_id"), str):
             view.trial_id = trial_id or source["trial_id"]
