@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launchkit import fast_cluster, make_plan, max_overlap, timelines, update_status
+from launchkit import REPO, fast_cluster, make_plan, max_overlap, timelines, update_status
 from private_tmpfs import in_private_tmpfs
 from rich.console import Console
 
@@ -25,8 +25,10 @@ from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import make_job
 from mle_world.launch.liveness import launcher_lock
+from mle_world.launch.post_trial import TrialFinisher
 from mle_world.launch.state import StateError, read_status
-from mle_world.launch.trial import TrialSupervisor
+from mle_world.launch.trial import TrialSupervisor, to_grade
+from mle_world.layout import cost_path, report_beside
 from mle_world.plan.sweep_plan import LaunchOptions
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
@@ -185,9 +187,30 @@ def test_failed_trials_that_left_a_submission_are_graded(dirs: tuple[Path, Path]
 
     assert run_sweep(plan, options(), post_trial=hook, display=SilentDisplay()) == 1
     ids = [r.trial.trial_id for r in plan.commands]
-    assert seen == {ids[0]: "succeeded", ids[1]: "failed"}  # the failed trial without a submission: none
+    # Every ended trial reaches the hook (its costs are spent); the hook grades what `to_grade` says.
+    assert seen == {ids[0]: "succeeded", ids[1]: "failed", ids[2]: "failed"}
+    assert [to_grade(seen[i], r.trial.trial_dir) for i, r in zip(ids, plan.commands, strict=True)] == [
+        True,
+        True,
+        False,
+    ]
     failed = read_status(plan.commands[1].trial.trial_dir, ids[1])
     assert failed.state == "failed" and failed.failure_class == "infra"
+
+
+def test_a_failed_trial_without_a_submission_gets_its_cost_csv_and_no_report(dirs: tuple[Path, Path]) -> None:
+    """Its calls and executions were spent: without a cost CSV its spend was in no total (the post-trial
+    step ran only for trials it graded). It is not graded: no report, so the audit settles it as before."""
+    out, data = dirs
+    plan = make_plan(out, data, 2, mode=lambda i: ("crash", "agent-fail")[i], seconds=0.1)
+    finisher = TrialFinisher(out, data, REPO / "configs" / "prices.yaml", grade=True)
+    assert run_sweep(plan, options(), post_trial=finisher, display=SilentDisplay()) == 1
+    for cmd in plan.commands:
+        trial = cmd.trial
+        status = read_status(trial.trial_dir, trial.trial_id)
+        assert status.state == "failed" and "post-trial" not in (status.cause or "")
+        assert cost_path(out, trial.spec.configuration, trial.spec.task, trial.spec.seed).is_file()
+        assert not report_beside(trial.trial_dir).exists()
 
 
 def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:

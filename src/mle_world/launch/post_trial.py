@@ -13,12 +13,14 @@ from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
 from mle_world.grading.grader import grade_trial
 from mle_world.grading.isolation import IsolatedGrader
+from mle_world.launch.trial import to_grade
 from mle_world.plan.sweep import PlannedTrial
 
 
 @dataclass(frozen=True)
 class TrialFinisher:
-    """Picklable post-trial step (submitit ships it to Slurm jobs): account costs, then grade.
+    """Picklable post-trial step (submitit ships it to Slurm jobs): account costs (every ended trial:
+    a failed one without a submission spent too), then grade (what `to_grade` says).
 
     In that order so that a grading report, which records the trial's final state, is the last thing
     written: a failure accounting costs (a full disk, a bad price table) fails the trial as infra, and
@@ -32,6 +34,6 @@ class TrialFinisher:
 
     def __call__(self, trial: PlannedTrial, state: Literal["succeeded", "failed"] = "succeeded") -> None:
         write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))
-        if self.grade:
+        if self.grade and to_grade(state, trial.trial_dir):
             with IsolatedGrader(self.data_dir, self.local_competitions) as grader:
                 grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader, trial_state=state)

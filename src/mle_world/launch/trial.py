@@ -42,9 +42,10 @@ from mle_world.storage import write_model
 Outcome = Literal["succeeded", "failed", "interrupted", "skipped", "stale"]
 """skipped: the trial was already final; stale: this job's fencing token is not the trial's."""
 PostTrial = Callable[[PlannedTrial, Literal["succeeded", "failed"]], None]
-"""Runs on the host after the agent exits, with the trial's final state: grading and costs. It runs
-for succeeded trials and for failed ones that left a submission (MLE-bench grades whatever the agent
-left)."""
+"""Runs on the host after the agent exits, with the trial's final state: costs and grading. It runs for
+every trial that ended: its costs are spent whatever the outcome (a failed trial without a submission
+too); it grades succeeded trials and failed ones that left a submission (`to_grade`: MLE-bench grades
+whatever the agent left)."""
 
 INFRA_STOP_REASONS = ("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal")
 """Prefixes of the agent's stop_reason that blame the infrastructure, not the agent."""
@@ -322,7 +323,7 @@ class TrialSupervisor:
         if verdict.state == "failed" and result is None and not timed_out:
             oom = oom_cause(cgroup, oom_before)  # a SIGKILL, or an exit after a child was killed
             verdict = Verdict("failed", "infra", f"{oom} ({verdict.cause})") if oom else verdict
-        if self.post_trial is not None and to_grade(verdict.state, job.trial_dir):
+        if self.post_trial is not None:  # every ended trial's costs count; it grades what `to_grade` says
             try:
                 self.post_trial(job.trial, verdict.state)
             except Exception as exc:  # any hook crash is an infra failure of this trial, not of the sweep
