@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import yaml
+from fakeserver import Reply
 from rich.console import Console
 
 from mle_world.cli.display import RichDisplay
@@ -92,6 +93,24 @@ def test_server_without_tool_calling_is_reported_not_fatal(start_server) -> None
     text = out.getvalue()
     assert "no tool calling" in text and "JSON fallback" in text
     assert "n/a" in text
+
+
+def test_a_server_that_omits_usage_is_usable_and_a_note_says_so(start_server) -> None:
+    """Some OpenAI-compatible servers and proxies omit `usage`: the trial runs (its tokens unknown), and the
+    launch's probe says so once, naming the endpoint, before any trial spends a GPU-hour."""
+    srv = start_server(default=Reply(content="OK", usage=None))
+    usual = start_server()
+    console, out = _console()
+    probes = check_endpoints(
+        {"coder": EndpointSettings(url=srv.url), "world": EndpointSettings(url=usual.url)}, console
+    )
+    assert [(p.role, p.ok, p.reports_usage) for p in probes] == [
+        ("coder", True, False),
+        ("world", True, True),
+    ]
+    text = out.getvalue()
+    assert text.count("answers without token usage") == 1
+    assert f"note: coder endpoint {srv.url} answers without token usage" in text
 
 
 def test_configured_model_not_served(start_server) -> None:

@@ -74,6 +74,9 @@ class EndpointProbe:
     """Why tool calling is unsupported (the agent then uses its JSON fallback)."""
     error: str | None = None
     """Why the endpoint is unusable; None when it works."""
+    reports_usage: bool | None = None
+    """The completion carried token usage; None when no completion was made. Some OpenAI-compatible
+    servers and proxies omit it: the trials' token counts and per-token costs are then unknown."""
 
     @property
     def ok(self) -> bool:
@@ -213,7 +216,7 @@ def probe_endpoint(
 
     started = time.perf_counter()
     try:
-        client.chat.completions.create(
+        completion = client.chat.completions.create(
             model=model_id,
             messages=[{"role": "user", "content": "Reply with OK."}],
             max_tokens=1,
@@ -222,7 +225,9 @@ def probe_endpoint(
     except openai.OpenAIError as exc:
         return replace(base, error=f"completion failed: {describe(exc)}")
     latency = time.perf_counter() - started
-    probe = replace(base, latency_s=latency)
+    usage = getattr(completion, "usage", None)
+    reports_usage = isinstance(getattr(usage, "prompt_tokens", None), int)
+    probe = replace(base, latency_s=latency, reports_usage=reports_usage)
     if not check_tools:
         return probe
 
@@ -328,6 +333,11 @@ def check_endpoints(
         if p.ok and p.tool_calls is False:
             note = f"note: {p.role} endpoint has no tool calling ({p.tool_error})"
             display.say(note + "; the agent uses its JSON fallback")
+        if p.ok and p.reports_usage is False:
+            display.say(
+                f"note: {p.role} endpoint {p.url} answers without token usage: the trials record its calls' "
+                "tokens and per-token costs as unknown (costs/*.csv: calls_unknown_usage)"
+            )
     line = failure_line(probes, prefix)
     if line is not None:
         raise UserError(line)
