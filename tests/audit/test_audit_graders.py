@@ -41,6 +41,8 @@ def test_reports_graded_by_different_mlebench_versions_are_a_problem_and_provena
     md = (tmp_path / "a" / "report.md").read_text()
     problem = f"reports graded by different MLE-bench versions: {NEW} (2 reports), {OLD} (1 report)"
     assert f"- dir: {problem}" in md
+    # The launch's grading check ran NEW (a Slurm job grades on its compute node, maybe with another one).
+    assert f"- dir: {out}: launched with MLE-bench {NEW}, but reports were graded by {OLD} (1 report)" in md
     provenance = md.split("## Completeness")[0]
     assert f"image none; MLE-bench {NEW}; launched" in provenance  # the latest launch's grading check
     assert f"MLE-bench {NEW}: 2, MLE-bench {OLD}: 1; built-in grader or not recorded: 1" in provenance
@@ -49,4 +51,5 @@ def test_reports_graded_by_different_mlebench_versions_are_a_problem_and_provena
     # One version (and reports that record none): no problem, strict passes.
     _graded(out, "A", 34, NEW)
     assert run_audit([out], strict=True, out_dir=tmp_path / "a", plots=False, trial_pages=False) == 0
-    assert "different MLE-bench versions" not in (tmp_path / "a" / "report.md").read_text()
+    md = (tmp_path / "a" / "report.md").read_text()
+    assert "different MLE-bench versions" not in md and "but reports were graded by" not in md

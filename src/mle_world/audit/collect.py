@@ -18,7 +18,7 @@ from mle_world import layout
 from mle_world.audit.attempts import FINAL_STATES, superseded_by_rerun
 from mle_world.audit.cache import ParsedInputs, text_of
 from mle_world.audit.cost_totals import read_cost_totals
-from mle_world.audit.graders import mixed_versions, mlebench_versions
+from mle_world.audit.graders import graders_problems
 from mle_world.audit.listing import Canonical, expected_from_launch, name_list, name_set, names_in
 from mle_world.audit.listing import listing as listing_of
 from mle_world.audit.predictions import PredictionLines, predictions_of, read_predictions
@@ -360,9 +360,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                 trial.predictions_cache = parsed.get(
                     "events", events, read_predictions, encode_events, decode_events, predictions_of
                 )
-    mixed = mixed_versions(mlebench_versions(t.report for t in sweep.trials))
-    if mixed is not None:
-        sweep.problems.append(mixed)
+    sweep.problems += graders_problems(sweep.trials, provenances)
     # Dirs audited together (a gated and an ungated sweep) compare like one table: their code, served
     # models and image must agree, or the gap between regimes is not the gate's alone.
     if len(provenances) > 1:

@@ -5,9 +5,22 @@ Reads the counted grading reports' `mlebench_version` (passed in); writes nothin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
 
 from mle_world.grading.report import GradingReport
+from mle_world.records import LaunchProvenance
+
+
+class Graded(Protocol):
+    """A collected trial, as far as this module reads it."""
+
+    @property
+    def output_dir(self) -> Path: ...
+
+    @property
+    def report(self) -> GradingReport | None: ...
 
 
 def mlebench_versions(reports: Iterable[GradingReport | None]) -> dict[str, int]:
@@ -30,3 +43,26 @@ def mixed_versions(versions: dict[str, int]) -> str | None:
         f"{version} ({count} report{'s' * (count > 1)})" for version, count in versions.items()
     )
     return f"reports graded by different MLE-bench versions: {graded}"
+
+
+def graders_problems(trials: Iterable[Graded], launches: Mapping[Path, LaunchProvenance]) -> list[str]:
+    """The audit's problems about graders: reports graded by different MLE-bench versions, and a dir whose
+    reports were graded by another MLE-bench than its launch's grading check ran (a Slurm job grades on
+    its compute node, whose MLE-bench may not be the one on the node that launched)."""
+    trials = list(trials)
+    problems = []
+    mixed = mixed_versions(mlebench_versions(t.report for t in trials))
+    if mixed is not None:
+        problems.append(mixed)
+    for directory, launch in launches.items():
+        checked = launch.mlebench_version
+        versions = mlebench_versions(t.report for t in trials if t.output_dir == directory)
+        others = {version: count for version, count in versions.items() if version != checked}
+        if checked and others:
+            graded = ", ".join(
+                f"{version} ({count} report{'s' * (count > 1)})" for version, count in others.items()
+            )
+            problems.append(
+                f"{directory}: launched with MLE-bench {checked}, but reports were graded by {graded}"
+            )
+    return problems
