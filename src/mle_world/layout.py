@@ -5,6 +5,7 @@ Path arithmetic over an output dir, written once here; lists directories for the
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +95,26 @@ def spec_paths(output_dir: Path) -> list[Path]:
 
 def status_paths(output_dir: Path) -> list[Path]:
     """Every trial's status.json under the output dir, sorted."""
-    return sorted((output_dir / RUNS).glob(f"*/*/{STATUS}"))
+    return [Path(p) for p in status_candidates(output_dir) if os.path.isfile(p)]
+
+
+def status_candidates(output_dir: Path) -> list[str]:
+    """`runs/*/*/status.json` as sorted strings, without checking that each exists (a reader opening
+    them learns it anyway). Two levels of scandir and no Path per trial: pathlib's glob of the same
+    pattern, and a Path to open, took 0.35 s of a 10,000-trial `status`."""
+    found: list[str] = []
+    try:
+        with os.scandir(output_dir / RUNS) as entries:
+            groups = [e.path for e in entries if e.is_dir()]
+    except OSError:
+        return []
+    for group in groups:
+        try:
+            with os.scandir(group) as entries:
+                found.extend(os.path.join(e.path, STATUS) for e in entries if e.is_dir())
+        except OSError:
+            continue
+    return sorted(found)
 
 
 def report_paths(output_dir: Path) -> list[Path]:

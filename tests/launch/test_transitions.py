@@ -34,7 +34,7 @@ from mle_world.launch.state import (
     utcnow,
     withdraw_attempt,
 )
-from mle_world.launch.status import SweepStatus
+from mle_world.launch.sweep_summary import estimate_eta
 from mle_world.records import TrialStatus
 
 T = "t"
@@ -313,4 +313,4 @@ def test_the_eta_counts_a_finished_trials_runs_once(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done is not None
     waiting = TrialStatus(trial_id="u")
-    assert SweepStatus((done, waiting), ()).eta_s(parallelism=1) == 100.0
+    assert estimate_eta((done, waiting), utcnow()) == (100.0, 1)

@@ -187,3 +187,12 @@ def test_cli_estimate_bad_input_is_one_line_exit_2(
     assert len(err) == 4 and "--savings" in err[0] and "launch.json" in err[1]
     assert "--startup-s" in err[2] and "--overhead-s" in err[3]
     assert "Traceback" not in "".join(err)
+
+
+def test_busy_slots_start_later():
+    """`status`'s ETA: slots held by running trials free up after what is left of them."""
+    assert makespan([10.0], 2, busy_s=[5.0, 30.0]) == 30.0
+    assert makespan([10.0, 10.0], 2, busy_s=[5.0]) == 15.0  # one free slot, one free after 5 s
+    assert makespan([], 2, busy_s=[5.0, 7.0]) == 7.0
+    with pytest.raises(ValueError):
+        makespan([1.0], 1, busy_s=[1.0, 1.0])

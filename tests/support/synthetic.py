@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 CONFIGS = ("aide", "wm-point", "wm-strict", "wm-rank4", "wm-pairwise4", "wm-all-stages", "wm-blind")
@@ -18,13 +19,15 @@ COST_HEADER = (
 )
 
 
-def make_sweep(root: Path, n_reports: int, events: bool, seed: int = 0) -> list[Path]:
-    """Two output dirs (gated, ungated) holding about `n_reports` reports in total."""
+def make_sweep(
+    root: Path, n_reports: int, events: bool, seed: int = 0, regimes: tuple[str, ...] = ("gated", "ungated")
+) -> list[Path]:
+    """An output dir per regime (gated, ungated) holding about `n_reports` reports in total."""
     rng = random.Random(seed)
-    n_seeds = math.ceil(n_reports / (2 * len(CONFIGS) * len(TASKS)))
+    n_seeds = math.ceil(n_reports / (len(regimes) * len(CONFIGS) * len(TASKS)))
     dirs = []
     written = 0
-    for regime in ("gated", "ungated"):
+    for regime in regimes:
         out = root / f"paper-{regime}"
         trials = []
         for cfg in CONFIGS:
@@ -115,3 +118,63 @@ def add_irregularities(dirs: list[Path], seed: int = 0) -> None:
         reports[1].unlink()
         reports[2].write_text("{not json")
         (runs / "aide" / "stray_seed9_grading_report.json").write_text(reports[3].read_text())
+
+
+INFRA_CAUSES = (
+    "slurm job {array}_{index} CANCELLED without a result",
+    "slurm job {array}_{index} NODE_FAIL without a result",
+    "killed by SIGKILL",
+    "wall limit 43200+900 s exceeded",
+    "exit 1 without result.json: ModuleNotFoundError: No module named 'torch' (pid {index})",
+    "agent failed: endpoint_unavailable: coder http://gpu{index}:8000/v1 unreachable for 900 s",
+)
+AGENT_CAUSES = (
+    "agent failed: error: ValueError: could not convert string to float: 'x{index}'",
+    "agent failed: error: \x1b]52;c;aGk=\x07RuntimeError: CUDA error in step {index}",
+)
+
+
+def add_statuses(out: Path, seed: int = 0, running: int = 64, array: int = 4_000_000) -> dict[str, int]:
+    """status.json for every trial of an output dir's launch.json, as a Slurm sweep days in: most
+    succeeded, some failed (infra and agent, varied causes, a hostile one), `running` running, the
+    rest submitted or pending; failed trials get a logs/launcher.log; launch.json gets a real argv.
+    Times are relative to now. Slurm job ids start at `array` (none the local cluster knows). Returns
+    the counts by state."""
+    rng = random.Random(seed)
+    record = json.loads((out / "launch.json").read_text())
+    record["argv"] = ["--regime", record["regime"], "--backend", "slurm", "--grade", "--output-dir", str(out)]
+    (out / "launch.json").write_text(json.dumps(record))
+    now = datetime.now(UTC)
+    counts: dict[str, int] = {}
+    for i, trial in enumerate(record["trials"]):
+        slot = i % 100
+        state = "succeeded" if slot < 60 else "failed" if slot < 66 else "submitted"
+        if state == "submitted" and counts.get("running", 0) < running:
+            state = "running"
+        elif state == "submitted" and slot >= 98:
+            state = "pending"
+        counts[state] = counts.get(state, 0) + 1
+        status: dict[str, object] = {"trial_id": trial["trial_id"], "state": state, "backend": "slurm"}
+        if state != "pending":
+            status.update(attempt=1, token="s1", slurm_job_id=f"{array + i // 1000}_{i % 1000}",
+                          slurm_array_id=str(array + i // 1000),
+                          submitted_at=(now - timedelta(days=3)).isoformat())  # fmt: skip
+        if state in ("succeeded", "failed", "running"):
+            started = now - timedelta(seconds=rng.uniform(60, 43_200))
+            status.update(host=f"gpu{i % 16:02d}", gpu=str(i % 4), started_at=started.isoformat())
+        if state in ("succeeded", "failed"):
+            status.update(ended_at=now.isoformat(), wall_used_s=round(rng.uniform(3_600, 43_200), 1),
+                          exit_code=0 if state == "succeeded" else 1)  # fmt: skip
+        if state == "failed":
+            infra = slot < 64
+            causes = INFRA_CAUSES if infra else AGENT_CAUSES
+            cause = causes[i % len(causes)].format(array=array + i // 1000, index=i % 1000)
+            status.update(failure_class="infra" if infra else "agent", cause=cause)
+            logs = out / trial["trial_dir"] / "logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            lines = [f"step {n}: executing node n{n}" for n in range(40)] + [cause]
+            (logs / "launcher.log").write_text("\n".join(lines) + "\n")
+        path = out / trial["trial_dir"] / "status.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(status))
+    return counts

@@ -41,7 +41,7 @@ def require_output_dir(path: Path, what: str) -> Path:
     """An existing output dir of a launch (dry or real); anything else is refused before reading it."""
     if not path.is_dir():
         raise UserError(f"{what}: {path}: {not_a_dir(path)}")
-    from mle_world.launch.status import is_output_dir  # the launch package is not needed to plan
+    from mle_world.launch.sweep_state import is_output_dir  # the launch package is not needed to plan
 
     if not is_output_dir(path):
         raise UserError(f"{what}: {path}: not an output dir of run_paper.py (no launch.json)")

@@ -31,6 +31,9 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
         "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
     )
     p.add_argument("--interval", type=positive_float, default=5.0, help="seconds between redraws (5)")
+    p.add_argument(
+        "--json", action="store_true", help="print the summary as one JSON object (every failed trial too)"
+    )
 
 
 def add_cancel_flags(p: argparse.ArgumentParser) -> None:
@@ -114,9 +117,11 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
 
     if not args.output_dir.is_dir():
         raise UserError(f"status: {args.output_dir}: {not_a_dir(args.output_dir)}")
+    if args.watch and args.json:
+        raise UserError("status: --watch and --json exclude each other")
     if args.watch:
         return watch_status(args.output_dir.absolute(), console, args.interval)
-    return show_status(args.output_dir.absolute(), console)
+    return show_status(args.output_dir.absolute(), console, as_json=args.json)
 
 
 def recorded_launch(output_dir: Path) -> LaunchRecord | None:

@@ -20,7 +20,12 @@ from mle_world.records import LaunchRecord, TrialStatus
 
 
 def makespan(
-    durations: Sequence[float], parallelism: int, *, overhead_s: float = 0.0, startup_s: float = 0.0
+    durations: Sequence[float],
+    parallelism: int,
+    *,
+    overhead_s: float = 0.0,
+    startup_s: float = 0.0,
+    busy_s: Sequence[float] = (),
 ) -> float:
     """Wall time for trials started in order, each on the first free slot of `parallelism` slots.
 
@@ -28,12 +33,16 @@ def makespan(
     starts when a slot frees, in index order. `overhead_s` is the scheduler and launcher time a
     slot spends per trial besides the trial itself (submission, start, status bookkeeping);
     `startup_s` the time before the first trial starts (the array waiting in the queue, once).
+    `busy_s`: slots already taken, each free after the seconds given (what is left of the trials
+    running now: `status`'s ETA of a sweep under way); the other slots are free after `startup_s`.
     """
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+    if len(busy_s) > parallelism:
+        raise ValueError(f"{len(busy_s)} busy slots exceed parallelism {parallelism}")
     if not durations:
-        return 0.0
-    slots = [startup_s] * min(parallelism, len(durations))
+        return max(busy_s, default=0.0)
+    slots = sorted(busy_s) + [startup_s] * min(parallelism - len(busy_s), len(durations))  # a heap
     for seconds in durations:
         start = heapq.heappop(slots)
         heapq.heappush(slots, start + overhead_s + seconds)
@@ -111,11 +120,18 @@ def measured_times(output_dir: Path) -> dict[str, float]:
             status = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8"))
         except (OSError, ValidationError):
             continue
-        if status.state not in ("succeeded", "failed") or not (status.started_at and status.ended_at):
-            continue
-        # wall_used_s of a final trial already holds its last run (ended_at − started_at): not added.
-        times[trial_key(trial.trial_id)] = max(0.0, status.wall_used_s)
+        seconds = measured_seconds(status)
+        if seconds is not None:
+            times[trial_key(trial.trial_id)] = seconds
     return times
+
+
+def measured_seconds(status: TrialStatus) -> float | None:
+    """What a finished trial took (`wall_used_s`: all its runs), None while it is not finished."""
+    if status.state not in ("succeeded", "failed") or not (status.started_at and status.ended_at):
+        return None
+    # wall_used_s of a final trial already holds its last run (ended_at − started_at): not added.
+    return max(0.0, status.wall_used_s)
 
 
 def measured_savings(gated: Mapping[str, float], ungated: Mapping[str, float]) -> float:

@@ -1,0 +1,152 @@
+"""A sweep's state as its files and Slurm say it: every trial's status.json, the launcher's lock, and what
+squeue/sacct report about trials no launcher watches.
+
+Reads `runs/*/*/status.json`, `.launcher.lock` (its holder line) and asks squeue/sacct once each; writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from mle_world import layout
+from mle_world.errors import UserError
+from mle_world.identity import IDENTITY_FILE
+from mle_world.launch.liveness import launcher_alive
+from mle_world.records import TrialStatus
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    trials: tuple[TrialStatus, ...]
+    unreadable: tuple[tuple[Path, str], ...]
+    """status.json files that could not be read, with the problem."""
+    launcher_alive: bool = True
+    """False when no launcher holds the output dir's lock (a local sweep's trials cannot be progressing)."""
+    ended_jobs: tuple[tuple[str, str], ...] = ()
+    """(trial id, "12_3 CANCELLED"): Slurm trials still marked submitted/running whose job Slurm says
+    ended, with no launcher watching to record it (`ended_slurm_jobs`)."""
+    pending: tuple[tuple[str, int], ...] = ()
+    """Slurm's reasons for the sweep's pending tasks, most tasks first (`pending_in_slurm`)."""
+    launcher: str = ""
+    """The live launcher's holder line (`pid 123 on host`), empty when none runs."""
+
+    def orphaned(self) -> list[TrialStatus]:
+        """Local trials still marked submitted/running although their launcher is gone."""
+        if self.launcher_alive:
+            return []
+        return [t for t in self.trials if t.state in ("submitted", "running") and t.backend == "local"]
+
+    def stuck(self) -> int:
+        """Trials marked submitted/running that cannot progress: orphaned local ones, ended Slurm jobs."""
+        return len(self.orphaned()) + len(self.ended_jobs)
+
+    def counts(self) -> Counter[str]:
+        return Counter(t.state for t in self.trials)
+
+
+def configuration_of(trial_id: str) -> str:
+    parts = trial_id.split("/")
+    return parts[1] if len(parts) >= 4 else "?"
+
+
+OUTPUT_DIR_MARKERS = (layout.LAUNCH, IDENTITY_FILE)
+"""Files only a launch writes: the CLI's record, or the launcher's identity of the sweep."""
+
+
+def is_output_dir(path: Path) -> bool:
+    """A directory some launch (dry or real) has written to."""
+    return any((path / name).is_file() for name in OUTPUT_DIR_MARKERS)
+
+
+def ended_slurm_jobs(trials: Sequence[tuple[str | Path, TrialStatus]]) -> tuple[tuple[str, str], ...]:
+    """Slurm trials marked submitted/running whose job Slurm reports ended (CANCELLED, NODE_FAIL,
+    TIMEOUT, …) and whose status.json still says so after Slurm answered (a job records its own end
+    before it ends). Only a watching launcher records such an end; without one, `status` said
+    'running' for ever and `status --watch` never returned. Nothing when squeue/sacct cannot answer."""
+    active = [
+        (path, t)
+        for path, t in trials
+        if t.state in ("submitted", "running") and t.backend == "slurm" and t.slurm_job_id
+    ]
+    if not active or shutil.which("sacct") is None:
+        return ()
+    # Here, not at the top: the Slurm backend (and the planner it imports) is 0.07 s CPU that
+    # `audit` and `status` of a local sweep do not need (they import this module for is_output_dir).
+    from mle_world.launch.slurm_queries import ALIVE_STATES, query_states
+
+    view = query_states(sorted({t.slurm_job_id or "" for _, t in active}))
+    ended: list[tuple[str, str]] = []
+    for path, status in active:
+        state = view.states.get(status.slurm_job_id or "")
+        if state is None or state in ALIVE_STATES:
+            continue
+        try:
+            with open(path, "rb") as handle:
+                now = TrialStatus.model_validate_json(handle.read())
+        except (OSError, ValueError):
+            continue
+        if now.state in ("submitted", "running") and now.slurm_job_id == status.slurm_job_id:
+            ended.append((status.trial_id, f"{status.slurm_job_id} {state}"))
+    return tuple(ended)
+
+
+def pending_in_slurm(trials: Sequence[TrialStatus]) -> tuple[tuple[str, int], ...]:
+    """Why Slurm keeps the submitted trials' tasks waiting (Priority, Resources, JobArrayTaskLimit,
+    QOSMaxGRESPerUser, ...), from one squeue; nothing when no trial waits or squeue cannot answer."""
+    jobs = [
+        t.slurm_job_id for t in trials if t.state == "submitted" and t.backend == "slurm" and t.slurm_job_id
+    ]
+    if not jobs or shutil.which("squeue") is None:
+        return ()
+    from mle_world.launch.slurm_queries import query_pending_reasons
+
+    reasons = query_pending_reasons(jobs)
+    return tuple(reasons.most_common()) if reasons else ()
+
+
+def _holder(output_dir: Path) -> str:
+    try:
+        return (output_dir / layout.LAUNCHER_LOCK).read_text(encoding="utf-8", errors="replace").strip()[:200]
+    except OSError:
+        return ""
+
+
+def read_sweep_status(output_dir: Path) -> SweepStatus:
+    """Every trial's status.json under an output dir of run_paper.py (else a UserError)."""
+    if not output_dir.is_dir():
+        raise UserError(f"{output_dir}: no such output dir")
+    if not is_output_dir(output_dir):
+        raise UserError(f"{output_dir}: not an output dir of run_paper.py (no launch.json)")
+    trials: list[tuple[str, TrialStatus]] = []
+    bad: list[tuple[Path, str]] = []
+    for path in layout.status_candidates(output_dir):
+        try:
+            with open(path, "rb") as handle:
+                trials.append((path, TrialStatus.model_validate_json(handle.read())))
+        except FileNotFoundError:
+            continue  # a trial dir without a status (yet)
+        except OSError as exc:
+            bad.append((Path(path), exc.strerror or str(exc)))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            bad.append((Path(path), f"{where + ': ' if where else ''}{err['msg']}"))
+    alive = launcher_alive(output_dir)
+    ended = () if alive else ended_slurm_jobs(trials)  # a watching launcher records them itself
+    statuses = tuple(t for _, t in trials)
+    pending = pending_in_slurm(statuses)
+    return SweepStatus(
+        statuses,
+        tuple(bad),
+        launcher_alive=alive,
+        ended_jobs=ended,
+        pending=pending,
+        launcher=_holder(output_dir) if alive else "",
+    )

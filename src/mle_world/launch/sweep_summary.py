@@ -1,0 +1,325 @@
+"""What `status` tells about a sweep, bounded whatever its size: counts by configuration and state,
+failures grouped by cause with a few examples, the longest-running trials, Slurm's pending reasons, time
+used, an ETA simulated from measured trial times, and the exact next command. `status --json` prints it.
+
+Reads a `SweepStatus` and the output dir's launch.json (the sweep's argv, for the next command); writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from mle_world import layout
+from mle_world.launch.state import STATES
+from mle_world.launch.sweep_state import SweepStatus, configuration_of
+from mle_world.plan.estimate import makespan, measured_seconds, planned_times, trial_key
+from mle_world.records import TrialStatus
+
+EXAMPLES = 3
+"""Trial ids shown per failure cause."""
+LONGEST = 5
+"""Running trials shown (those running longest)."""
+CAUSE_CHARS = 300
+"""A cause is cut here: the agent's and servers' errors can be long."""
+
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b|\d+")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FailureGroup(_Model):
+    """Failed trials whose causes differ only in numbers (job ids, pids, steps, ports)."""
+
+    failure_class: str | None
+    cause: str
+    """The first trial's cause, cut at CAUSE_CHARS (untrusted text: escape it before a terminal)."""
+    trials: int
+    examples: tuple[str, ...]
+
+
+class FailedTrial(_Model):
+    trial_id: str
+    failure_class: str | None
+    cause: str | None
+    attempt: int
+    requeues: int
+
+
+class RunningTrial(_Model):
+    trial_id: str
+    host: str | None
+    gpu: str | None
+    elapsed_s: float
+    """Wall time of the trial's attempt so far: earlier interrupted runs and the current one."""
+    slurm_job_id: str | None
+    attempt: int
+    requeues: int
+    preemptions: int
+
+
+class SweepSummary(_Model):
+    """`run_paper.py status OUTPUT_DIR --json`: one object, the same facts as the terminal view."""
+
+    output_dir: str
+    updated_at: datetime
+    trials: int
+    counts: dict[str, int]
+    """Trials per state (every state, zeros included)."""
+    per_configuration: dict[str, dict[str, int]]
+    failed_infra: int
+    failed_agent: int
+    failures: tuple[FailureGroup, ...]
+    """Every cause, most trials first."""
+    failed_trials: tuple[FailedTrial, ...]
+    """Every failed trial (not shown on the terminal: `--json` is for scripts)."""
+    running: int
+    running_longest: tuple[RunningTrial, ...]
+    pending_in_slurm: dict[str, int]
+    """Slurm's reason → waiting tasks of this sweep."""
+    launcher_alive: bool
+    """A launcher holds the output dir's lock (it runs, or watches the Slurm jobs)."""
+    launcher: str | None
+    """That launcher's holder line (`pid N on HOST`)."""
+    orphaned: tuple[str, ...]
+    """Local trials marked submitted/running whose launcher is gone."""
+    ended_jobs: tuple[str, ...]
+    """Slurm jobs that ended without recording their trial's end (`12_3 CANCELLED`), no launcher watching."""
+    unreadable: tuple[str, ...]
+    """status.json files that could not be read, with the problem."""
+    trial_hours: float
+    """Wall time used by every trial so far (finished attempts and running ones)."""
+    gpu_hours: float
+    """The same weighted by the GPUs each trial was given."""
+    downtime_s: float
+    downtime_trials: int
+    requeues: int
+    preemptions: int
+    interrupted_trials: int
+    eta_s: float | None
+    """Seconds until every unfinished trial ends, simulated from the finished trials' times at the
+    current parallelism; 0 when none is left; None when it cannot be told (no finished trial yet, or no
+    launcher to run the local trials)."""
+    parallelism: int
+    """Slots the ETA assumes: the trials running now (at least 1)."""
+    finished: bool
+    """No trial is pending, submitted or running, or none of those can progress."""
+    next_commands: tuple[str, ...]
+    """What to run next, each a line: the sweep's own command with the flag it needs, or the audit."""
+
+
+def cause_key(failure_class: str | None, cause: str | None) -> str:
+    """Causes differing only in job ids, pids, ports or step numbers fall into one group."""
+    return f"{failure_class}|{_VARYING.sub('#', cause or '')[:CAUSE_CHARS]}"
+
+
+def group_failures(failed: list[TrialStatus]) -> tuple[FailureGroup, ...]:
+    groups: dict[str, list[TrialStatus]] = {}
+    for t in failed:
+        groups.setdefault(cause_key(t.failure_class, t.cause), []).append(t)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0].trial_id))
+    return tuple(
+        FailureGroup(
+            failure_class=g[0].failure_class,
+            cause=(g[0].cause or "(no cause recorded)")[:CAUSE_CHARS],
+            trials=len(g),
+            examples=tuple(t.trial_id for t in g[:EXAMPLES]),
+        )
+        for g in ordered
+    )
+
+
+def _elapsed(t: TrialStatus, now: datetime) -> float:
+    """A running trial's attempt so far: runs ended before (wall_used_s) plus the current one."""
+    current = (now - t.started_at).total_seconds() if t.started_at else 0.0
+    return max(0.0, current) + t.wall_used_s
+
+
+def _gpus(t: TrialStatus) -> int:
+    return len([g for g in (t.gpu or "").split(",") if g.strip()])
+
+
+def estimate_eta(trials: tuple[TrialStatus, ...], now: datetime) -> tuple[float | None, int]:
+    """(seconds left, parallelism): the unfinished trials simulated by `plan.estimate.makespan` with the
+    finished ones' times (the same trial's, else its configuration and task's, ..., as `estimate
+    --measured`), each running trial holding a slot for what its time leaves, at the parallelism seen
+    now (the trials running)."""
+    measured: dict[str, float] = {}
+    for t in trials:
+        seconds = measured_seconds(t)
+        if seconds is not None:
+            measured[trial_key(t.trial_id)] = seconds
+    running = [t for t in trials if t.state == "running"]
+    waiting = [t for t in trials if t.state in ("pending", "submitted")]
+    width = max(1, len(running))
+    if not running and not waiting:
+        return 0.0, width
+    if not measured:
+        return None, width
+    run_left = planned_times([trial_key(t.trial_id) for t in running], 0.0, measured)
+    busy = [max(0.0, planned - _elapsed(t, now)) for t, planned in zip(running, run_left, strict=True)]
+    todo = planned_times([trial_key(t.trial_id) for t in waiting], 0.0, measured)
+    return makespan(todo, width, busy_s=busy), width
+
+
+def _launch_argv(output_dir: Path) -> list[str] | None:
+    """The argv of the sweep's latest real launch (launch.json), None when unreadable."""
+    try:
+        argv = json.loads((output_dir / layout.LAUNCH).read_bytes()).get("argv")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(a) for a in argv] if isinstance(argv, list) and argv else None
+
+
+def _without_retry(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            if arg in ("infra", "all"):
+                continue
+        if arg == "--retry-failed":
+            skip = True
+            continue
+        if arg.startswith("--retry-failed="):
+            continue
+        out.append(arg)
+    return out
+
+
+def _command(output_dir: Path, argv: list[str], *extra: str) -> str:
+    return shlex.join(["python", "run_paper.py", *_without_retry(argv), *extra])
+
+
+def _cwd_note(output_dir: Path, argv: list[str]) -> str:
+    """A relative --output-dir in the argv is the sweep only from the directory it was launched in."""
+    for i, arg in enumerate(argv):
+        value = argv[i + 1] if arg == "--output-dir" and i + 1 < len(argv) else None
+        value = arg.split("=", 1)[1] if arg.startswith("--output-dir=") else value
+        if value is not None and not Path(value).is_absolute():
+            if Path(value).absolute() != output_dir.absolute():
+                return f" (from the directory the sweep was launched in: --output-dir {value} is relative)"
+            return ""
+    return ""
+
+
+def next_commands(output_dir: Path, sweep: SweepStatus, infra: int, agent: int) -> tuple[str, ...]:
+    """The exact next step: the sweep's own command (from launch.json) with --retry-failed when trials
+    failed, bare when a gone launcher or ended jobs left trials unrecorded; the audit when all is done."""
+    active = sum(1 for t in sweep.trials if t.state in ("pending", "submitted", "running"))
+    argv = _launch_argv(output_dir)
+    lines: list[str] = []
+    if argv is None:
+        if infra or agent or sweep.stuck():
+            lines.append("re-run the sweep's own command (launch.json is unreadable) with --retry-failed")
+        return tuple(lines)
+    note = _cwd_note(output_dir, argv)
+    stuck = sweep.stuck()
+    if infra or stuck:
+        what = f"{infra} infra failure(s)" if infra else ""
+        if stuck:
+            what += f"{' and ' if what else ''}{stuck} trial(s) no launcher will record"
+        when = " once the running launcher has finished" if sweep.launcher_alive else ""
+        lines.append(f"rerun {what}{when}{note}: {_command(output_dir, argv, '--retry-failed')}")
+    if agent:
+        lines.append(
+            f"also rerun the {agent} agent failure(s){note}: {_command(output_dir, argv, '--retry-failed', 'all')}"
+        )
+    if infra or agent:
+        lines.append(
+            "each failed trial reruns while attempt + requeues < cluster.launch.max_attempts; "
+            "the agent resumes from its journal"
+        )
+    if not lines and active == 0:
+        lines.append(f"audit it: {shlex.join(['python', 'run_paper.py', 'audit', str(output_dir)])}")
+    return tuple(lines)
+
+
+def summarise(output_dir: Path, sweep: SweepStatus, now: datetime) -> SweepSummary:
+    """The bounded view of `sweep` at `now`."""
+    counts = sweep.counts()
+    per_config: dict[str, Counter[str]] = {}
+    for t in sweep.trials:
+        per_config.setdefault(configuration_of(t.trial_id), Counter())[t.state] += 1
+    failed = [t for t in sweep.trials if t.state == "failed"]
+    infra = sum(1 for t in failed if t.failure_class == "infra")
+    running = sorted((t for t in sweep.trials if t.state == "running"), key=lambda t: -_elapsed(t, now))
+    hours = gpu_hours = 0.0
+    for t in sweep.trials:
+        seconds = (
+            t.wall_used_s
+            if t.state in ("succeeded", "failed")
+            else _elapsed(t, now)
+            if t.state == "running"
+            else t.wall_used_s
+        )
+        hours += seconds / 3600.0
+        gpu_hours += seconds * _gpus(t) / 3600.0
+    orphaned = sweep.orphaned()
+    eta, width = estimate_eta(sweep.trials, now)
+    if orphaned:
+        eta = None
+    active = sum(1 for t in sweep.trials if t.state in ("pending", "submitted", "running"))
+    interrupted = [t for t in sweep.trials if t.requeues or t.preemptions]
+    rode_out = [t for t in sweep.trials if t.downtime_s > 0]
+    return SweepSummary(
+        output_dir=str(output_dir),
+        updated_at=now,
+        trials=len(sweep.trials),
+        counts={s: counts[s] for s in STATES},
+        per_configuration={name: {s: c[s] for s in STATES} for name, c in sorted(per_config.items())},
+        failed_infra=infra,
+        failed_agent=len(failed) - infra,
+        failures=group_failures(failed),
+        failed_trials=tuple(
+            FailedTrial(
+                trial_id=t.trial_id,
+                failure_class=t.failure_class,
+                cause=t.cause,
+                attempt=t.attempt,
+                requeues=t.requeues,
+            )
+            for t in failed
+        ),
+        running=len(running),
+        running_longest=tuple(
+            RunningTrial(
+                trial_id=t.trial_id,
+                host=t.host,
+                gpu=t.gpu,
+                elapsed_s=_elapsed(t, now),
+                slurm_job_id=t.slurm_job_id,
+                attempt=t.attempt,
+                requeues=t.requeues,
+                preemptions=t.preemptions,
+            )
+            for t in running[:LONGEST]
+        ),
+        pending_in_slurm=dict(sweep.pending),
+        launcher_alive=sweep.launcher_alive,
+        launcher=sweep.launcher or None,
+        orphaned=tuple(t.trial_id for t in orphaned),
+        ended_jobs=tuple(job for _, job in sweep.ended_jobs),
+        unreadable=tuple(f"{path}: {problem}" for path, problem in sweep.unreadable),
+        trial_hours=hours,
+        gpu_hours=gpu_hours,
+        downtime_s=sum(t.downtime_s for t in rode_out),
+        downtime_trials=len(rode_out),
+        requeues=sum(t.requeues for t in interrupted),
+        preemptions=sum(t.preemptions for t in interrupted),
+        interrupted_trials=len(interrupted),
+        eta_s=eta,
+        parallelism=width,
+        finished=(active == 0 or bool(orphaned) or active == sweep.stuck()) and not sweep.unreadable,
+        next_commands=next_commands(output_dir, sweep, infra, len(failed) - infra),
+    )

@@ -1,0 +1,138 @@
+"""`status` of a large sweep: a bounded view (counts, causes grouped, longest running, ETA, next command)
+and `status --json` for scripts, on real files through the real CLI process.
+
+Reads nothing of the repository; writes a synthetic sweep (tests/support/synthetic.py) under tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from synthetic import add_statuses, make_sweep
+
+from mle_world.launch.sweep_state import SweepStatus
+from mle_world.launch.sweep_summary import SweepSummary, estimate_eta, group_failures, summarise
+from mle_world.plan.estimate import makespan
+from mle_world.records import TrialStatus
+
+REPO = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "run_paper.py"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    (out,) = make_sweep(tmp_path_factory.mktemp("status"), 1_200, events=False, regimes=("gated",))
+    return out, add_statuses(out, running=12)
+
+
+def test_status_of_a_large_sweep_is_bounded_and_says_what_to_run(sweep: tuple[Path, dict[str, int]]) -> None:
+    out, counts = sweep
+    proc = run("status", str(out))
+    assert proc.returncode == 1, proc.stderr  # some trials failed
+    text = proc.stdout
+    lines = text.splitlines()
+    assert len(lines) < 90, text  # 1,200 trials, 72 failed, 12 running: no line per trial
+    assert f"│ total         │ {counts['pending']:>7} │" in text
+    assert f"failed: {counts['failed']} (infra 48, agent 24) by cause" in text
+    # Causes differing only in job ids or steps are one group, with its count and examples.
+    assert "slurm job 4000000_60 CANCELLED without a result" in text and "NODE_FAIL" in text
+    assert text.count("CANCELLED without a result") == 1
+    assert "running: the 5 longest of 12" in text
+    assert "launcher: none running" in text
+    # A hostile cause is shown inert: its escape sequence as text, never the byte.
+    assert "\x1b" not in text and "\\x1b]52;c;aGk=\\x07RuntimeError" in text
+    assert "ETA: ~" in text and "at the current parallelism (12)" in text
+    assert "trial-hours" in text and "GPU-hours" in text
+    flags = f"--regime gated --backend slurm --grade --output-dir {out}"
+    assert f"next: rerun 48 infra failure(s): python run_paper.py {flags} --retry-failed\n" in text
+    assert f"python run_paper.py {flags} --retry-failed all" in text
+
+
+def test_status_json_is_the_summary_with_every_failed_trial(sweep: tuple[Path, dict[str, int]]) -> None:
+    out, counts = sweep
+    proc = run("status", str(out), "--json")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.isascii() and "\x1b" not in proc.stdout  # escapes, inert on a terminal too
+    summary = SweepSummary.model_validate_json(proc.stdout)
+    assert summary.counts == {s: counts.get(s, 0) for s in summary.counts}
+    assert len(summary.failed_trials) == counts["failed"]
+    assert sum(g.trials for g in summary.failures) == counts["failed"]
+    assert any("\x1b]52" in (t.cause or "") for t in summary.failed_trials)  # the data, unaltered
+    assert summary.running == 12 and len(summary.running_longest) == 5
+    assert summary.eta_s is not None and summary.eta_s > 0
+    assert not summary.finished and summary.next_commands
+
+
+def test_watch_and_json_exclude_each_other(sweep: tuple[Path, dict[str, int]]) -> None:
+    proc = run("status", str(sweep[0]), "--json", "--watch")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--watch and --json" in proc.stderr
+
+
+def status(trial: str, state: str, **fields: object) -> TrialStatus:
+    return TrialStatus.model_validate({"trial_id": f"gated/{trial}/seed34", "state": state, **fields})
+
+
+def test_the_eta_simulates_what_is_left_from_measured_times() -> None:
+    done = dict(started_at=NOW - timedelta(hours=2), ended_at=NOW - timedelta(hours=1))
+    trials = (
+        status("aide/a", "succeeded", wall_used_s=100.0, **done),
+        status("aide/b", "failed", wall_used_s=300.0, **done),
+        status("aide/c", "running", started_at=NOW - timedelta(seconds=40)),  # predicted 200 (mean)
+        status("wm-point/a", "running", started_at=NOW - timedelta(seconds=10), wall_used_s=20.0),
+        status("aide/a", "submitted"),  # measured (its earlier attempt): 100
+        status("wm-point/b", "pending"),  # no wm-point measured: the mean of all, 200
+    )
+    # Two slots (two trials run), free at 160 (200 - 40) and 170 (200 - 30 of two runs): the 100 s
+    # trial starts at 160, the 200 s one at 170 and ends last.
+    assert estimate_eta(trials, NOW) == (370.0, 2)
+    assert makespan([100.0, 200.0], 2, busy_s=[160.0, 170.0]) == 370.0
+    assert estimate_eta(trials[2:], NOW) == (None, 2)  # nothing finished yet
+    assert estimate_eta(trials[:2], NOW) == (0.0, 1)  # nothing left
+
+
+def test_causes_group_by_their_text_without_numbers() -> None:
+    failed = [
+        status(
+            f"aide/t{i}",
+            "failed",
+            failure_class="infra",
+            cause=f"slurm job 12_{i} CANCELLED without a result",
+        )
+        for i in range(5)
+    ] + [status("aide/x", "failed", failure_class="agent", cause="agent failed: error: boom")]
+    groups = group_failures(failed)
+    assert [(g.trials, g.failure_class) for g in groups] == [(5, "infra"), (1, "agent")]
+    assert groups[0].cause == "slurm job 12_0 CANCELLED without a result"
+    assert groups[0].examples == ("gated/aide/t0/seed34", "gated/aide/t1/seed34", "gated/aide/t2/seed34")
+
+
+def test_next_command_of_a_finished_sweep_is_the_audit(tmp_path: Path) -> None:
+    (tmp_path / "launch.json").write_text(
+        json.dumps({"argv": ["--regime", "gated", "--output-dir", "runs/x"]})
+    )
+    done = status("aide/a", "succeeded", wall_used_s=5.0, started_at=NOW, ended_at=NOW)
+    summary = summarise(tmp_path, SweepStatus((done,), (), launcher_alive=False), NOW)
+    assert summary.finished and summary.next_commands == (f"audit it: python run_paper.py audit {tmp_path}",)
+    failed = status("aide/b", "failed", failure_class="infra", cause="killed by SIGKILL")
+    summary = summarise(tmp_path, SweepStatus((done, failed), (), launcher_alive=False), NOW)
+    # The argv's relative --output-dir is this sweep only from where it was launched: said so.
+    assert summary.next_commands[0] == (
+        "rerun 1 infra failure(s) (from the directory the sweep was launched in: --output-dir runs/x is "
+        "relative): python run_paper.py --regime gated --output-dir runs/x --retry-failed"
+    )
