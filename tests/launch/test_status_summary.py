@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from synthetic import add_statuses, make_sweep
 
+from mle_world import layout
 from mle_world.launch.sweep_state import SweepStatus
 from mle_world.launch.sweep_summary import SweepSummary, estimate_eta, group_failures, summarise
 from mle_world.plan.estimate import makespan
@@ -81,7 +82,30 @@ def test_status_json_is_the_summary_with_every_failed_trial(sweep: tuple[Path, d
 
 def test_watch_and_json_exclude_each_other(sweep: tuple[Path, dict[str, int]]) -> None:
     proc = run("status", str(sweep[0]), "--json", "--watch")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--watch and --json" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "exclude each other" in proc.stderr
+
+
+def test_one_trial_with_its_logs_last_lines(sweep: tuple[Path, dict[str, int]]) -> None:
+    out, _ = sweep
+    hostile = next(
+        TrialStatus.model_validate_json(path.read_text())
+        for path in sorted(out.glob("runs/*/*/status.json"))
+        if "\\u001b]52" in path.read_text()  # JSON writes ESC so
+    )
+    proc = run("status", str(out), "--trial", hostile.trial_id, "--lines", "2")
+    assert proc.returncode == 1, proc.stderr  # it failed
+    text = proc.stdout
+    assert "state failed (agent), attempt 1" in text and "agent: not running" in text
+    assert "\x1b" not in text and text.count("\\x1b]52;c;aGk=\\x07RuntimeError") == 2  # cause and log line
+    assert "step 39: executing node n39" in text and "step 38" not in text  # the last 2 lines
+    # Without the regime, or as a directory, the same trial.
+    key = layout.parse_trial_id(hostile.trial_id)
+    assert key is not None
+    short = run("status", str(out), "--trial", hostile.trial_id.split("/", 1)[1], "--lines", "2")
+    folder = layout.trial_dir(out, key.configuration, key.task, key.seed)
+    assert short.stdout == text == run("status", str(out), "--trial", str(folder), "--lines", "2").stdout
+    bad = run("status", str(out), "--trial", "aide/nope/seed1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--trial aide/nope/seed1" in bad.stderr
 
 
 def status(trial: str, state: str, **fields: object) -> TrialStatus:

@@ -16,7 +16,13 @@ from rich.console import Console
 
 from mle_world import layout
 from mle_world.cli.checks import check_writable_dir, require_output_dir
-from mle_world.cli.options import default_config_path, default_data_dir, path_arg, positive_float
+from mle_world.cli.options import (
+    default_config_path,
+    default_data_dir,
+    path_arg,
+    positive_float,
+    positive_int,
+)
 from mle_world.errors import UserError, not_a_dir
 from mle_world.escapes import printable_line
 
@@ -34,6 +40,12 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json", action="store_true", help="print the summary as one JSON object (every failed trial too)"
     )
+    p.add_argument(
+        "--trial",
+        metavar="ID",
+        help="one trial (its id, e.g. gated/aide/iris-species/seed34, or its dir): state, cause, logs' last lines",
+    )
+    p.add_argument("--lines", type=positive_int, default=20, help="with --trial: lines of each log (20)")
 
 
 def add_cancel_flags(p: argparse.ArgumentParser) -> None:
@@ -117,8 +129,13 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
 
     if not args.output_dir.is_dir():
         raise UserError(f"status: {args.output_dir}: {not_a_dir(args.output_dir)}")
-    if args.watch and args.json:
-        raise UserError("status: --watch and --json exclude each other")
+    if sum((args.watch, args.json, args.trial is not None)) > 1:
+        raise UserError("status: --watch, --json and --trial exclude each other")
+    if args.trial is not None:
+        from mle_world.launch.status import show_trial
+
+        output_dir = require_output_dir(args.output_dir.absolute(), "status")
+        return show_trial(output_dir, args.trial, args.lines, console)
     if args.watch:
         return watch_status(args.output_dir.absolute(), console, args.interval)
     return show_status(args.output_dir.absolute(), console, as_json=args.json)

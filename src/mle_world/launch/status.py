@@ -1,5 +1,5 @@
-"""`run_paper.py status [--watch|--json] OUTPUT_DIR` on the terminal: the sweep's bounded summary drawn
-with rich, once or redrawn in place; or printed as JSON.
+"""`run_paper.py status [--watch|--json|--trial ID] OUTPUT_DIR` on the terminal: the sweep's bounded
+summary drawn with rich, once or redrawn in place, or printed as JSON; or one trial and its logs' tails.
 
 Reads the output dir through `sweep_state` and `sweep_summary`; writes only to the console.
 """
@@ -7,6 +7,7 @@ Reads the output dir through `sweep_state` and `sweep_summary`; writes only to t
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from mle_world.escapes import printable_line
 from mle_world.launch.state import STATES, utcnow
 from mle_world.launch.sweep_state import SweepStatus, read_sweep_status
 from mle_world.launch.sweep_summary import SweepSummary, summarise
+from mle_world.launch.trial_tail import find_trial_dir, read_trial_tail
 
 
 def _duration(seconds: float) -> str:
@@ -62,6 +64,10 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
         raise UserError(f"{path}: corrupt trial status: {problem}{more}")
     summary = summarise(output_dir, sweep, now)
     return StatusView(tuple(render_summary(summary)), summary.counts["failed"], summary.finished)
+
+
+def _status_command(output_dir: str, *flags: str) -> str:
+    return shlex.join(["python", "run_paper.py", "status", output_dir, *flags])
 
 
 def render_summary(s: SweepSummary) -> list[RenderableType]:
@@ -117,6 +123,14 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
                 Text("\n".join(printable_line(trial) for trial in group.examples)),
             )
         out.append(ft)
+        first = s.failures[0].examples[0]
+        out.append(
+            Text(
+                printable_line(
+                    f"one trial's state and logs: {_status_command(s.output_dir, '--trial', first)}"
+                )
+            )
+        )
         if len(s.failures) > MAX_CAUSES:
             rest = s.failures[MAX_CAUSES:]
             out.append(
@@ -241,3 +255,40 @@ def watch_status(
     if not console.is_terminal:
         console.line()  # Live ends its last frame with a newline only on a terminal
     return 1 if view.failed else 0
+
+
+def show_trial(output_dir: Path, trial: str, lines: int, console: Console) -> int:
+    """One trial: its state, cause and the last `lines` lines of its logs; exit 1 when it failed."""
+    tail = read_trial_tail(output_dir, find_trial_dir(output_dir, trial), lines)
+
+    def say(text: str, style: str | None = None) -> None:
+        # Causes and log lines are the agent's, the servers' and the generated code's words: inert.
+        console.print(Text(printable_line(text), style=style or ""), soft_wrap=True)
+
+    s = tail.status
+    say(f"{s.trial_id if s else trial} ({tail.trial_dir})", "bold")
+    if s is None:
+        say(f"status.json: unreadable ({tail.problem})", "yellow")
+    else:
+        parts = [f"state {s.state}" + (f" ({s.failure_class})" if s.failure_class else "")]
+        parts.append(f"attempt {s.attempt}, requeues {s.requeues}, preemptions {s.preemptions}")
+        if s.slurm_job_id:
+            parts.append(f"slurm job {s.slurm_job_id}")
+        if s.host:
+            parts.append(f"host {s.host}" + (f" gpu {s.gpu}" if s.gpu else ""))
+        for name, when in (("started", s.started_at), ("ended", s.ended_at)):
+            if when:
+                parts.append(f"{name} {when:%Y-%m-%d %H:%M:%S} UTC")
+        if s.wall_used_s:
+            parts.append(f"wall used {_duration(s.wall_used_s)}")
+        say(", ".join(parts))
+        if s.cause:
+            say(f"cause: {s.cause}")
+    say("agent: " + ("alive (holds .journal.lock)" if tail.agent_alive else "not running"))
+    for log in tail.logs:
+        say(f"── {log.path} (last {len(log.lines)} line(s)) ──", "dim")
+        for line in log.lines:
+            say(line)
+    if not tail.logs:
+        say("no logs yet")
+    return 1 if s is not None and s.state == "failed" else 0

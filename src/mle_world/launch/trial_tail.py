@@ -1,0 +1,87 @@
+"""One trial as `status OUTPUT_DIR --trial ID` shows it: its status.json, whether its agent still holds
+the journal lock, and the last lines of its logs (the launcher's, the agent's and Slurm's).
+
+Reads `<trial>/status.json`, `<trial>/logs/{launcher,agent}.log` and `<output_dir>/slurm/<job>_0_log.out`
+(their last 64 KiB); writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from mle_world import layout
+from mle_world.errors import UserError
+from mle_world.launch.liveness import agent_alive
+from mle_world.records import TrialStatus
+
+TAIL_BYTES = 64 * 1024
+"""Read at most this much from the end of a log: a runaway script's log can be gigabytes."""
+
+
+@dataclass(frozen=True)
+class LogTail:
+    path: Path
+    lines: tuple[str, ...]
+    """The last lines (untrusted: the agent's and the generated code's output; escape before showing)."""
+
+
+@dataclass(frozen=True)
+class TrialTail:
+    trial_dir: Path
+    status: TrialStatus | None
+    problem: str
+    """Why status.json could not be read (empty when it could)."""
+    agent_alive: bool
+    logs: tuple[LogTail, ...]
+
+
+def tail_lines(path: Path, n: int) -> tuple[str, ...] | None:
+    """The last `n` lines of a file, None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TAIL_BYTES))
+            data = handle.read()
+    except OSError:
+        return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if len(data) == TAIL_BYTES and lines:
+        lines = lines[1:]  # the first one is cut
+    return tuple(lines[-n:]) if n else ()
+
+
+def find_trial_dir(output_dir: Path, trial: str) -> Path:
+    """A trial id (`gated/aide/iris/seed34`, or without its regime) or a trial dir → the trial dir."""
+    key = layout.parse_trial_id(trial)
+    if key is None and trial.count("/") == 2:
+        key = layout.parse_trial_id(f"gated/{trial}")
+    if key is not None:
+        found = layout.trial_dir(output_dir, key.configuration, key.task, key.seed)
+    else:
+        found = Path(trial) if Path(trial).is_absolute() else Path.cwd() / trial
+    if not (found / layout.STATUS).is_file() and not (found / layout.SPEC).is_file():
+        raise UserError(
+            f"--trial {trial}: no such trial in {output_dir} (give its id, e.g. gated/aide/iris-species/seed34, "
+            "or its directory)"
+        )
+    return found
+
+
+def read_trial_tail(output_dir: Path, trial_dir: Path, lines: int) -> TrialTail:
+    status: TrialStatus | None = None
+    problem = ""
+    try:
+        status = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_bytes())
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    except ValidationError as exc:
+        problem = str(exc.errors()[0]["msg"])
+    paths = [trial_dir / "logs" / "launcher.log", trial_dir / "logs" / "agent.log"]
+    if status is not None and status.slurm_job_id:
+        paths.append(output_dir / "slurm" / f"{status.slurm_job_id}_0_log.out")  # submitit's, per task
+    logs = tuple(LogTail(path, got) for path in paths if (got := tail_lines(path, lines)) is not None)
+    return TrialTail(trial_dir, status, problem, agent_alive(trial_dir), logs)
