@@ -616,3 +616,8 @@ def test_default_gpu_on_a_host_without_gpus_is_refused_before_launch(tmp_path: P
         tmp_path, [*args, "--no-endpoint-check"], "--gpu-device 0: this host has no nvidia-smi"
     )
     assert "--gpu-device none" in line
+
+
+def test_no_wait_needs_the_slurm_backend(tmp_path: Path) -> None:
+    """The local pool runs its trials in the launching process: there is nothing to leave running."""
+    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--no-wait"], "--no-wait", "slurm")

@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,31 @@ from mle_world.launch import run_sweep, write_sbatch_preview
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import resume_action
 from mle_world.launch.slurm_queries import _expand
-from mle_world.launch.state import read_status
+from mle_world.launch.state import read_status, utcnow
+from mle_world.launch.sweep_state import read_sweep_status
+from mle_world.launch.sweep_summary import summarise
 from mle_world.plan.sweep_plan import LaunchOptions
 from mle_world.records import TrialStatus
 
 SLURM = LaunchOptions(backend="slurm", show_progress=False)
+
+
+@dataclass
+class ProgressRecord(SilentDisplay):
+    """What a launcher showed of its progress bar."""
+
+    total: int = 0
+    updates: list[tuple[int, int, int]] = field(default_factory=list)
+    stopped: bool = False
+
+    def start_progress(self, total: int) -> None:
+        self.total = total
+
+    def update_progress(self, done: int, running: int, failed: int) -> None:
+        self.updates.append((done, running, failed))
+
+    def stop_progress(self) -> None:
+        self.stopped = True
 
 
 def statuses(plan) -> list[TrialStatus]:  # type: ignore[no-untyped-def]
@@ -127,7 +148,9 @@ def test_scancel_is_an_infra_failure_and_retry_fixes_it(slurm_cluster: None, dir
     out, data = dirs
     plan = make_plan(out, data, 3, seconds=15.0, cluster=fast_cluster(parallelism=3))
     codes: list[int] = []
-    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, SLURM, display=SilentDisplay())))
+    shown = ProgressRecord()
+    watched = LaunchOptions(backend="slurm", show_progress=True)
+    launcher = threading.Thread(target=lambda: codes.append(run_sweep(plan, watched, display=shown)))
     launcher.start()
     first = plan.commands[0].trial
     wait_until(lambda: read_status(first.trial_dir, first.trial_id).state == "running", 60, "trial 0 running")
@@ -140,6 +163,12 @@ def test_scancel_is_an_infra_failure_and_retry_fixes_it(slurm_cluster: None, dir
     assert (dead.state, dead.failure_class) == ("failed", "infra")
     assert dead.cause == f"slurm job {job} CANCELLED without a result"
     assert [s.state for s in statuses(plan)[1:]] == ["succeeded", "succeeded"]
+    # The watching launcher's progress bar followed the array: (finished, running, failed) of 3.
+    assert shown.total == 3 and shown.updates[-1] == (3, 0, 1) and shown.stopped
+    assert any(running for _, running, _ in shown.updates)
+    summary = summarise(out, read_sweep_status(out), utcnow())
+    assert [(g.trials, g.failure_class, g.cause) for g in summary.failures] == [(1, "infra", dead.cause)]
+    assert summary.finished and summary.eta_s == 0.0
 
     retry = make_plan(out, data, 3, seconds=1.0, cluster=fast_cluster(parallelism=3))
     options = LaunchOptions(backend="slurm", show_progress=False, retry_failed="infra")

@@ -160,3 +160,18 @@ def test_next_command_of_a_finished_sweep_is_the_audit(tmp_path: Path) -> None:
         "rerun 1 infra failure(s) (from the directory the sweep was launched in: --output-dir runs/x is "
         "relative): python run_paper.py --regime gated --output-dir runs/x --retry-failed"
     )
+
+
+def test_a_launch_that_ended_with_failures_says_what_to_run(sweep: tuple[Path, dict[str, int]]) -> None:
+    """What `execute_plan` prints after `run_sweep` returned 1: where the causes are, and the command."""
+    from rich.console import Console
+
+    from mle_world.cli.sweep import _say_next
+
+    out, _ = sweep
+    err = Console(record=True, width=80, file=open(os.devnull, "w"))  # noqa: SIM115
+    _say_next(out, err)
+    lines = err.export_text().splitlines()
+    assert lines[0] == f"[launch] next: failures by cause: python run_paper.py status {out}"
+    assert lines[1].startswith("[launch] next: rerun 48 infra failure(s): python run_paper.py --regime gated")
+    assert lines[1].endswith(" --retry-failed")  # one line however long: it is copied whole

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from mle_world.cli.options import (
 )
 from mle_world.cli.planning import plan_from_args, write_plan_files
 from mle_world.errors import ConfigError, UserError
+from mle_world.escapes import printable_line
 from mle_world.identity import ALLOW_PROVENANCE_FLAG, check_provenance, check_sweep_identity
 from mle_world.plan.config import (
     PaperConfig,
@@ -115,6 +117,11 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     )
     r.add_argument("--trials-per-gpu", type=positive_int, default=1, help="trials sharing one GPU (1)")
     r.add_argument("--no-progress", action="store_true", help="no live progress bar (for logs)")
+    r.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="--backend slurm: submit and return, without watching the jobs (follow with `status`)",
+    )
     r.add_argument("--no-endpoint-check", action="store_true", help="skip probing endpoints before launching")
     k = p.add_argument_group("one trial (Kapso-style)")
     k.add_argument("-c", "--competition", type=non_empty, help="run one competition (one trial)")
@@ -218,6 +225,11 @@ def _load_prices_flag(args: argparse.Namespace) -> Path:
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
     from mle_world.launch.local import parse_gpu_devices
 
+    if args.no_wait and args.backend != "slurm":
+        raise UserError(
+            "--no-wait: only with --backend slurm (the local pool runs its trials in this process)"
+        )
+
     text = args.gpu_device
     from_env = False
     if text is None:
@@ -241,6 +253,7 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
         grade=args.grade,
         retry_failed=args.retry_failed,
         show_progress=not args.no_progress,
+        wait=not args.no_wait,
     )
 
 
@@ -306,4 +319,18 @@ def execute_plan(
         check_launch=check_launch,
     )
     write_cost_summary(plan.output_dir)
+    if code == 1:
+        _say_next(plan.output_dir, err)
     return code
+
+
+def _say_next(output_dir: Path, err: Console) -> None:
+    """After a launch whose trials failed: where to look, and the exact command that reruns them."""
+    from mle_world.launch.state import utcnow
+    from mle_world.launch.sweep_state import read_sweep_status
+    from mle_world.launch.sweep_summary import summarise
+
+    summary = summarise(output_dir, read_sweep_status(output_dir), utcnow())
+    lines = [f"failures by cause: {shlex.join(['python', 'run_paper.py', 'status', str(output_dir)])}"]
+    for line in (*lines, *summary.next_commands):
+        err.print(f"[launch] next: {printable_line(line)}", markup=False, highlight=False, soft_wrap=True)

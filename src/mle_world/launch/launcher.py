@@ -367,16 +367,24 @@ class SweepLauncher:
             held[:] = self._submit_slurm(submitter, left, again=True) if left else []
             return bool(held)
 
-        watch(
-            self.plan.commands,
-            submitter,
-            say=self._say,
-            poll_s=self.poll_s,
-            lost_after_s=self.lost_after_s,
-            query_interval_s=self.plan.cluster.slurm.query_interval_s,
-            refill=refill if held else None,
-            mem_gb=self.plan.cluster.slurm.mem_gb,
-        )
+        show = self.options.show_progress
+        if show:
+            self.display.start_progress(len(self.plan.commands))
+        try:
+            watch(
+                self.plan.commands,
+                submitter,
+                say=self._say,
+                poll_s=self.poll_s,
+                lost_after_s=self.lost_after_s,
+                query_interval_s=self.plan.cluster.slurm.query_interval_s,
+                refill=refill if held else None,
+                mem_gb=self.plan.cluster.slurm.mem_gb,
+                progress=self.display.update_progress if show else None,
+            )
+        finally:
+            if show:
+                self.display.stop_progress()
 
 
 def run_sweep(

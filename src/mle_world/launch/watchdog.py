@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from mle_world.launch.slurm import Submitter
@@ -28,23 +29,29 @@ def watch(
     query_interval_s: float = 0.0,
     refill: Callable[[], bool] | None = None,
     mem_gb: int = 0,
+    progress: Callable[[int, int, int], None] | None = None,
 ) -> None:
     """Wait until every trial is final. A job Slurm reports finished (twice in a row) while its status
     is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra; so is a job
     that squeue and sacct both *answer* they do not know, for `lost_after_s` in a row. When both tools
     fail nothing is declared: it waits and says so. The status files are read every `poll_s`; Slurm is
     asked (one squeue and one sacct for the whole sweep) at most every `query_interval_s`, and then
-    `refill` submits the next wave of trials an accounting limit held back (True while some wait)."""
+    `refill` submits the next wave of trials an accounting limit held back (True while some wait).
+    `progress` gets (finished, running, failed) after each read of the status files."""
     suspicious: dict[str, int] = {}
     unknown_since: dict[str, float] = {}
     blind = False
     asked = -math.inf
     while True:
         active: list[tuple[TrialCommand, TrialStatus]] = []
+        states: Counter[str] = Counter()
         for cmd in commands:
             status = read_status(cmd.trial.trial_dir, cmd.trial.trial_id)
+            states[status.state] += 1
             if status.state in ("submitted", "running") and status.backend == "slurm":
                 active.append((cmd, status))
+        if progress is not None:
+            progress(states["succeeded"] + states["failed"], states["running"], states["failed"])
         if not active and refill is None:
             return
         if time.monotonic() - asked < query_interval_s:
