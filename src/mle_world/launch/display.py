@@ -8,7 +8,8 @@ for library callers and tests. Writes only to the stream it is given.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
@@ -68,3 +69,19 @@ class SilentDisplay(PlainDisplay):
 
     def say(self, text: str) -> None:
         pass
+
+
+@contextmanager
+def progress_bar(
+    display: Display, total: int, shown: bool
+) -> Iterator[Callable[[int, int, int], None] | None]:
+    """`display`'s progress bar over `total` trials while the block runs (when `shown`); yields its update
+    function (None when not shown) and stops the bar however the block ends."""
+    if not shown:
+        yield None
+        return
+    display.start_progress(total)
+    try:
+        yield display.update_progress
+    finally:
+        display.stop_progress()

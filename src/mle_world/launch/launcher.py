@@ -21,7 +21,7 @@ from typing import Literal
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
-from mle_world.launch.display import Display, PlainDisplay
+from mle_world.launch.display import Display, PlainDisplay, progress_bar
 from mle_world.launch.intents import reconcile, submit_arrays
 from mle_world.launch.liveness import agent_alive, launcher_lock
 from mle_world.launch.local import run_pool
@@ -367,10 +367,7 @@ class SweepLauncher:
             held[:] = self._submit_slurm(submitter, left, again=True) if left else []
             return bool(held)
 
-        show = self.options.show_progress
-        if show:
-            self.display.start_progress(len(self.plan.commands))
-        try:
+        with progress_bar(self.display, len(self.plan.commands), self.options.show_progress) as progress:
             watch(
                 self.plan.commands,
                 submitter,
@@ -380,11 +377,8 @@ class SweepLauncher:
                 query_interval_s=self.plan.cluster.slurm.query_interval_s,
                 refill=refill if held else None,
                 mem_gb=self.plan.cluster.slurm.mem_gb,
-                progress=self.display.update_progress if show else None,
+                progress=progress,
             )
-        finally:
-            if show:
-                self.display.stop_progress()
 
 
 def run_sweep(

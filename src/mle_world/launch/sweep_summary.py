@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from mle_world import layout
+from mle_world.identity import ALLOW_PROVENANCE_FLAG
 from mle_world.launch.state import STATES
 from mle_world.launch.sweep_state import SweepStatus, configuration_of
 from mle_world.plan.estimate import makespan, measured_seconds, planned_times, trial_key
@@ -191,8 +192,8 @@ def _without_retry(argv: list[str]) -> list[str]:
         if arg == "--retry-failed":
             skip = True
             continue
-        if arg.startswith("--retry-failed="):
-            continue
+        if arg.startswith("--retry-failed=") or arg == ALLOW_PROVENANCE_FLAG:
+            continue  # an override is for the launch it was given to: a later change must be seen again
         out.append(arg)
     return out
 
