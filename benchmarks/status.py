@@ -3,7 +3,7 @@
 Writes one output dir (launch.json, grading reports, cost CSVs, events and a status.json per trial: most
 succeeded, 6 % failed with varied causes, 64 running, the rest submitted or pending; tests/support/
 synthetic.py) under a temp dir (or --keep DIR) and prints a table of whole-process runs (median wall and
-CPU of --repeats): `status`, `status --json`, and bare `python -c pass` as the baseline measured in the
+CPU of --repeats): `status`, `status --json`, `status --costs` (every cost CSV read), and bare `python -c pass` as the baseline measured in the
 same run. `--against CHECKOUT` adds the same commands run from another checkout's run_paper.py and src/
 (e.g. /work/main before a change), so before and after share one table. Also prints how many lines
 `status` wrote. The trials' Slurm job ids are ones no cluster here knows: where squeue/sacct exist, their
@@ -79,8 +79,10 @@ def main() -> None:
             the_env = {**env, "PYTHONPATH": str(checkout / "src")}
             status = [py, str(checkout / "run_paper.py"), "status", str(out)]
             cases[f"run_paper.py status{label}"] = (status, the_env)
-            if not label or "--json" in (checkout / "src/mle_world/cli/results.py").read_text():
-                cases[f"run_paper.py status --json{label}"] = ([*status, "--json"], the_env)
+            flags = (checkout / "src/mle_world/cli/results.py").read_text()
+            for flag in ("--json", "--costs"):
+                if not label or flag in flags:
+                    cases[f"run_paper.py status {flag}{label}"] = ([*status, flag], the_env)
         results = {name: whole_process(cmd, args.repeats, e) for name, (cmd, e) in cases.items()}
         base_wall, base_cpu, _ = results["python -c pass"]
         print()

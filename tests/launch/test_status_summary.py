@@ -80,6 +80,18 @@ def test_status_json_is_the_summary_with_every_failed_trial(sweep: tuple[Path, d
     assert not summary.finished and summary.next_commands
 
 
+def test_costs_add_the_spend_so_far_per_role(sweep: tuple[Path, dict[str, int]]) -> None:
+    out, _ = sweep
+    text = run("status", str(out), "--costs").stdout
+    # Every synthetic trial's CSV: each of the four roles $0.25 a trial, over 1,200 trials.
+    assert "spend so far: the cost CSVs of 1200 finished trial(s)" in text
+    assert "│ coder     │   1200 │     1,200,000 │           120,000 │     120.0 │   $300.00 │" in text
+    assert "$1,200.00" in text
+    summary = SweepSummary.model_validate_json(run("status", str(out), "--costs", "--json").stdout)
+    assert summary.spend is not None and sum(r.cost_usd or 0 for r in summary.spend) == pytest.approx(1200.0)
+    assert SweepSummary.model_validate_json(run("status", str(out), "--json").stdout).spend is None
+
+
 def test_watch_and_json_exclude_each_other(sweep: tuple[Path, dict[str, int]]) -> None:
     proc = run("status", str(sweep[0]), "--json", "--watch")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "exclude each other" in proc.stderr

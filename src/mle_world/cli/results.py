@@ -41,6 +41,11 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print the summary as one JSON object (every failed trial too)"
     )
     p.add_argument(
+        "--costs",
+        action="store_true",
+        help="add the spend so far per role (tokens, GPU-hours, $) from every finished trial's cost CSV",
+    )
+    p.add_argument(
         "--trial",
         metavar="ID",
         help="one trial (its id, e.g. gated/aide/iris-species/seed34, or its dir): state, cause, logs' last lines",
@@ -137,8 +142,8 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         output_dir = require_output_dir(args.output_dir.absolute(), "status")
         return show_trial(output_dir, args.trial, args.lines, console)
     if args.watch:
-        return watch_status(args.output_dir.absolute(), console, args.interval)
-    return show_status(args.output_dir.absolute(), console, as_json=args.json)
+        return watch_status(args.output_dir.absolute(), console, args.interval, costs=args.costs)
+    return show_status(args.output_dir.absolute(), console, as_json=args.json, costs=args.costs)
 
 
 def recorded_launch(output_dir: Path) -> LaunchRecord | None:

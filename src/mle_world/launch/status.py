@@ -23,7 +23,7 @@ from mle_world.errors import UserError
 from mle_world.escapes import printable_line
 from mle_world.launch.state import STATES, utcnow
 from mle_world.launch.sweep_state import SweepStatus, read_sweep_status
-from mle_world.launch.sweep_summary import SweepSummary, summarise
+from mle_world.launch.sweep_summary import Spend, SweepSummary, summarise
 from mle_world.launch.trial_tail import find_trial_dir, read_trial_tail
 
 
@@ -51,7 +51,9 @@ def _hours(hours: float) -> str:
     return f"{hours:,.1f}"
 
 
-def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: bool = True) -> StatusView:
+def status_view(
+    output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: bool = True, costs: bool = False
+) -> StatusView:
     """The bounded view of a sweep (`sweep_summary.summarise`) as rich renderables: a few dozen lines
     whatever its size. Raises UserError for an unreadable status.json under `strict`; otherwise shows it
     as a warning (a live view keeps going while a file is being replaced)."""
@@ -62,7 +64,7 @@ def status_view(output_dir: Path, sweep: SweepStatus, now: datetime, *, strict: 
         path, problem = sweep.unreadable[0]
         more = f" (and {len(sweep.unreadable) - 1} more)" if len(sweep.unreadable) > 1 else ""
         raise UserError(f"{path}: corrupt trial status: {problem}{more}")
-    summary = summarise(output_dir, sweep, now)
+    summary = summarise(output_dir, sweep, now, costs=costs)
     return StatusView(tuple(render_summary(summary)), summary.counts["failed"], summary.finished)
 
 
@@ -152,6 +154,8 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
             if r in PENDING_HINTS
         )
     out.append(Text(f"time used: {_hours(s.trial_hours)} trial-hours, {_hours(s.gpu_hours)} GPU-hours"))
+    if s.spend is not None:
+        out.append(_spend_table(s.spend))
     if s.downtime_trials:
         out.append(
             Text(
@@ -213,15 +217,40 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
     return out
 
 
-def show_status(output_dir: Path, console: Console, *, as_json: bool = False) -> int:
-    """Print the sweep's state (or, `as_json`, its `SweepSummary`); exit 1 when some trial failed, else 0."""
+def _spend_table(spend: tuple[Spend, ...]) -> RenderableType:
+    if not spend:
+        return Text("spend so far: no cost CSV yet (each trial's is written when it ends)")
+    table = Table(title=f"spend so far: the cost CSVs of {max(r.trials for r in spend)} finished trial(s)")
+    for col in ("role", "trials", "prompt tokens", "completion tokens", "GPU-hours", "cost"):
+        table.add_column(col, justify="left" if col == "role" else "right")
+
+    def num(value: float | None, fmt: str) -> str:
+        return "" if value is None else format(value, fmt)
+
+    for r in spend:
+        cost = (
+            f"${r.cost_usd:,.2f}" if r.cost_usd is not None else f"unknown ({r.trials_cost_unknown} trials)"
+        )
+        table.add_row(
+            Text(printable_line(r.role)), str(r.trials), num(r.prompt_tokens, ","),
+            num(r.completion_tokens, ","), num(r.gpu_hours, ",.1f"), cost,
+        )  # fmt: skip
+    known = [r.cost_usd for r in spend]
+    total = f"${sum(c for c in known if c is not None):,.2f}" + ("" if None not in known else " + unknown")
+    table.add_row("[bold]total", "", "", "", "", f"[bold]{total}")
+    return table
+
+
+def show_status(output_dir: Path, console: Console, *, as_json: bool = False, costs: bool = False) -> int:
+    """Print the sweep's state (or, `as_json`, its `SweepSummary`); exit 1 when some trial failed, else 0.
+    `costs` adds the spend so far (reads every cost CSV)."""
     sweep = read_sweep_status(output_dir)
     if as_json:
-        summary = summarise(output_dir, sweep, utcnow())
+        summary = summarise(output_dir, sweep, utcnow(), costs=costs)
         # ensure_ascii: every control and non-ASCII character of a cause is an escape, inert on a terminal.
         print(json.dumps(summary.model_dump(mode="json"), indent=2, ensure_ascii=True))
         return 1 if summary.counts["failed"] else 0
-    view = status_view(output_dir, sweep, utcnow())
+    view = status_view(output_dir, sweep, utcnow(), costs=costs)
     for renderable in view.renderables:
         # soft_wrap: a line (a command to copy, a path) stays one line in a log or a pipe.
         console.print(renderable, soft_wrap=isinstance(renderable, Text))
@@ -233,6 +262,8 @@ def watch_status(
     console: Console,
     interval_s: float = 5.0,
     sleep: Callable[[float], None] = time.sleep,
+    *,
+    costs: bool = False,
 ) -> int:
     """Redraw the status every `interval_s` in place until every trial finished (or Ctrl-C).
 
@@ -242,7 +273,7 @@ def watch_status(
 
     def frame() -> tuple[Group, StatusView]:
         now = utcnow()
-        view = status_view(output_dir, read_sweep_status(output_dir), now, strict=False)
+        view = status_view(output_dir, read_sweep_status(output_dir), now, strict=False, costs=costs)
         footer = Text(f"updated {now:%H:%M:%S} UTC · every {interval_s:g}s · Ctrl-C to leave", style="dim")
         return Group(*view.renderables, footer), view
 

@@ -68,6 +68,19 @@ class RunningTrial(_Model):
     preemptions: int
 
 
+class Spend(_Model):
+    """One role's usage so far, summed over the cost CSVs of the finished trials (`status --costs`)."""
+
+    role: str
+    trials: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    """None when some trial's cost is unknown (a model without a price)."""
+    trials_cost_unknown: int
+
+
 class SweepSummary(_Model):
     """`run_paper.py status OUTPUT_DIR --json`: one object, the same facts as the terminal view."""
 
@@ -116,6 +129,29 @@ class SweepSummary(_Model):
     """No trial is pending, submitted or running, or none of those can progress."""
     next_commands: tuple[str, ...]
     """What to run next, each a line: the sweep's own command with the flag it needs, or the audit."""
+    spend: tuple[Spend, ...] | None = None
+    """Per role (coder, feedback, world, execution), with `--costs`; None when not asked."""
+
+
+def read_spend(output_dir: Path) -> tuple[Spend, ...]:
+    """Every finished trial's cost CSV summed per role (costs/summary.csv is written only when a launch
+    ends: during a sweep, or after `--no-wait`, it is stale). Reads `costs/*.csv`."""
+    from mle_world.costs.summary import read_cost_rows, summarise_cost_rows
+
+    rows, _ = read_cost_rows(layout.costs_dir(output_dir))
+    groups = summarise_cost_rows({**row, "regime": "", "configuration": ""} for row in rows)
+    return tuple(
+        Spend(
+            role=g.role,
+            trials=g.trials,
+            prompt_tokens=g.prompt_tokens,
+            completion_tokens=g.completion_tokens,
+            gpu_hours=g.gpu_hours,
+            cost_usd=g.cost_usd,
+            trials_cost_unknown=g.trials_cost_unknown,
+        )
+        for g in groups
+    )
 
 
 def cause_key(failure_class: str | None, cause: str | None) -> str:
@@ -246,8 +282,8 @@ def next_commands(output_dir: Path, sweep: SweepStatus, infra: int, agent: int) 
     return tuple(lines)
 
 
-def summarise(output_dir: Path, sweep: SweepStatus, now: datetime) -> SweepSummary:
-    """The bounded view of `sweep` at `now`."""
+def summarise(output_dir: Path, sweep: SweepStatus, now: datetime, *, costs: bool = False) -> SweepSummary:
+    """The bounded view of `sweep` at `now`; with `costs`, the spend so far from the cost CSVs too."""
     counts = sweep.counts()
     per_config: dict[str, Counter[str]] = {}
     for t in sweep.trials:
@@ -323,4 +359,5 @@ def summarise(output_dir: Path, sweep: SweepStatus, now: datetime) -> SweepSumma
         parallelism=width,
         finished=(active == 0 or bool(orphaned) or active == sweep.stuck()) and not sweep.unreadable,
         next_commands=next_commands(output_dir, sweep, infra, len(failed) - infra),
+        spend=read_spend(output_dir) if costs else None,
     )
