@@ -621,3 +621,15 @@ def test_default_gpu_on_a_host_without_gpus_is_refused_before_launch(tmp_path: P
 def test_no_wait_needs_the_slurm_backend(tmp_path: Path) -> None:
     """The local pool runs its trials in the launching process: there is nothing to leave running."""
     assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--no-wait"], "--no-wait", "slurm")
+
+
+def test_an_endpoints_file_listing_no_replica_yet_is_refused(tmp_path: Path) -> None:
+    """Before any replica registered, the sweep silently used the config's localhost URLs."""
+    (tmp_path / "endpoints.yaml").write_text("coder: []\n")
+    assert_refused(
+        tmp_path,
+        ["check-endpoints", "--endpoints-file", "endpoints.yaml"],
+        "endpoints.yaml: lists no replica yet",
+    )
+    args = [*DRY, "--output-dir", "o", "--endpoints-file", "endpoints.yaml"]
+    assert_refused(tmp_path, args, "--endpoints-file endpoints.yaml: lists no replica yet", "wait-endpoints")

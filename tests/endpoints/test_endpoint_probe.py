@@ -5,11 +5,14 @@ Reads the probe results and the rendered rich table; writes nothing outside pyte
 
 from __future__ import annotations
 
+import functools
+import http.server
 import io
 import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 import yaml
@@ -111,6 +114,22 @@ def test_a_server_that_omits_usage_is_usable_and_a_note_says_so(start_server) ->
     text = out.getvalue()
     assert text.count("answers without token usage") == 1
     assert f"note: coder endpoint {srv.url} answers without token usage" in text
+
+
+def test_a_base_url_without_v1_is_named_in_the_404(tmp_path) -> None:
+    """`--coder-url http://host:8000` (no /v1) was 'unreachable: HTTP 404: Error code: 404' and nothing more."""
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)
+    )  # 404 for /models
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        bare = f"http://127.0.0.1:{server.server_address[1]}"
+        probe = probe_endpoint("coder", EndpointSettings(url=bare))
+    finally:
+        server.shutdown()
+    assert not probe.reachable and probe.error is not None
+    assert probe.error.endswith(f"(OpenAI-compatible servers answer under /v1: {bare}/v1?)"), probe.error
 
 
 def test_configured_model_not_served(start_server) -> None:

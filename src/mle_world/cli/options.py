@@ -119,6 +119,13 @@ def endpoint_overrides(config: PaperConfig, args: argparse.Namespace) -> dict[Ro
     from mle_world.plan.config import read_endpoints_file
 
     listed = read_endpoints_file(args.endpoints_file) if getattr(args, "endpoints_file", None) else None
+    unflagged = [role for role in ROLES if not getattr(args, f"{role}_url")]
+    if listed is not None and unflagged and not any(listed.urls(role) for role in ROLES):
+        # Replicas add themselves once ready; an empty file meant the config's localhost URLs, silently.
+        raise UserError(
+            f"--endpoints-file {args.endpoints_file}: lists no replica yet (each adds its URL when ready; wait "
+            f"with: python scripts/serve/serve_config.py wait-endpoints {args.endpoints_file} coder=N ...)"
+        )
     out: dict[Role, EndpointSettings] = {}
     for role in ROLES:
         update: dict[str, object] = {}

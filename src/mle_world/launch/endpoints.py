@@ -183,7 +183,11 @@ def probe_endpoint(
         page = client.models.list()
         models = list(page.data)
     except openai.OpenAIError as exc:
-        return EndpointProbe(role=role, url=url, reachable=False, error=f"unreachable: {describe(exc)}")
+        hint = ""
+        if isinstance(exc, openai.NotFoundError) and not url.rstrip("/").endswith("/v1"):
+            # The client asks <url>/models: a base URL without the API's /v1 finds nothing there.
+            hint = f" (OpenAI-compatible servers answer under /v1: {url.rstrip('/')}/v1?)"
+        return EndpointProbe(role=role, url=url, reachable=False, error=f"unreachable: {describe(exc)}{hint}")
     served = tuple(m.id for m in models)
     if not served:
         return EndpointProbe(
