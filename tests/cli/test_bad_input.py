@@ -488,6 +488,21 @@ def test_show_out_under_a_file(tmp_path: Path) -> None:
     assert_refused(tmp_path, ["show", str(trial_dir), "--out", str(tmp_path)], "--out", "directory")
 
 
+def test_audit_and_show_where_they_cannot_write_point_at_out(tmp_path: Path) -> None:
+    """Someone else's sweep is read-only to you: the default places' refusals name --out, the way around."""
+    out = _tiny_output_dir(tmp_path)
+    record = json.loads((out / "launch.json").read_text())
+    trial_dir = Path(record["trials"][0]["trial_dir"])
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "status.json").write_text(json.dumps({"trial_id": record["trials"][0]["trial_id"]}))
+    (out / "audit").write_text("in the way\n")  # as a dir without write permission would be, for root too
+    assert_refused(tmp_path, ["audit", str(out)], "audit", "write the audit elsewhere with --out DIR")
+    (trial_dir / "trial.html").mkdir()
+    assert_refused(
+        tmp_path, ["show", str(trial_dir)], "cannot write", "write the page elsewhere with --out FILE"
+    )
+
+
 def test_prepare_refused_for_credentials_leaves_no_data_dir(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAGGLE_")}
     env["HOME"] = str(tmp_path / "home")  # no ~/.kaggle/kaggle.json

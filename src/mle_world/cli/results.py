@@ -210,7 +210,13 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     dirs = [require_output_dir(d.absolute(), "audit") for d in args.output_dirs]
     out = args.out.absolute() if args.out else dirs[0] / "audit"
     flag = "--out" if args.out else "audit"
-    check_writable_dir(out, flag)
+    try:
+        check_writable_dir(out, flag)
+    except UserError as exc:
+        # Someone else's sweep (read-only to you) is audited into a dir of your own.
+        raise UserError(
+            f"{exc} (write the audit elsewhere with --out DIR)" if not args.out else str(exc)
+        ) from None
     try:
         return run_audit(
             dirs,
@@ -249,6 +255,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     try:
         write_trial_page(load_trial_view(trial_dir), out, index_href=sweep_index_href(trial_dir, out))
     except OSError as exc:
-        raise UserError(f"show: cannot write {out}: {exc.strerror or exc}") from exc
+        hint = "" if args.out else " (write the page elsewhere with --out FILE)"
+        raise UserError(f"show: cannot write {out}: {exc.strerror or exc}{hint}") from None
     console.print(out.as_uri(), markup=False, highlight=False, soft_wrap=True)
     return 0
