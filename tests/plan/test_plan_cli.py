@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -140,8 +141,14 @@ def test_kapso_modes_agents_and_knowledge_graph_flags(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "f" / "launch.json").read_text())["config_path"].endswith("paper.yaml")
     agents = run("--list-agents")
     assert agents.returncode == 0 and agents.stdout.startswith("aide\t")
+    # The page's own form of the command, through the module path it names.
+    kapso = subprocess.run(
+        [sys.executable, "-m", "benchmarks.mle.runner", "--lite"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": "."}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert kapso.returncode == 0 and len(kapso.stdout.splitlines()) == 22, kapso.stderr
     for bad, culprit in (
-        (["-d", "aider"], "-d/--coding-agent: invalid choice: 'aider'"),
+        (["-d", "aider"], "-d/--coding-agent: 'aider' is not available here; the one coding agent is aide"),
         (
             ["-m", "MINIMAL", "--config", "configs/paper.yaml"],
             "-m MINIMAL: Kapso's mode picks configs/demo.yaml",

@@ -23,7 +23,7 @@ def add_kapso_flags(group: argparse.ArgumentParser) -> None:
     group.add_argument(
         "-d",
         "--coding-agent",
-        choices=list(CODING_AGENTS),
+        type=coding_agent,
         help="coding agent: aide, the only one (see --list-agents)",
     )
     group.add_argument(
@@ -31,6 +31,16 @@ def add_kapso_flags(group: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no knowledge graph (Kapso's knowledge search): always so here, accepted for Kapso's commands",
     )
+
+
+def coding_agent(name: str) -> str:
+    if name not in CODING_AGENTS:
+        # Kapso's examples use `-d aider` (Aider, another tool): say what runs here rather than "invalid choice".
+        raise UserError(
+            f"-d/--coding-agent: {name!r} is not available here; the one coding agent is "
+            f"{', '.join(CODING_AGENTS)}, the AIDE-style agent (see --list-agents)"
+        )
+    return name
 
 
 def agent_lines() -> list[str]:
