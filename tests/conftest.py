@@ -5,11 +5,16 @@ Reads nothing but the repository; writes only under pytest's tmp paths.
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+MEMORY_LIMIT = 300 * 2**20
+"""The memory_limit fixture's cgroup limit."""
 
 
 @pytest.fixture
@@ -55,3 +60,31 @@ def fake_gpu_image(ci_image: Path) -> Path:
     import runtimekit
 
     return runtimekit.fake_gpu_image(ci_image)
+
+
+# --- a real memory cgroup (any test may put a process in it) ---
+
+
+@pytest.fixture
+def memory_limit() -> Iterator[Path]:
+    """A fresh memory cgroup of MEMORY_LIMIT bytes (300 MiB); skips where none can be made (not root, no controller)."""
+    from mle_world.launch.memory_cgroup import own_memory_cgroup
+
+    own = own_memory_cgroup()
+    if own is None or os.geteuid() != 0:
+        pytest.skip("needs root and a memory cgroup hierarchy")
+    path = own.top / f"mlew-oom-{os.getpid()}"
+    try:
+        path.mkdir()
+        (path / ("memory.max" if own.v2 else "memory.limit_in_bytes")).write_text(str(MEMORY_LIMIT))
+    except OSError as exc:
+        pytest.skip(f"cannot make a memory cgroup under {own.top}: {exc}")
+    try:
+        yield path
+    finally:
+        for _ in range(50):  # the killed processes leave the cgroup a moment later
+            try:
+                path.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import struct
@@ -31,6 +32,7 @@ from mle_world.agent.workspace import TrialLayout, reset_run_submission, stage_s
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 
@@ -438,3 +440,21 @@ def test_a_script_cannot_take_what_its_host_uid_shares_with_the_node(tmp_path: P
     assert "inotify -1 Too many open files" in out, out
     queued = int(out.split("queued ", 1)[1].split()[0])
     assert queued <= SIGPENDING, out
+
+
+@needs_bwrap
+def test_the_oom_killer_ends_the_script_not_its_agent(memory_limit: Path, tmp_path: Path) -> None:
+    """Memory a script writes into memfd files is charged to the memory cgroup but to no process's
+    resident set, which is what the OOM killer weighs: at equal scores it ended the agent (the trial
+    failed as infra, the script unharmed). The script is now the killer's first choice (score 1000)."""
+    procs = memory_limit / "cgroup.procs"
+    proc = subprocess.run(
+        [sys.executable, "memfd_oom.py", str(tmp_path)],
+        cwd=SUPPORT,
+        preexec_fn=lambda: procs.write_text(str(os.getpid())),  # the agent in the limit, as in a job
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]  # the agent survived
+    seen = json.loads(proc.stdout)
+    assert not seen["ok"] and "held 32 MiB" in seen["term_out"], seen
+    assert "held it all" not in seen["term_out"], seen

@@ -13,17 +13,13 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from launchkit import make_plan, update_status
 from rich.console import Console
 
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
-from mle_world.launch.memory_cgroup import own_memory_cgroup
 from mle_world.launch.slurm_queries import SlurmView
 from mle_world.launch.state import read_status
 from mle_world.launch.status import read_sweep_status, status_view
@@ -31,29 +27,6 @@ from mle_world.plan.sweep_plan import LaunchOptions
 
 LIMIT = 300 * 2**20
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
-
-
-@pytest.fixture
-def memory_limit() -> Iterator[Path]:
-    """A fresh memory cgroup of LIMIT bytes; skips where none can be made (not root, no controller)."""
-    own = own_memory_cgroup()
-    if own is None or os.geteuid() != 0:
-        pytest.skip("needs root and a memory cgroup hierarchy")
-    path = own.top / f"mlew-oom-{os.getpid()}"
-    try:
-        path.mkdir()
-        (path / ("memory.max" if own.v2 else "memory.limit_in_bytes")).write_text(str(LIMIT))
-    except OSError as exc:
-        pytest.skip(f"cannot make a memory cgroup under {own.top}: {exc}")
-    try:
-        yield path
-    finally:
-        for _ in range(50):  # the killed processes leave the cgroup a moment later
-            try:
-                path.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
 
 
 LAUNCH = textwrap.dedent(

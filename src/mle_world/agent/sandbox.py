@@ -6,7 +6,8 @@ namespace with a read-only root that shows only system paths, the Python prefixe
 read-only and `workspace/` writable but for its data view `input/`; inside it the script drops to an
 unprivileged uid (a real one when the agent is root), enters a user namespace of its own, loses every
 capability including the bounding set, gets `no_new_privs`, its resource limits and a seccomp filter that
-refuses it user namespaces of its own (`syscall_filter`), then execs Python.
+refuses it user namespaces of its own (`syscall_filter`), becomes the OOM killer's first choice, then
+execs Python.
 """
 
 from __future__ import annotations
@@ -203,10 +204,10 @@ class Jail:
         if s.disk_mb is not None:
             cmd.append(f"--fsize={s.disk_mb << 20}")
         cmd.append("--")
-        if self.syscall_filter is not None:
-            # Last, under no_new_privs: a user namespace of its own would give the script every
-            # capability inside it (mounts, netfilter), our own `unshare --user` above included.
-            cmd += [self.python, "-I", "-S", "-c", INSTALL, self.syscall_filter.hex(), "--"]
+        # Last, under no_new_privs: a user namespace of its own would give the script every capability
+        # inside it (mounts, netfilter), our own `unshare --user` above included.
+        program = "" if self.syscall_filter is None else self.syscall_filter.hex()
+        cmd += [self.python, "-I", "-S", "-c", INSTALL, program, "--"]
         cmd += argv
         return cmd
 

@@ -81,15 +81,22 @@ def script_filter() -> bytes:
 
 INSTALL = """
 import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
+# The OOM killer's first choice, before the agent, the launcher and every other trial: memory the script
+# holds outside its processes' RSS (memfd or shared memory written, not mapped) is not what the killer
+# weighs, so at an equal score it ended the agent (seen: a trial failed as infra, the script unharmed).
+with open("/proc/self/oom_score_adj", "w") as handle:
+    handle.write("1000")
 program = bytes.fromhex(sys.argv[1])
-buffer = ctypes.create_string_buffer(program, len(program))
-class Fprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-fprog = Fprog(len(program) // 8, ctypes.addressof(buffer))
-# PR_SET_SECCOMP, SECCOMP_MODE_FILTER: allowed unprivileged under no_new_privs (set by setpriv before).
-if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
-    sys.exit(f"syscall filter: {os.strerror(ctypes.get_errno())}")
+if program:
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    fprog = Fprog(len(program) // 8, ctypes.addressof(buffer))
+    # PR_SET_SECCOMP, SECCOMP_MODE_FILTER: allowed unprivileged under no_new_privs (set by setpriv before).
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+        sys.exit(f"syscall filter: {os.strerror(ctypes.get_errno())}")
 os.execv(sys.argv[3], sys.argv[3:])
 """
-"""`python -I -S -c INSTALL <program hex> -- argv...`: installs the filter, then execs argv."""
+"""`python -I -S -c INSTALL <program hex, or nothing> -- argv...`: makes the process the OOM killer's
+first choice (raising one's own score needs no privilege), installs the filter, then execs argv."""
