@@ -18,6 +18,7 @@ from agent_helpers import coder_reply, counter_coder, good_script, make_spec, re
 from fakeserver import FakeOpenAIServer
 
 from mle_world.agent.journal import Checkpoint, load_checkpoint, log_path
+from mle_world.launch.trial import classify
 from mle_world.records import AgentResult, BudgetSettings
 
 pytestmark = pytest.mark.timeout(90)
@@ -349,3 +350,29 @@ def test_spec_of_another_harness_version_is_one_line(tmp_path, competition, serv
         lines = [line for line in err.decode().splitlines() if line.strip()]
         assert proc.returncode == 2, lines
         assert len(lines) == 1 and "written by another harness version" in lines[0], lines
+
+
+def test_a_failure_of_the_agents_own_files_is_the_infrastructures(tmp_path, competition, servers):
+    """A step whose write fails with ENOSPC (another trial's script filled the disk, until its files
+    were removed) ended 'error: OSError ...', which the launcher counts as the agent's failure (a
+    settled zero, never retried) when the final checkpoint found room again. Here the journal's log
+    becomes /dev/full while the coder answers: the step's checkpoint fails (ENOSPC, then EINVAL from
+    undoing the append), the final one has room."""
+    public, _ = competition
+    spec = make_spec(tmp_path, public, servers)
+    trial = Path(spec.paths.trial_dir)
+    code = counter_coder()
+
+    def coder(request):  # type: ignore[no-untyped-def]
+        log_path(trial / "journal.json").unlink(missing_ok=True)
+        log_path(trial / "journal.json").symlink_to("/dev/full")
+        return code(request)
+
+    servers["coder"].default = coder
+    proc = start_agent(trial / "spec.json")
+    _, err = proc.communicate(timeout=60)
+    assert (trial / "result.json").exists(), err.decode()[-3000:]
+    result = AgentResult.model_validate_json((trial / "result.json").read_text())
+    assert proc.returncode == 1 and result.status == "failed", err.decode()[-2000:]
+    assert result.stop_reason.startswith("infra: OSError: "), result.stop_reason  # ENOSPC, then EINVAL
+    assert classify(1, result, timed_out=False, limit_text="60", last_line="").failure_class == "infra"

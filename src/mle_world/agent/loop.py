@@ -198,6 +198,12 @@ class Agent:
         except DiskShortage as error:
             log.error("%s", error)
             status, reason = "failed", f"infra: {error}"
+        except OSError as error:
+            # The agent's own files (a checkpoint, a node log, the graded copy): a disk that filled up
+            # (another trial's run, until its files are removed) is the infrastructure's failure, not
+            # the agent's, even when the checkpoint below finds room again.
+            log.exception("agent I/O error")
+            status, reason = "failed", f"infra: {type(error).__name__}: {error}"
         except Preempted:
             self.services.runner.terminate()
             self._end_outages("preempted")
