@@ -289,6 +289,9 @@ class TrialStatus(Record):
     slurm_restarts: int = 0  # SLURM_RESTART_COUNT at the current job's last start (requeues count from it)
     preemptions: int = 0
     """Times Slurm's SIGTERM/USR2 stopped the agent, which checkpointed."""
+    launches: tuple[str, ...] = ()
+    """Ids of the launches (launch.json `launch_id`) that submitted this trial, oldest first: the last ran
+    its latest attempt; several mean it resumed under later launches. Empty in files from before."""
 
 
 class GpuInfo(Record):
@@ -380,6 +383,8 @@ class LaunchProvenance(Record):
     git_dirty: bool | None = None
     git_diff_sha256: str | None = None
     package_sha256: str | None = None
+    launch_id: str | None = None
+    """The launch's id (status.json `launches`); None in launch.json files from before launches had ids."""
     served_models: tuple[str, ...] = ()
     """`role=model id` as the probed servers listed them (empty for a role not probed)."""
     image_sha256: str | None = None
@@ -394,6 +399,9 @@ class LaunchRecord(Record):
     are every trial launched into the output dir, by this launch or an earlier one of the same science."""
 
     argv: tuple[str, ...]
+    launch_id: str | None = None
+    """This launch's id, which the trials it submits record (status.json `launches`); None in files
+    written before launches had ids."""
     harness_version: str
     git_sha: str | None
     git_dirty: bool | None = None
@@ -442,6 +450,7 @@ class LaunchRecord(Record):
             git_dirty=self.git_dirty,
             git_diff_sha256=self.git_diff_sha256,
             package_sha256=self.package_sha256,
+            launch_id=self.launch_id,
             served_models=tuple(served),
             image_sha256=self.image_sha256,
             data_manifests=tuple(f"{task}={digest}" for task, digest in sorted(self.data_manifests.items())),

@@ -71,11 +71,28 @@ def test_changed_served_model_is_refused_then_recorded_and_flagged(
         "ungated/aide/diabetes-progression/seed34",
     }
 
+    # Which launch ran which trial (status.json `launches`), in the report and on the trial page.
+    first_id, second_id = [p["launch_id"] for p in record["earlier_launches"]] + [record["launch_id"]]
+    trials = {
+        task: out / "runs" / "aide" / f"{task}_seed34" for task in ("iris-species", "diabetes-progression")
+    }
+    launches = {task: json.loads((d / "status.json").read_text())["launches"] for task, d in trials.items()}
+    assert launches == {"iris-species": [first_id], "diabetes-progression": [second_id]}
+
     audit = cli("audit", str(out), "--strict", "--no-trial-pages")
     assert audit.returncode == 1, audit.stdout + audit.stderr
     assert "different provenance: coder model coder-model -> coder-model-v2" in audit.stdout
     report = (out / "audit" / "report.md").read_text()
     assert "models coder=coder-model-v2, feedback=feedback-model, world=world-model" in report
+    [per_launch] = [
+        line for line in report.splitlines() if line.startswith(f"- `{out}`: {first_id} (launch 1")
+    ]
+    assert f"{second_id} (launch 2 of 2, " in per_launch
+    assert per_launch.count(": 1 trial(s)") == 2
+    shown = cli("show", str(trials["diabetes-progression"]))
+    assert shown.returncode == 0, shown.stderr
+    page = (trials["diabetes-progression"] / "trial.html").read_text()
+    assert f"{second_id} (launch 2 of 2, " in page
 
     # Two dirs audited together (as the two regimes are) whose launches served other models.
     together = cli("audit", str(tmp_path / "before"), str(out), "--no-trial-pages")

@@ -55,6 +55,8 @@ class Trial:
     """Endpoint downtime the trial rode out (status.json; excluded from its budget)."""
     attempt: int | None = None
     """status.json's attempt (None without a readable status.json)."""
+    launches: tuple[str, ...] = ()
+    """status.json's ids of the launches that submitted it, oldest first (audit/launches.py)."""
     superseded: str | None = None
     """Why the report on disk is not counted: a rerun of the trial is queued or running, or ended
     without a report of its own (the report is of an earlier attempt). None when it counts."""
@@ -127,6 +129,8 @@ class Sweep:
     """Dir-level problems (missing/corrupt launch.json, unreadable cost files, bad trial ids)."""
     provenance: dict[Path, LaunchProvenance] = field(default_factory=dict)
     """Each dir's latest launch: code, served models, image (from a readable launch.json)."""
+    launch_history: dict[Path, tuple[LaunchProvenance, ...]] = field(default_factory=dict)
+    """Each dir's launches, oldest first (launch.json's earlier launches and its own)."""
 
     @property
     def found(self) -> list[Trial]:
@@ -233,6 +237,7 @@ def load_status(trial: Trial) -> None:
     trial.failure_class = status.failure_class
     trial.downtime_s = status.downtime_s
     trial.attempt = status.attempt
+    trial.launches = status.launches
 
 
 def load_result(trial: Trial) -> None:
@@ -288,7 +293,8 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
     for output_dir in sweep.dirs:
         out = str(output_dir)
         places: dict[str, Canonical] = {}
-        for trial_id, recorded in expected_from_launch(output_dir, sweep.problems, provenances):
+        listed = expected_from_launch(output_dir, sweep.problems, provenances, sweep.launch_history)
+        for trial_id, recorded in listed:
             key = layout.parse_trial_id(trial_id)
             if key is None:
                 sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")

@@ -15,18 +15,23 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mle_world import layout
+from mle_world.audit.launches import history_of
 from mle_world.identity import mixed_provenance, unreadable_launch
 from mle_world.records import LaunchProvenance, LaunchRecord
 
 
 def expected_from_launch(
-    output_dir: Path, problems: list[str], provenances: dict[Path, LaunchProvenance] | None = None
+    output_dir: Path,
+    problems: list[str],
+    provenances: dict[Path, LaunchProvenance] | None = None,
+    histories: dict[Path, tuple[LaunchProvenance, ...]] | None = None,
 ) -> list[tuple[str, str | Path | None]]:
     """(trial id, trial dir) of every trial launch.json lists: the dir as recorded (a string, relative to
     `output_dir` unless absolute); from the files on disk (a Path or None) when launch.json is unusable.
 
     A launch.json whose launches ran different code, served models, image or data (`--allow-provenance-change`)
-    adds a problem per difference; `provenances` gets the dir's latest launch's provenance."""
+    adds a problem per difference; `provenances` gets the dir's latest launch's provenance, `histories`
+    every launch's, oldest first."""
     path = output_dir / layout.LAUNCH
     if path.is_file():
         data = b""
@@ -44,6 +49,8 @@ def expected_from_launch(
                 problems.append(f"{path}: trials from launches with different provenance: {change}")
             if provenances is not None:
                 provenances[output_dir] = record.provenance()
+            if histories is not None:
+                histories[output_dir] = history_of(record)
             return [(trial.trial_id, trial.trial_dir) for trial in record.trials]
     else:
         problems.append(f"{path}: missing; expected trials taken from the files on disk")

@@ -24,6 +24,7 @@ from mle_world.audit.analysis import (
     WorldRow,
 )
 from mle_world.audit.collect import Sweep
+from mle_world.audit.launches import trials_per_launch
 from mle_world.audit.notes import downtime_line, problem_lines, provenance_lines
 from mle_world.audit.plots import write_plots
 from mle_world.audit.stats import CalibrationBin
@@ -322,6 +323,18 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
             *(f"- {line}" for line in provenance),
             "",
         ]
+    per_launch = [
+        line
+        for directory, history in sweep.launch_history.items()
+        if (
+            line := trials_per_launch(
+                directory, history, (t.launches for t in sweep.trials if t.output_dir == directory)
+            )
+        )
+    ]
+    if per_launch:
+        parts += ["Trials per launch (the launch that ran each trial's latest attempt; status.json):", ""]
+        parts += [*(f"- {line}" for line in per_launch), ""]
     parts += ["## Completeness", "", markdown(completeness_table(sweep))]
     if sweep.superseded:
         parts += ["", SUPERSEDED_NOTE]

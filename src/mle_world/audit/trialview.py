@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from mle_world.agent.journal import Node, load_journal_data
 from mle_world.audit.attempts import superseded_by_rerun
+from mle_world.audit.launches import trial_launch_fact
 from mle_world.audit.timeline import Timeline, budget_timeline
 from mle_world.layout import STATUS, report_beside
 from mle_world.records import Prediction, PredictionEvent, improves
@@ -285,6 +286,11 @@ def load_trial_view(
             view.trial_id = trial_id or source["trial_id"]
             break
     _facts(view, spec, status, result, report)
+    launched = (
+        trial_launch_fact(trial_dir, status.get("launches") or ()) if isinstance(status, dict) else None
+    )
+    if launched:
+        view.facts.append(("launch", launched))
 
     raw_nodes = journal.get("nodes") if isinstance(journal, dict) else None
     nodes: list[Node] = []
@@ -369,6 +375,7 @@ def _facts(view: TrialView, spec: Any, status: Any, result: Any, report: Mapping
         ("failure class", "failure_class"),
         ("cause", "cause"),
         ("attempt", "attempt"),
+        ("slurm job", "slurm_job_id"),
     ):
         add(label, status, key)
     for label, key in (

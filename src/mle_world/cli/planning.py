@@ -11,6 +11,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -267,6 +268,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     git_sha, git_dirty, git_diff = _git_state()
     record = LaunchRecord(
         argv=tuple(argv),
+        launch_id=uuid.uuid4().hex[:8],
         harness_version=__version__,
         git_sha=git_sha,
         git_dirty=git_dirty,

@@ -7,15 +7,11 @@ and `<output_dir>/slurm/` (Slurm backend). The CLI calls `run_sweep`, after `pre
 from __future__ import annotations
 
 import contextlib
-import signal
 import socket
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Literal
 
 from mle_world import layout
@@ -26,6 +22,7 @@ from mle_world.launch.intents import reconcile, submit_arrays
 from mle_world.launch.liveness import agent_alive, launcher_lock
 from mle_world.launch.local import run_pool
 from mle_world.launch.orphans import find_leftover, stop_leftovers
+from mle_world.launch.signals import sigterm_as_interrupt
 from mle_world.launch.slurm import (
     SlurmTrial,
     SubmititSubmitter,
@@ -65,25 +62,6 @@ def make_job(cmd: TrialCommand, plan: SweepPlan, backend: str, token: str | None
         max_attempts=plan.cluster.launch.max_attempts,
         token=token,
     )
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (timeout, systemd, the end of an salloc) stops the launcher the way Ctrl-C does;
-    a second SIGTERM during that cleanup is ignored so the cleanup finishes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt("SIGTERM")  # the reason the stopped trials' status records
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def resume_action(
@@ -191,9 +169,11 @@ class SweepLauncher:
         """Mark trials submitted under a new fencing token (attempt + 1, unless the earlier submission
         never reached Slurm); returns the previous attempt numbers (for Ctrl-C undo)."""
         prior: dict[str, int] = {}
+        launch = self.plan.record.launch_id  # the trials record which launch submitted them
         for cmd in todo:
-            marked = mark_submitted(cmd.trial.trial_dir, cmd.trial.trial_id, token=token, backend=backend)
-            prior[cmd.trial.trial_id] = marked.attempt - 1
+            t = cmd.trial
+            marked = mark_submitted(t.trial_dir, t.trial_id, token=token, backend=backend, launch=launch)
+            prior[t.trial_id] = marked.attempt - 1
         return prior
 
     def _summary(self, commands: Sequence[TrialCommand]) -> int:

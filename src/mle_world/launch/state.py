@@ -71,6 +71,7 @@ class StatusFields(TypedDict, total=False):
     token: str | None
     slurm_restarts: int
     preemptions: int
+    launches: tuple[str, ...]
 
 
 class StateError(RuntimeError):
@@ -176,10 +177,13 @@ JOB_FIELDS: StatusFields = {"slurm_job_id": None, "slurm_array_id": None, "slurm
 """The Slurm job that carries a submission, cleared: a new submission has no job yet."""
 
 
-def mark_submitted(trial_dir: Path, trial_id: str, *, token: str, backend: str) -> TrialStatus:
+def mark_submitted(
+    trial_dir: Path, trial_id: str, *, token: str, backend: str, launch: str | None = None
+) -> TrialStatus:
     """A launch takes the trial: pending | failed | submitted → submitted, under a new fencing token.
 
-    Sets `token`, `backend`, `submitted_at`, `attempt` (+1, except for a trial whose earlier
+    Sets `token`, `backend`, `submitted_at`, `launches` (+ `launch`, the launch's id, unless already
+    last), `attempt` (+1, except for a trial whose earlier
     submission never reached Slurm: submitted with no job id keeps its attempt) and `wall_used_s`
     (0 for a retry of a failed trial; an interrupted pending trial carries its time over).
     Resets `RUN_FIELDS` and `JOB_FIELDS`. Keeps `requeues` and `preemptions` (they count against
@@ -200,6 +204,7 @@ def mark_submitted(trial_dir: Path, trial_id: str, *, token: str, backend: str) 
             "backend": backend,
             "submitted_at": utcnow(),
             "wall_used_s": 0.0 if cur.state == "failed" else cur.wall_used_s,
+            "launches": cur.launches + ((launch,) if launch and cur.launches[-1:] != (launch,) else ()),
         }
 
     return _always(trial_dir, trial_id, change)
