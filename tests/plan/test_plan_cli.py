@@ -139,6 +139,13 @@ def test_kapso_modes_agents_and_knowledge_graph_flags(tmp_path: Path) -> None:
     full = run(*args, "-m", "MLE_CONFIGS", "--output-dir", str(tmp_path / "f"))
     assert full.returncode == 0, full.stderr
     assert json.loads((tmp_path / "f" / "launch.json").read_text())["config_path"].endswith("paper.yaml")
+    # Without --output-dir the two modes' one trial goes to two dirs (one config per dir).
+    for mode, name in (
+        ("MINIMAL", "spooky-author-identification-aide-gated-minimal"),
+        ("MLE_CONFIGS", "spooky-author-identification-aide-gated"),
+    ):
+        assert run(*args, "-m", mode, cwd=tmp_path).returncode == 0
+        assert (tmp_path / "runs" / name / "launch.json").is_file()
     agents = run("--list-agents")
     assert agents.returncode == 0 and agents.stdout.startswith("aide\t")
     # The page's own form of the command, through the module path it names.

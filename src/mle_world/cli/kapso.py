@@ -61,5 +61,10 @@ def resolve_mode(args: argparse.Namespace) -> argparse.Namespace:
             "(drop one, or name a configuration of that config with -m)"
         )
     return argparse.Namespace(
-        **{**vars(args), "config": default_config_path(MODES[mode]), "configuration": None}
+        **{
+            **vars(args),
+            "config": default_config_path(MODES[mode]),
+            "configuration": None,
+            "kapso_mode": mode,
+        }
     )

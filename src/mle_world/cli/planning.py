@@ -186,12 +186,14 @@ def _selection(args: argparse.Namespace, config: PaperConfig) -> tuple[Selection
 
 
 def _output_dir(args: argparse.Namespace, selection: Selection, regime: Regime) -> Path:
-    """--output-dir, or for `-c` runs/<competition>-<configuration>-<regime>."""
+    """--output-dir, or for `-c` runs/<competition>-<configuration>-<regime>[-minimal]."""
     if args.output_dir is not None:
         return Path(args.output_dir).absolute()
     if not args.competition or not selection.configurations:
         raise UserError("--output-dir is required")
-    return (Path("runs") / f"{args.competition}-{selection.configurations[0]}-{regime}").absolute()
+    # `-m MINIMAL` is another config with the same configuration names: its own dir, not a refused mix.
+    mode = "-minimal" if getattr(args, "kapso_mode", None) == "MINIMAL" else ""
+    return (Path("runs") / f"{args.competition}-{selection.configurations[0]}-{regime}{mode}").absolute()
 
 
 def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[SweepPlan, PaperConfig, list[str]]:
