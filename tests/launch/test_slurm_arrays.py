@@ -7,7 +7,9 @@ Writes trial dirs and submitit folders under pytest's tmp paths; submits short j
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shlex
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -242,13 +244,23 @@ def test_cancel_stops_the_sweeps_jobs_and_one_retry_resumes_them(
             60,
             "both trials running",
         )
+        # The sweep's argv as the CLI records it: cancel and status say the exact command to resume.
+        (out / "launch.json").write_text(
+            json.dumps({"argv": ["--backend", "slurm", "--output-dir", str(out)]})
+        )
+        resume = shlex.join(["python", "run_paper.py", "--backend", "slurm", "--output-dir", str(out)])
         assert main(["cancel", str(out)]) == 0
         said = capsys.readouterr().out
         array = read_status(plan.commands[0].trial.trial_dir, plan.commands[0].trial.trial_id).slurm_array_id
         assert said.startswith(f"cancelled 2 task(s) (2 running) of job(s) {array}; ")
+        assert f"\nnext: {resume} --retry-failed\n" in said
         [theirs] = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in other.commands]
         assert theirs.state in ("submitted", "running")  # the other sweep's job is untouched
         wait_until(lambda: not squeue_ids(str(array)), 60, "the cancelled array gone from squeue")
+        assert main(["status", str(out)]) == 0
+        shown = capsys.readouterr().out
+        assert "ETA: none: every unfinished trial waits for the command below" in shown
+        assert f"next: rerun 2 trial(s) no launcher will record: {resume} --retry-failed\n" in shown
 
         retry = make_plan(out, data, 2, seconds=1.0, cluster=cluster())
         options = LaunchOptions(backend="slurm", show_progress=False, retry_failed="infra")

@@ -201,6 +201,8 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
     finished = s.counts["succeeded"] + s.counts["failed"]
     if s.orphaned:
         out.append(Text("ETA: unknown (no launcher is running)"))
+    elif left and left == len(s.ended_jobs):
+        out.append(Text("ETA: none: every unfinished trial waits for the command below"))
     elif left == 0:
         out.append(Text("all trials finished"))
     elif s.eta_s is None:

@@ -238,6 +238,14 @@ def _command(output_dir: Path, argv: list[str], *extra: str) -> str:
     return shlex.join(["python", "run_paper.py", *_without_retry(argv), *extra])
 
 
+def rerun_command(output_dir: Path) -> str | None:
+    """The sweep's own command with --retry-failed (and where to run it), None without launch.json."""
+    argv = _launch_argv(output_dir)
+    if argv is None:
+        return None
+    return f"{_command(output_dir, argv, '--retry-failed')}{_cwd_note(output_dir, argv)}"
+
+
 def _cwd_note(output_dir: Path, argv: list[str]) -> str:
     """A relative --output-dir in the argv is the sweep only from the directory it was launched in."""
     for i, arg in enumerate(argv):
