@@ -184,6 +184,20 @@ signal.signal(signal.SIGRTMIN, signal.SIG_IGN)  # the queued ones are dropped wh
 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGRTMIN])
 record("per_uid_budgets", budgets["inotify"] == 0 and queued <= 1024, budgets)
 
+# 4g. The OOM killer's choice: memory written into memfd files is in no process's resident set, so at
+# an equal score the killer ended the agent. The script runs at 1000. The kernel lets it lower that back
+# to 0 (docs/threat-model.md: not prevented); the attempt is recorded, not judged.
+score = open("/proc/self/oom_score_adj").read().strip()
+try:
+    with open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("0")
+    lowered = open("/proc/self/oom_score_adj").read().strip()
+    with open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("1000")
+except OSError as error:
+    lowered = str(error)
+record("oom_first_choice", score == "1000", f"score={score} lowering to 0: {lowered}")
+
 # 5. Search the whole filesystem for answers and private dirs.
 found = []
 for dirpath, dirnames, filenames in os.walk("/", onerror=lambda e: None):
