@@ -121,8 +121,8 @@ def test_a_sweep_above_max_submit_jobs_per_user_goes_in_waves(qos: str, dirs: tu
     said = Said()
     assert run_sweep(plan, LaunchOptions(backend="slurm", show_progress=False), display=said) == 0
     assert said.lines[0] == (
-        f"[launch] slurm: MaxSubmitJobsPerUser 2 of QOS {qos} (slurm.qos) with 0 job(s) of yours already "
-        "counted: submitting 2 of 5 trials now, the rest as these end"
+        f"[launch] slurm: MaxSubmitJobsPerUser 2 of QOS {qos} (slurm.qos) with 0 job(s) already counted against "
+        "it: submitting 2 of 5 trials now, the rest as these end"
     )
     final = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
     assert [s.state for s in final] == ["succeeded"] * 5
@@ -135,7 +135,8 @@ def test_the_accounts_max_submit_jobs_counts_the_jobs_already_queued(
     account: str, dirs: tuple[Path, Path]
 ) -> None:
     """Jobs of the user already queued under the account count against its MaxSubmitJobs: with 2 of
-    3 taken, a sweep without --wait submits one trial and says the rest stay pending."""
+    3 taken, a sweep without --wait submits one trial and says the rest stay pending; re-run while
+    all 3 are taken, it submits none."""
     out, data = dirs
     sacctmgr("modify", "account", account, "set", "MaxSubmitJobs=3")
     held = subprocess.run(
@@ -143,20 +144,27 @@ def test_the_accounts_max_submit_jobs_counts_the_jobs_already_queued(
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     try:
-        plan = make_plan(out, data, 3, seconds=0.5, cluster=cluster(account=account))
+        plan = make_plan(out, data, 3, seconds=120.0, cluster=cluster(account=account))
         said = Said()
         opts = LaunchOptions(backend="slurm", show_progress=False, wait=False)
         assert run_sweep(plan, opts, display=said) == 0
         assert (
             f"[launch] slurm: MaxSubmitJobs 3 of the association of user root, account {account} "
-            "(slurm.account) with 2 job(s) of yours already counted: submitting 1 of 3 trials now, the rest "
-            "as these end"
+            "(slurm.account) with 2 job(s) already counted against it: submitting 1 of 3 trials now, the "
+            "rest as these end"
         ) in said.lines
         assert said.lines[-1].startswith(
             "[launch] submitted; 2 trial(s) held back by the limit stay pending: re-run later"
         )
         states = [read_status(c.trial.trial_dir, c.trial.trial_id).state for c in plan.commands]
         assert states.count("pending") == 2
+        again = Said()
+        assert run_sweep(plan, opts, display=again) == 0
+        assert again.lines[1].endswith(  # after the reconciliation's line (it adopted the running one)
+            "with 3 job(s) already counted against it: none of 2 trials can be submitted until some of "
+            "those end"
+        )
+        assert [read_status(c.trial.trial_dir, c.trial.trial_id).state for c in plan.commands] == states
     finally:
         subprocess.run(["scancel", held], check=False)
         subprocess.run(["scancel", "-A", account], check=False)

@@ -151,10 +151,12 @@ def submit_arrays(
     check_wall(limits, minutes)
     n_now, tightest = first_wave(len(todo), limits)
     if tightest is not None and say_limit:
-        say(
-            f"[launch] slurm: {tightest.name} with {tightest.queued} job(s) of yours already counted: "
+        now = (
             f"submitting {n_now} of {len(todo)} trials now, the rest as these end"
+            if n_now
+            else f"none of {len(todo)} trials can be submitted until some of those end"
         )
+        say(f"[launch] slurm: {tightest.name} with {tightest.queued} job(s) already counted against it: {now}")
     todo, held = list(todo[:n_now]), list(todo[n_now:])
     if not todo:
         return held
