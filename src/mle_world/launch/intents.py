@@ -156,7 +156,9 @@ def submit_arrays(
             if n_now
             else f"none of {len(todo)} trials can be submitted until some of those end"
         )
-        say(f"[launch] slurm: {tightest.name} with {tightest.queued} job(s) already counted against it: {now}")
+        say(
+            f"[launch] slurm: {tightest.name} with {tightest.queued} job(s) already counted against it: {now}"
+        )
     todo, held = list(todo[:n_now]), list(todo[n_now:])
     if not todo:
         return held
