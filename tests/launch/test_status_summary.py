@@ -140,6 +140,7 @@ def test_the_eta_simulates_what_is_left_from_measured_times() -> None:
     assert makespan([100.0, 200.0], 2, busy_s=[160.0, 170.0]) == 370.0
     assert estimate_eta(trials[2:], NOW) == (None, 2)  # nothing finished yet
     assert estimate_eta(trials[:2], NOW) == (0.0, 1)  # nothing left
+    assert estimate_eta((*trials[:2], trials[4]), NOW) == (None, 1)  # nothing runs: no parallelism seen
 
 
 def test_causes_group_by_their_text_without_numbers() -> None:

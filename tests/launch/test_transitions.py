@@ -313,4 +313,6 @@ def test_the_eta_counts_a_finished_trials_runs_once(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done is not None
     waiting = TrialStatus(trial_id="u")
-    assert estimate_eta((done, waiting), utcnow()) == (100.0, 1)
+    now = utcnow()
+    started = TrialStatus(trial_id="v", state="running", started_at=now)  # a slot busy for 100 s more
+    assert estimate_eta((done, waiting, started), now) == (200.0, 1)

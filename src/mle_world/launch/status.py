@@ -206,7 +206,8 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
     elif left == 0:
         out.append(Text("all trials finished"))
     elif s.eta_s is None:
-        out.append(Text("ETA: unknown (no trial finished yet)"))
+        why = "no trial finished yet" if finished == 0 else "no trial is running now"
+        out.append(Text(f"ETA: unknown ({why})"))
     else:
         out.append(
             Text(

@@ -189,7 +189,7 @@ def estimate_eta(trials: tuple[TrialStatus, ...], now: datetime) -> tuple[float 
     """(seconds left, parallelism): the unfinished trials simulated by `plan.estimate.makespan` with the
     finished ones' times (the same trial's, else its configuration and task's, ..., as `estimate
     --measured`), each running trial holding a slot for what its time leaves, at the parallelism seen
-    now (the trials running)."""
+    now (the trials running). None when nothing finished yet or nothing runs now."""
     measured: dict[str, float] = {}
     for t in trials:
         seconds = measured_seconds(t)
@@ -200,8 +200,8 @@ def estimate_eta(trials: tuple[TrialStatus, ...], now: datetime) -> tuple[float 
     width = max(1, len(running))
     if not running and not waiting:
         return 0.0, width
-    if not measured:
-        return None, width
+    if not measured or not running:
+        return None, width  # no times to go by, or no parallelism seen (all wait in the queue)
     run_left = planned_times([trial_key(t.trial_id) for t in running], 0.0, measured)
     busy = [max(0.0, planned - _elapsed(t, now)) for t, planned in zip(running, run_left, strict=True)]
     todo = planned_times([trial_key(t.trial_id) for t in waiting], 0.0, measured)
