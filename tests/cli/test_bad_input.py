@@ -648,3 +648,13 @@ def test_an_endpoints_file_listing_no_replica_yet_is_refused(tmp_path: Path) -> 
     )
     args = [*DRY, "--output-dir", "o", "--endpoints-file", "endpoints.yaml"]
     assert_refused(tmp_path, args, "--endpoints-file endpoints.yaml: lists no replica yet", "wait-endpoints")
+
+
+def test_a_competition_config_that_is_not_yaml_is_one_plain_line(tmp_path: Path) -> None:
+    """Was the YAML parser's multi-part message quoted with literal \\n escapes and the source excerpt."""
+    (tmp_path / "comps" / "bad").mkdir(parents=True)
+    (tmp_path / "comps" / "bad" / "config.yaml").write_text("id: [\n")
+    line = assert_refused(
+        tmp_path, ["--list", "--competitions-dir", "comps"], "bad/config.yaml: invalid YAML at line 2"
+    )
+    assert "\\n" not in line

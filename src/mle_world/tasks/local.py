@@ -58,8 +58,15 @@ def load_competition(directory: Path) -> LocalCompetition:
     path = directory / "config.yaml"
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read ({exc})") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        # One line, as for the harness's own configs (str(exc) spans several, with the source quoted).
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"{path}: invalid YAML{line}: {getattr(exc, 'problem', None) or 'syntax error'}"
+        ) from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: expected a mapping")
     dataset = _require(config, "dataset", path)
