@@ -294,7 +294,9 @@ def test_endpoints_file_feeds_the_sweep_and_launch_json(tmp_path, start_server, 
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert bad.stderr.strip().endswith(f"{listing}: coder: Input should be a valid tuple")
+    assert bad.stderr.strip().endswith(
+        f"{listing}: coder: expected a list in brackets, e.g. [http://not-a-list/v1], got 'http://not-a-list/v1'"
+    )
     # check-endpoints reads the file too and shows both coder replicas.
     listing.write_text(f"coder: [{a.url}, {b.url}]\n")
     check = subprocess.run(

@@ -153,6 +153,9 @@ def _first_error(path: Path, exc: ValidationError, prefix: str = "") -> ConfigEr
     if err["type"] == "missing":
         return ConfigError(f"{path}: {where}: required key is missing")
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] in ("tuple_type", "list_type"):
+        # pydantic says "Input should be a valid tuple": a YAML user wrote one value where a list goes.
+        msg = f"expected a list in brackets, e.g. [{err['input']}], got {err['input']!r}"
     if err["type"] == "value_error" and not err["loc"] and not prefix:
         return ConfigError(f"{path}: {msg}")  # a rule across fields names them itself
     return ConfigError(f"{path}: {where}: {msg}")
