@@ -27,7 +27,7 @@ from mle_world.agent.sandbox import (
     effective_capabilities,
     is_mapped,
 )
-from mle_world.agent.syscall_filter import ABIS, CLONE_NEWUSER, X32_SYSCALL_BIT, script_filter
+from mle_world.agent.syscall_filter import ABIS, CLONE_NEWUSER, KEYCTL, X32_SYSCALL_BIT, script_filter
 from mle_world.agent.workspace import TrialLayout, reset_run_submission, stage_submission
 from mle_world.records import SandboxSettings
 
@@ -398,12 +398,14 @@ def _verdict(program: bytes, arch: int, nr: int, arg0: int) -> int:
 @pytest.mark.parametrize("abi", sorted(ABIS))
 def test_the_syscall_filter_refuses_new_user_namespaces_on_every_abi(abi: int) -> None:
     program = script_filter()
-    unshare, clone, clone3, inotify = ABIS[abi]
+    numbers = ABIS[abi]
+    unshare, clone, clone3 = numbers.unshare, numbers.clone, numbers.clone3
     eperm, enosys, allow = 0x50001, 0x50026, 0x7FFF0000
     assert _verdict(program, abi, unshare, CLONE_NEWUSER | 0x20000) == eperm
     assert _verdict(program, abi, clone, CLONE_NEWUSER | 17) == eperm
     assert _verdict(program, abi, clone3, 0) == enosys
-    assert all(_verdict(program, abi, number, 0) == 0x50018 for number in inotify)  # EMFILE
+    assert all(_verdict(program, abi, number, 0) == 0x50018 for number in numbers.inotify)  # EMFILE
+    assert all(_verdict(program, abi, number, 0) == eperm for number in numbers.keys)
     assert _verdict(program, abi, unshare, 0x20000) == allow  # other namespaces need capabilities
     assert _verdict(program, abi, clone, 0x01200011) == allow  # fork
     assert _verdict(program, abi, 0, 0) == allow
@@ -458,3 +460,21 @@ def test_the_oom_killer_ends_the_script_not_its_agent(memory_limit: Path, tmp_pa
     seen = json.loads(proc.stdout)
     assert not seen["ok"] and "held 32 MiB" in seen["term_out"], seen
     assert "held it all" not in seen["term_out"], seen
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.uname().machine not in KEYCTL, reason="the filter knows x86_64 and aarch64")
+def test_a_script_neither_reads_nor_fills_the_launchers_session_keyring(tmp_path: Path) -> None:
+    """It possessed the session keyring of whoever started the launcher (a Kerberos ticket cache of type
+    KEYRING lives there) and read its keys; and keys count per host uid against a quota (for root: every
+    root process of the node)."""
+    canary = f"CANARY-TGT-{os.getpid()}"
+    proc = subprocess.run(
+        [sys.executable, "session_keyring.py", str(tmp_path), canary],
+        cwd=SUPPORT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert canary not in out and "krb-ccache-canary" not in out, out
+    assert "read session: (-1, 'Operation not permitted')" in out, out
+    assert "add_key: (-1, 'Operation not permitted')" in out, out

@@ -198,6 +198,15 @@ except OSError as error:
     lowered = str(error)
 record("oom_first_choice", score == "1000", f"score={score} lowering to 0: {lowered}")
 
+# 4h. The kernel keyring: the session keyring of whoever started the launcher (a Kerberos ticket cache of
+# type KEYRING) was the script's too, and keys count per host uid against a quota.
+nr = {"x86_64": (250, 248), "aarch64": (219, 217)}.get(os.uname().machine)
+if nr is not None:
+    buf = ctypes.create_string_buffer(4096)
+    listed = libc.syscall(nr[0], ctypes.c_long(11), ctypes.c_long(-3), buf, ctypes.c_long(4096))
+    added = libc.syscall(nr[1], b"user", b"filler", b"x", ctypes.c_long(1), ctypes.c_long(-3))
+    record("kernel_keyring", listed < 0 and added < 0, f"read session keyring: {listed} add_key: {added}")
+
 # 5. Search the whole filesystem for answers and private dirs.
 found = []
 for dirpath, dirnames, filenames in os.walk("/", onerror=lambda e: None):

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mle_world.agent.syscall_filter import INSTALL, NATIVE_MACHINES, script_filter
+from mle_world.agent.syscall_filter import INSTALL, KEYCTL, NATIVE_MACHINES, script_filter
 from mle_world.agent.workspace import DATA_VIEW
 from mle_world.records import SandboxSettings
 
@@ -207,7 +207,8 @@ class Jail:
         # Last, under no_new_privs: a user namespace of its own would give the script every capability
         # inside it (mounts, netfilter), our own `unshare --user` above included.
         program = "" if self.syscall_filter is None else self.syscall_filter.hex()
-        cmd += [self.python, "-I", "-S", "-c", INSTALL, program, "--"]
+        keyctl = str(KEYCTL.get(platform.machine(), ""))
+        cmd += [self.python, "-I", "-S", "-c", INSTALL, program, keyctl, "--"]
         cmd += argv
         return cmd
 

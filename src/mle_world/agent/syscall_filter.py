@@ -1,5 +1,5 @@
-"""The seccomp filter that keeps a generated script from making user namespaces of its own or inotify
-instances.
+"""The seccomp filter that keeps a generated script from making user namespaces of its own, inotify
+instances or keys.
 
 Reads nothing; returns a classic-BPF program (bytes) and the Python source that installs it and execs
 the script. Why (docs/threat-model.md): an unprivileged process may create a user namespace and hold
@@ -9,12 +9,14 @@ pyxis started by root, as host uid 0, it made cgroups on the host that outlived 
 before the CVE-2022-0492 fix a v1 `release_agent` runs a program as host root), and netfilter sockets.
 Inotify instances are counted per host uid (128 by default) with no limit of the script's own: as host
 uid 0 a script took all of them, and every root process of the node (systemd, slurmd, other trials'
-agents) failed to make one while it ran.
+agents) failed to make one while it ran. Keys likewise count per host uid, and the script possessed the
+session keyring of whoever started the launcher (a Kerberos ticket cache of type KEYRING lives there).
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 _LD_ABS_W, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _NR, _ARCH, _ARG0 = 0, 4, 16
@@ -25,15 +27,31 @@ _EPERM, _EMFILE, _ENOSYS = 1, 24, 38
 CLONE_NEWUSER = 0x10000000
 X32_SYSCALL_BIT = 0x40000000
 
+
+@dataclass(frozen=True)
+class Abi:
+    """One system call ABI's numbers of the calls the filter judges."""
+
+    unshare: int
+    clone: int
+    clone3: int
+    inotify: tuple[int, ...]
+    """inotify_init and inotify_init1 (refused with EMFILE)."""
+    keys: tuple[int, ...]
+    """add_key, request_key and keyctl (refused with EPERM)."""
+
+
 ABIS = {
-    # AUDIT_ARCH_*: (unshare, clone, clone3, inotify_init and inotify_init1). Each host's compat ABI
-    # too (int 0x80 works from a 64-bit x86 process), else a script calls unshare through it.
-    0xC000003E: (272, 56, 435, (253, 294)),  # x86_64 (x32 numbers have X32_SYSCALL_BIT: refused below)
-    0x40000003: (310, 120, 435, (291, 332)),  # i386
-    0xC00000B7: (97, 220, 435, (26,)),  # aarch64 (inotify_init1 only)
-    0x40000028: (337, 120, 435, (316, 360)),  # arm
+    # AUDIT_ARCH_*. Each host's compat ABI too (int 0x80 works from a 64-bit x86 process), else a
+    # script makes the same calls through it.
+    0xC000003E: Abi(272, 56, 435, (253, 294), (248, 249, 250)),  # x86_64 (x32: X32_SYSCALL_BIT, refused)
+    0x40000003: Abi(310, 120, 435, (291, 332), (286, 287, 288)),  # i386
+    0xC00000B7: Abi(97, 220, 435, (26,), (217, 218, 219)),  # aarch64 (inotify_init1 only)
+    0x40000028: Abi(337, 120, 435, (316, 360), (309, 310, 311)),  # arm
 }
 """Every ABI whose syscalls the filter knows; a syscall through any other gets ENOSYS."""
+KEYCTL = {"x86_64": 250, "aarch64": 219}
+"""keyctl's number on each native machine: INSTALL gives the script an empty session keyring with it."""
 NATIVE_MACHINES = ("x86_64", "aarch64")
 """`platform.machine()` of the hosts where the filter is installed (their ABIs are in ABIS)."""
 
@@ -45,23 +63,25 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, i
 def script_filter() -> bytes:
     """`struct sock_filter[]`: unshare and clone with CLONE_NEWUSER fail with EPERM, clone3 (whose
     flags live in memory a filter cannot read) with ENOSYS, on which glibc falls back to clone;
-    inotify_init(1) with EMFILE, as at the kernel's own limit of instances."""
+    inotify_init(1) with EMFILE, as at the kernel's own limit of instances; the keyring calls with EPERM."""
     program: list[tuple[int, int, int, int]] = [_insn(_LD_ABS_W, _ARCH)]
     blocks: list[list[tuple[int, int, int, int]]] = []
-    for unshare, clone, clone3, inotify in ABIS.values():
+    for abi in ABIS.values():
         # Jump offsets count from the next instruction; each block ends in its own returns.
         block = [
             _insn(_LD_ABS_W, _NR),
             _insn(_JGE, X32_SYSCALL_BIT, 0, 1),
             _insn(_RET, _ERRNO | _ENOSYS),
-            _insn(_JEQ, clone3, 0, 1),
+            _insn(_JEQ, abi.clone3, 0, 1),
             _insn(_RET, _ERRNO | _ENOSYS),
         ]
-        for number in inotify:
+        for number in abi.inotify:
             block += [_insn(_JEQ, number, 0, 1), _insn(_RET, _ERRNO | _EMFILE)]
+        for number in abi.keys:
+            block += [_insn(_JEQ, number, 0, 1), _insn(_RET, _ERRNO | _EPERM)]
         block += [
-            _insn(_JEQ, unshare, 1, 0),
-            _insn(_JEQ, clone, 0, 3),
+            _insn(_JEQ, abi.unshare, 1, 0),
+            _insn(_JEQ, abi.clone, 0, 3),
             _insn(_LD_ABS_W, _ARG0),
             _insn(_JSET, CLONE_NEWUSER, 0, 1),
             _insn(_RET, _ERRNO | _EPERM),
@@ -86,9 +106,13 @@ import ctypes, os, sys
 # weighs, so at an equal score it ended the agent (seen: a trial failed as infra, the script unharmed).
 with open("/proc/self/oom_score_adj", "w") as handle:
     handle.write("1000")
+libc = ctypes.CDLL(None, use_errno=True)
+# A session keyring of its own, empty (KEYCTL_JOIN_SESSION_KEYRING, no name): it possessed the
+# launcher's, whose keys (a Kerberos ticket cache of type KEYRING, say) it could read.
+if sys.argv[2]:
+    libc.syscall(int(sys.argv[2]), ctypes.c_long(1), None)
 program = bytes.fromhex(sys.argv[1])
 if program:
-    libc = ctypes.CDLL(None, use_errno=True)
     buffer = ctypes.create_string_buffer(program, len(program))
     class Fprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
@@ -96,7 +120,8 @@ if program:
     # PR_SET_SECCOMP, SECCOMP_MODE_FILTER: allowed unprivileged under no_new_privs (set by setpriv before).
     if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
         sys.exit(f"syscall filter: {os.strerror(ctypes.get_errno())}")
-os.execv(sys.argv[3], sys.argv[3:])
+os.execv(sys.argv[4], sys.argv[4:])
 """
-"""`python -I -S -c INSTALL <program hex, or nothing> -- argv...`: makes the process the OOM killer's
-first choice (raising one's own score needs no privilege), installs the filter, then execs argv."""
+"""`python -I -S -c INSTALL <program hex, or nothing> <keyctl's number, or nothing> -- argv...`: makes
+the process the OOM killer's first choice (raising one's own score needs no privilege), gives it an
+empty session keyring, installs the filter, then execs argv."""
