@@ -59,10 +59,12 @@ def test_pooled_ungated_row_pools_every_statistic(tmp_path: Path) -> None:
     write_events(out, "wm-point", "A", 34, [
         prediction("not_gated", 0.8, True, p_bug=0.1, actual_buggy=False, counterfactual_gate="execute"),
         prediction("not_gated", 0.3, False, p_bug=0.6, actual_buggy=True, counterfactual_gate="skip"),
+        "{not json",
     ])  # fmt: skip
     write_events(out, "wm-blind", "A", 34, [
         prediction("not_gated", 0.4, False, p_bug=0.2, actual_buggy=False, counterfactual_gate="skip"),
         prediction("not_gated", 0.7, False, p_bug=0.5, actual_buggy=False, counterfactual_gate="execute"),
+        "{not json",
     ])  # fmt: skip
     rows = {w.configuration: w for w in audit([out]).world}
     pooled = rows["all"]
@@ -74,6 +76,7 @@ def test_pooled_ungated_row_pools_every_statistic(tmp_path: Path) -> None:
     # p_bug: (.1-0)² + (.6-1)² + (.2-0)² + (.5-0)² = .01 + .16 + .04 + .25 → / 4
     assert pooled.bug_labelled == 4 and pooled.bug_brier == pytest.approx(0.115)
     assert pooled.skip_rate is None and pooled.executions_saved == 0
+    assert pooled.bad_event_lines == 2  # one unreadable line in each configuration's events
 
 
 def _llm(role: str, prompt: int | None, completion: int | None) -> str:
@@ -209,3 +212,16 @@ def test_best_metric_curve_counts_a_trial_that_never_found_a_good_node_as_zero(t
     (curve,) = audit([out]).curves
     # seed 34: 0.2 (the worst seen, 0) then 0.8 (the best, 1) from 1 h on; seed 35 is 0 throughout
     assert curve.trials == 2 and curve.values[-1] == 0.5 and curve.values[0] == 0.0
+
+
+def test_best_metric_curve_of_a_lower_is_better_task_rises_as_the_metric_falls(tmp_path: Path) -> None:
+    """Normalised per task with 1 = the best seen: for an error metric the lowest is best, so a trial
+    going from 0.8 to 0.2 starts at 0 and ends at 1 (not the other way round)."""
+    out = tmp_path / "g"
+    write_launch(out, "gated", [tid("gated", "aide", "A", 34)])
+    write_journal(out, "aide", "A", 34, [(0.0, 0.8), (1.0, 0.5), (2.0, 0.6), (3.0, 0.2)], lower=True)
+    (curve,) = audit([out]).curves
+    # bounds 0.2..0.8; best so far 0.8 → 0, then 0.5 → 0.5 (0.6 at 2 h is no improvement), then 0.2 → 1
+    middle = [v for t, v in zip(curve.times, curve.values, strict=True) if 1.0 <= t < 3.0]
+    assert curve.values[0] == 0.0 and curve.values[-1] == 1.0
+    assert middle and middle == pytest.approx([0.5] * len(middle))
