@@ -308,3 +308,15 @@ def test_a_trial_whose_file_system_is_already_short_fails_as_infrastructure(tmp_
     assert result["stop_reason"].startswith("infra: disk: the file system holding"), result
     assert "under the sandbox's reserve of 1024 MiB" in result["stop_reason"], result
     assert result["executed"] == 0 and result["exec_time_s"] == 0.0, result
+
+
+def test_a_file_system_without_an_inode_count_is_not_short_of_inodes(tmp_path: Path) -> None:
+    """btrfs (and tmpfs with nr_inodes=0) report 0 inodes of 0 free: read as none left, every trial on
+    it would have failed as infra before its first run."""
+    out = tmp_path / "fs"
+    check = (
+        "import sys; from pathlib import Path; from mle_world.agent.disk_quota import Usage, check_reserve; "
+        f"check_reserve(Path({str(out)!r}), Usage(1 << 20, 10_000)); print('room')"
+    )
+    proc = in_private_tmpfs(out, [sys.executable, "-c", check], size="8m,nr_inodes=0")
+    assert proc.returncode == 0 and proc.stdout.strip() == "room", proc.stderr[-2000:]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,12 +143,14 @@ def filesystem_used(path: Path | str) -> Usage | None:
 
 
 def filesystem_free(path: Path | str) -> Usage | None:
-    """Bytes and inodes an unprivileged writer may still take on the filesystem holding `path`."""
+    """Bytes and inodes an unprivileged writer may still take on the filesystem holding `path`; a
+    filesystem without a fixed inode count (btrfs, tmpfs with nr_inodes=0: statvfs says 0 of 0) has
+    inodes without end."""
     try:
         info = os.statvfs(path)
     except OSError:
         return None
-    return Usage(info.f_bavail * info.f_frsize, info.f_favail)
+    return Usage(info.f_bavail * info.f_frsize, info.f_favail if info.f_files else sys.maxsize)
 
 
 class DiskShortage(Exception):
