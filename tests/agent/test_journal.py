@@ -190,3 +190,71 @@ def test_kill_9_at_random_points_always_leaves_a_consistent_journal(tmp_path):
         assert len(ckpt.nodes) > seen, "every session's acknowledged checkpoints survive the kill"
         seen = len(ckpt.nodes)
     assert path.exists(), "the writer compacted at least once over the sessions"
+
+
+def test_compaction_rewrites_a_bounded_multiple_of_what_was_appended(tmp_path, monkeypatch):
+    """The snapshot is rewritten only when the log outgrows it, so the bytes all compactions write
+    stay within a small multiple of the journal (it doubles between compactions); compacting whenever
+    the log passes COMPACT_MIN_BYTES would rewrite the whole journal every few steps (quadratic)."""
+    monkeypatch.setattr(journal_module, "COMPACT_MIN_BYTES", 2000)
+    path = tmp_path / "journal.json"
+    writer = JournalWriter(path, None)
+    ckpt = Checkpoint(trial_id="t", science_hash="h")
+    rewritten, compactions, seq = 0, 0, None
+    for i in range(60):
+        ckpt.nodes = [*ckpt.nodes, node(i, 400)]
+        writer.save(ckpt)
+        snapshot_seq = Checkpoint.model_validate_json(path.read_bytes()).seq if path.exists() else None
+        if snapshot_seq != seq:
+            compactions, rewritten, seq = compactions + 1, rewritten + path.stat().st_size, snapshot_seq
+    journal_bytes = path.stat().st_size + (log_path(path).stat().st_size if log_path(path).exists() else 0)
+    # measured: 4 compactions writing 1.8x the journal; compacting past 2000 bytes: 20, 10.6x
+    assert compactions >= 2 and rewritten <= 3 * journal_bytes, (compactions, rewritten, journal_bytes)
+    assert state(load_checkpoint(path)) == state(ckpt)
+
+
+def test_each_appended_line_is_fsynced_unless_asked_not_to(tmp_path, monkeypatch):
+    """An acknowledged checkpoint survives a machine crash: its line is fsynced before save returns."""
+    path = tmp_path / "journal.json"
+    ckpt = checkpoints(path, 1)
+    writer = JournalWriter(path, load_checkpoint(path))
+    writer._compact_next = False
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    monkeypatch.setattr(journal_module.os, "fsync", recording_fsync)
+    ckpt.nodes = [*ckpt.nodes, node(1)]
+    writer.save(ckpt)
+    assert synced == [log_path(path).stat().st_ino]
+    ckpt.nodes = [*ckpt.nodes, node(2)]
+    writer.save(ckpt, sync=False)
+    assert len(synced) == 1 and len(log_path(path).read_text().splitlines()) == 3
+
+
+def test_a_log_line_of_another_trial_ends_the_replay(tmp_path):
+    path = tmp_path / "journal.json"
+    checkpoints(path, 2)
+    other = Checkpoint(trial_id="other", science_hash="h", seq=3, first_node=2, nodes=[node(2)])
+    with open(log_path(path), "a") as handle:
+        handle.write(other.model_dump_json() + "\n")
+    loaded = load_checkpoint(path)
+    assert loaded is not None and loaded.trial_id == "t" and [n.id for n in loaded.nodes] == ["n0", "n1"]
+
+
+@pytest.mark.parametrize("where", ["snapshot", "log line"])
+def test_a_journal_one_version_newer_is_refused(tmp_path, where):
+    """Its unknown fields would be dropped on resume: refused from the very next version on."""
+    path = tmp_path / "journal.json"
+    newer = Checkpoint(trial_id="t", science_hash="h", version=journal_module.JOURNAL_VERSION + 1, seq=1)
+    if where == "snapshot":
+        path.write_text(newer.model_dump_json())
+    else:
+        checkpoints(path, 1)
+        with open(log_path(path), "a") as handle:
+            handle.write(newer.model_copy(update={"seq": 2, "first_node": 1}).model_dump_json() + "\n")
+    with pytest.raises(journal_module.CorruptJournal, match=f"journal version {newer.version} is newer"):
+        load_checkpoint(path)
