@@ -119,6 +119,7 @@ def test_sandboxed_process_command_runs_with_keys_only_by_reference(tmp_path: Pa
     [
         ("enroot", Path("/a:b"), "enroot mounts cannot express ':'"),
         ("pyxis", Path("/a,b"), "pyxis --container-mounts cannot express"),
+        ("pyxis", Path("/a:b"), "pyxis --container-mounts cannot express"),
     ],
 )
 def test_inexpressible_paths_are_refused(runtime: str, out: Path, message: str) -> None:
@@ -131,6 +132,25 @@ def test_sandbox_refuses_data_dir_under_a_bound_path() -> None:
     spec = RUNTIMES["process-sandbox"]
     with pytest.raises(UserError, match="--data-dir"):
         render_command(_trial(spec, data_dir=Path("/opt/py/data")), spec)
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIMES))
+@pytest.mark.parametrize("where", ["the private dir", "inside it", "its parent"])
+def test_a_mount_showing_private_answers_is_refused(name: str, where: str) -> None:
+    """A cluster mount of the task's private dir itself, of a folder in it, or of one holding it."""
+    private = _trial(RUNTIMES[name]).private_dir
+    src = {"the private dir": private, "inside it": private / "sub", "its parent": private.parent}[where]
+    spec = replace(RUNTIMES[name], mounts=((str(src), "/mnt/extra"),))
+    with pytest.raises(UserError, match="private answers"):
+        render_command(_trial(spec), spec)
+
+
+def test_sandbox_refuses_a_bound_host_path_inside_the_private_dir() -> None:
+    """The sandbox binds its host paths read-only: one of them under the private dir shows part of it."""
+    private = _trial(RUNTIMES["process-sandbox"]).private_dir
+    spec = replace(RUNTIMES["process-sandbox"], host_paths=("/opt/py", str(private / "venv")))
+    with pytest.raises(UserError, match="--data-dir: .* overlaps"):
+        render_command(_trial(spec), spec)
 
 
 def test_pyxis_leaves_the_trials_gpus_to_the_launchers_nvidia_visible_devices() -> None:
