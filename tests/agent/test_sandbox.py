@@ -478,3 +478,40 @@ def test_a_script_neither_reads_nor_fills_the_launchers_session_keyring(tmp_path
     assert canary not in out and "krb-ccache-canary" not in out, out
     assert "read session: (-1, 'Operation not permitted')" in out, out
     assert "add_key: (-1, 'Operation not permitted')" in out, out
+
+
+@needs_bwrap
+def test_script_has_no_network_a_read_only_host_and_its_limits_in_force(tmp_path: Path) -> None:
+    """What the script meets from inside: the test's loopback server unreachable (a network namespace
+    of its own), the data dir and / read-only, /dev/shm in the workspace's tmp/, and the process, file
+    size and core limits of its settings."""
+    import socket
+
+    layout = sandbox_layout(tmp_path)
+    settings = SandboxSettings(max_processes=40, disk_mb=64)
+    if (
+        os.geteuid() == 0
+    ):  # the script's own uid owns the data (as in a user's launch): only the mount stops it
+        os.chown(layout.data_dir, settings.code_uid, settings.code_uid)
+    runner = _runner(layout, settings)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code = (
+            "import os, resource, socket\n"
+            "def attempt(name, act):\n"
+            "    try:\n        act()\n        print(name, 'done')\n"
+            "    except OSError as error:\n        print(name, 'refused', error.errno)\n"
+            f"attempt('connect', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=5).close())\n"
+            f"attempt('data', lambda: open({str(layout.data_dir / 'planted.csv')!r}, 'w').close())\n"
+            "attempt('root', lambda: open('/pwned-by-sandbox-test', 'w').close())\n"
+            "open('/dev/shm/shared', 'w').write('x')\n"
+            "for name in ('NPROC', 'FSIZE', 'CORE'):\n"
+            "    print(name, resource.getrlimit(getattr(resource, 'RLIMIT_' + name)))\n"
+        )
+        result = runner.run(code, args=[], timeout_s=60, log_path=tmp_path / "run.log")
+    out = result.term_out
+    assert result.ok, out
+    assert "connect refused" in out and "data refused" in out and "root refused" in out, out
+    assert not (layout.data_dir / "planted.csv").exists() and not Path("/pwned-by-sandbox-test").exists()
+    assert (layout.tmp / "shared").read_text() == "x"
+    assert "NPROC (40, 40)" in out and f"FSIZE ({64 << 20}, {64 << 20})" in out and "CORE (0, 0)" in out
