@@ -142,7 +142,7 @@ def test_a_sweep_with_grade_refuses_to_start_when_its_tasks_cannot_be_graded(
     proc = cli(
         *("--config", "configs/demo.yaml", "--runtime", "process", "--regime", "gated", "--grade"),
         *("-c", task, "-m", "aide", "--data-dir", str(data), "--output-dir", str(out), *extra),
-        "--no-endpoint-check",
+        *("--no-endpoint-check", "--gpu-device", "none"),  # no GPU preflight before the grading check
         home=tmp_path,
         env=env,
     )
