@@ -78,21 +78,24 @@ def test_grade_output_dir_regrades_every_trial(
     assert again.graded == [] and len(again.skipped) == 2
 
 
+@pytest.mark.parametrize("live_state", ["submitted", "running"])
 def test_grade_output_dir_natural_seed_order_and_running_trials_left_alone(
-    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path]
+    tmp_path: Path, prepared_data: Path, local_comps: dict[str, Path], live_state: str
 ) -> None:
+    """A queued or running trial is not graded (its submission may still change); a failed one is, and
+    its report says so; one put back to pending has no final state to record."""
     from mle_world.records import TrialStatus
 
     out = tmp_path / "out"
-    for seed in (10, 9, 2):
+    states = {10: "failed", 9: live_state, 2: "pending"}
+    for seed, state in states.items():
         trial = out / "runs" / "wm-point" / f"iris-species_seed{seed}"
         write_model(trial / "spec.json", spec_for("iris-species", seed=seed))
-    live = out / "runs" / "wm-point" / "iris-species_seed9"
-    write_model(
-        live / "status.json", TrialStatus(trial_id="gated/wm-point/iris-species/seed9", state="running")
-    )
+        trial_id = f"gated/wm-point/iris-species/seed{seed}"
+        write_model(trial / "status.json", TrialStatus(trial_id=trial_id, state=state))
     result = grade_output_dir(out, prepared_data, local_comps)
     assert [r.seed for r in result.graded] == [2, 10]  # natural order, not "10" < "2"
+    assert [r.trial_state for r in result.graded] == [None, "failed"]
     assert result.unfinished == ["gated/wm-point/iris-species/seed9"]
     assert not (out / "runs" / "wm-point" / "iris-species_seed9_grading_report.json").exists()
 
