@@ -96,6 +96,7 @@ def test_stats_by_hand() -> None:
     # Brier: (0.1² + 0.2² + 0.6² + 0.6²) / 4 = (0.01 + 0.04 + 0.36 + 0.36) / 4
     assert brier_score([0.9, 0.2, 0.6, 0.4], [True, False, False, True]) == pytest.approx(0.1925)
     assert accuracy_at([0.9, 0.2, 0.6, 0.4], [True, False, False, True]) == 0.5
+    assert accuracy_at([0.5, 0.5], [True, True]) == 1.0  # p = 0.5 says 'improves' (p >= threshold)
     bins = calibration_bins([0.05, 0.15, 0.12, 1.0], [False, True, False, True], n_bins=10)
     assert (bins[1].size, bins[1].mean_predicted, bins[1].observed_rate) == (2, pytest.approx(0.135), 0.5)
     assert bins[9].size == 1 and bins[9].observed_rate == 1.0 and bins[5].size == 0
