@@ -11,7 +11,7 @@ import pytest
 
 from mle_world.agent import gate
 from mle_world.agent.budget import Budget, stage_for
-from mle_world.agent.journal import Journal, Node, valid_metric
+from mle_world.agent.journal import MEMORY_SEPARATOR, Journal, Node, valid_metric
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.prompts import extract_plan_and_code, render_sections
 from mle_world.agent.review import buggy_verdict
@@ -91,6 +91,21 @@ def test_best_node_direction_and_memory():
     assert j.best_node().id == "n1" and j.best_node(before_step=1).id == "n0"
     assert "Design: p0" in j.memory() and j.memory().count("Design") == 2
     assert [n.id for n in j.top_nodes(1)] == ["n1"]
+
+
+def test_memory_shrunk_to_fit_keeps_the_best_nodes_then_the_latest_and_says_what_it_left_out():
+    """A long journal in a short context: the three best nodes stay (n0, the best, is the oldest), the
+    remaining room goes to the most recent ones, in journal order, after a line counting the rest."""
+    j = Journal(lower_is_better=False)
+    for i, metric in enumerate([0.9, 0.1, 0.2, 0.3, 0.4, 0.5]):
+        j.append(node(i, metric=metric, plan=f"p{i} " + "x" * 100, analysis=f"a{i}"))
+    entry = len(f"Design: p0 {'x' * 100}\nResults: a0\nValidation Metric: 0.9") + len(MEMORY_SEPARATOR)
+    memory = j.memory(max_chars=3 * entry + 120)  # three entries and the line: not a fourth entry
+    kept = [
+        int(line[len("Design: p") :].split()[0]) for line in memory.splitlines() if line.startswith("Design:")
+    ]
+    assert kept == [0, 4, 5] and memory.startswith("(3 earlier solution(s) omitted"), memory
+    assert len(memory) <= 3 * entry + 120
 
 
 def test_valid_metric_accepts_ints_rejects_bools_and_nan():
