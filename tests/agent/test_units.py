@@ -126,6 +126,10 @@ WM = WorldModelSettings(
         (said(True, p_bug=0.1, p_improves=0.5, confidence=0.9), False),
         (said(True, p_bug=0.9, p_improves=0.0, confidence=0.59), False),
         (said(False, error="bad"), False),
+        # the boundaries as the paper's rule states them: confidence >= min_confidence, p_bug >= bug_threshold
+        (said(True, p_bug=0.1, p_improves=0.4, confidence=0.6), True),
+        (said(True, p_bug=0.5, p_improves=0.9, confidence=0.9), True),
+        (said(True, p_bug=None, p_improves=0.9, confidence=0.9), False),  # no p_bug: no bug veto
     ],
 )
 def test_pointwise_rejection(prediction, rejected):
@@ -163,6 +167,9 @@ def test_rank_pointwise_ties_and_invalid():
     assert gate.rank_pointwise(preds, WM, lower_is_better=False) == [2, 1, 0, 3]
     assert gate.rank_pointwise(preds, WM, lower_is_better=True) == [1, 2, 0, 3]
     assert gate.rank_pointwise([preds[3], preds[0]], WM, lower_is_better=False) == [1, 0]
+    # Rejected ones last, the likeliest to improve first: a forced step runs that one.
+    rejected = [said(True, p_improves=p, confidence=1, p_bug=0) for p in (0.1, 0.3, 0.2)]
+    assert gate.rank_pointwise(rejected, WM, lower_is_better=False) == [1, 2, 0]
 
 
 def test_choose_gated_skips_then_forces_and_ungated_is_seeded():
@@ -217,6 +224,11 @@ def test_tournament_counts_only_confident_results():
     assert calls[1] == [(1, 2)] and calls[2] == [(1, 4)]
     assert t.winner == 4 and t.ranks[4] == 0 and t.ranks[1] == 1
     assert [m.counted for m in t.matches] == [True, False, False, True]
+
+
+def test_a_comparison_exactly_at_the_pairwise_confidence_counts():
+    t = gate.tournament(2, lambda pairs: [Comparison(True, "B", 0.7) for _ in pairs], 0.7, Unswapped())
+    assert t.winner == 1 and [m.counted for m in t.matches] == [True]
 
 
 def test_tournament_ranks_and_seeded_positions():
