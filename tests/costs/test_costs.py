@@ -141,6 +141,25 @@ def test_unknown_execution_price_stays_empty(tmp_path: Path) -> None:
     rows = read_rows(write_trial_costs(make_trial(tmp_path, spec, EVENTS), spec, tmp_path, load_prices(path)))
     assert rows["execution"]["cost_usd"] == "" and rows["coder"]["cost_usd"] == ""
     assert float(rows["execution"]["gpu_hours"]) == pytest.approx(0.7)
+    # Executions without a GPU cost nothing whatever the GPU price: a CPU-only trial's cost stays known.
+    cpu = spec_for("iris-species", 37)
+    lines = [execution(1800.0, None), execution(60.0, "")]
+    rows = read_rows(write_trial_costs(make_trial(tmp_path, cpu, lines), cpu, tmp_path, load_prices(path)))
+    assert (rows["execution"]["cost_usd"], rows["execution"]["gpu_hours"]) == ("0.0", "0.0")
+
+
+def test_a_role_whose_every_call_failed_is_priced_by_its_servers_time(tmp_path: Path, prices) -> None:  # type: ignore[no-untyped-def]
+    """No call billed tokens and no model is priced per token: the self-hosted server's GPUs were busy
+    for the calls' 36 s all the same (2 GPUs at 3 USD/h: 36 / 3600 * 2 * 3 = 0.06)."""
+    failed = json.dumps(
+        {"type": "llm_call", "ts": TS, "role": "feedback", "model": None, "purpose": "review",
+         "prompt_tokens": None, "completion_tokens": None, "latency_s": 36.0, "outcome": "retry",
+         "error": "HTTP 500"}
+    )  # fmt: skip
+    spec = spec_for("iris-species", 38)
+    rows = read_rows(write_trial_costs(make_trial(tmp_path, spec, [failed]), spec, tmp_path, prices))
+    assert rows["feedback"]["pricing"] == "gpu-hour-by-llm-seconds"
+    assert float(rows["feedback"]["cost_usd"]) == pytest.approx(0.06)
 
 
 def test_summary_sums_per_regime_configuration_role(tmp_path: Path, prices) -> None:  # type: ignore[no-untyped-def]
