@@ -20,6 +20,7 @@ from mle_world.launch.state import (
     StateError,
     StatusFields,
     claim,
+    is_retryable,
     mark_checkpointed,
     mark_failed_infra,
     mark_finished,
@@ -316,3 +317,29 @@ def test_the_eta_counts_a_finished_trials_runs_once(tmp_path: Path) -> None:
     now = utcnow()
     started = TrialStatus(trial_id="v", state="running", started_at=now)  # a slot busy for 100 s more
     assert estimate_eta((done, waiting, started), now) == (200.0, 1)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "requeues", "failure_class", "retry_failed", "retried"),
+    [
+        (1, 0, "infra", "infra", True),
+        (2, 0, "infra", "infra", True),
+        (3, 0, "infra", "infra", False),  # attempts + requeues reached max_attempts (3)
+        (2, 1, "infra", "infra", False),  # Slurm's requeues count too
+        (1, 0, "agent", "infra", False),
+        (1, 0, "agent", "all", True),
+        (1, 0, "infra", None, False),
+    ],
+)
+def test_a_failed_trial_is_retried_only_as_asked_and_within_max_attempts(
+    attempt: int, requeues: int, failure_class: str, retry_failed: str | None, retried: bool
+) -> None:
+    status = TrialStatus(
+        trial_id="t",
+        state="failed",
+        failure_class=failure_class,
+        attempt=attempt,
+        requeues=requeues,  # type: ignore[arg-type]
+    )
+    assert is_retryable(status, retry_failed, max_attempts=3) is retried
+    assert not is_retryable(status.model_copy(update={"state": "succeeded"}), "all", max_attempts=3)
