@@ -376,3 +376,22 @@ def test_a_failure_of_the_agents_own_files_is_the_infrastructures(tmp_path, comp
     assert proc.returncode == 1 and result.status == "failed", err.decode()[-2000:]
     assert result.stop_reason.startswith("infra: OSError: "), result.stop_reason  # ENOSPC, then EINVAL
     assert classify(1, result, timed_out=False, limit_text="60", last_line="").failure_class == "infra"
+
+
+def test_a_node_without_the_sandbox_fails_the_trial_as_infra(tmp_path, competition, servers):
+    """No bubblewrap on the node (or no user namespaces): no run of the agent's is possible there, which
+    is the node's fault. As the agent's failure it was a settled zero that `--retry-failed infra` skipped."""
+    public, _ = competition
+    spec = make_spec(tmp_path, public, servers)
+    trial = Path(spec.paths.trial_dir)
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    proc = start_agent(trial / "spec.json", env={"PATH": str(empty)})
+    _, err = proc.communicate(timeout=60)
+    result = AgentResult.model_validate_json((trial / "result.json").read_text())
+    assert proc.returncode == 1 and result.stop_reason.startswith("sandbox_unavailable: "), err.decode()[
+        -2000:
+    ]
+    assert "bwrap" in result.stop_reason
+    verdict = classify(1, result, timed_out=False, limit_text="60", last_line="")
+    assert (verdict.state, verdict.failure_class) == ("failed", "infra"), verdict

@@ -47,7 +47,10 @@ every trial that ended: its costs are spent whatever the outcome (a failed trial
 too); it grades succeeded trials and failed ones that left a submission (`to_grade`: MLE-bench grades
 whatever the agent left)."""
 
-INFRA_STOP_REASONS = ("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal")
+INFRA_STOP_REASONS = (
+    *("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal"),
+    "sandbox_unavailable",  # the node has no working sandbox (no bubblewrap, no user namespaces)
+)
 """Prefixes of the agent's stop_reason that blame the infrastructure, not the agent."""
 CHECKPOINT_EXITS = (143, 140, -signal.SIGTERM, -signal.SIGUSR2)
 """Exit codes of an agent that checkpointed on SIGTERM/SIGUSR2 (143 by contract)."""
