@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import scripted
 import yaml
-from e2ekit import REPO, cli
+from e2ekit import REPO, as_from_a_terminal, cli
 from fakeserver import FakeOpenAIServer, Reply
 from runtimekit import runtime_options
 
@@ -301,6 +301,7 @@ def test_enroot_sweep_killed_inside_the_container_resumes(
             text=True,
             start_new_session=True,
             env=launcher_env(fake_home),
+            preexec_fn=as_from_a_terminal,
         )
         deadline = time.monotonic() + 300
         # one trial done, the other one's agent inside its container with a node executed

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import scripted
 from browser import drawn_fraction, dump_dom, screenshot
-from e2ekit import REPO, cli
+from e2ekit import REPO, as_from_a_terminal, cli
 from fakeserver import FakeOpenAIServer
 
 from mle_world.audit.pages import trial_page_name
@@ -239,7 +239,12 @@ def test_killed_sweep_resumes_without_rerunning_finished_trials(
             "iris-species",
         ]
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=as_from_a_terminal,
         )
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and list(_states(out).values()).count("succeeded") < 2:

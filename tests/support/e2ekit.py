@@ -5,6 +5,7 @@ Reads nothing; runs run_paper.py.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,3 +21,10 @@ def cli(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProce
         timeout=timeout,
         **kwargs,
     )
+
+
+def as_from_a_terminal() -> None:
+    """`preexec_fn` of a launcher a test stops with Ctrl-C's SIGINT: a background job of a
+    non-interactive shell (how a CI runner may start the suite) inherits SIGINT ignored, and an ignored
+    signal stays ignored across exec, so the launcher never saw the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
