@@ -52,3 +52,10 @@ def test_this_machines_mounts_parse(tmp_path: Path) -> None:
     mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
     assert any(m.point == "/" for m in mounts)
     assert node_local_locks(tmp_path / "not yet made") is None  # a local disk: no warning
+
+
+def test_a_mounts_root_is_its_file_systems_dir_unescaped() -> None:
+    """What `memory_cgroup` finds a trial's cgroup with: a container sees its own cgroup as its root."""
+    line = "35 30 0:30 /job\\040a /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
+    (mount,) = parse_mountinfo(line)
+    assert (mount.root, mount.point, mount.fstype) == ("/job a", "/sys/fs/cgroup", "cgroup2")

@@ -1,8 +1,9 @@
 """The memory cgroup a trial's command runs in (the launcher's or the Slurm job's): how many processes the
 kernel's OOM killer ended in it so far, and its memory limit; and the OOM priority of a trial's command.
 
-Reads /proc/self/cgroup, /proc/self/mountinfo and the cgroup's files (v2: memory.events, memory.max; v1:
-memory.oom_control, memory.stat); writes nothing (a trial's shell sets its own oom_score_adj).
+Reads /proc/self/cgroup, /proc/self/mountinfo (`mounts.parse_mountinfo`) and the cgroup's files (v2:
+memory.events, memory.max; v1: memory.oom_control, memory.stat); writes nothing (a trial's shell sets its
+own oom_score_adj).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from mle_world.launch.mounts import parse_mountinfo
 
 TRIAL_OOM_SCORE_ADJ = 500
 """Raised for a trial's command (and inherited by the agent and its generated code): when the launcher
@@ -66,23 +69,6 @@ class MemoryCgroup:
         return min(limits) if limits else None
 
 
-def _mounts() -> list[tuple[str, str, str, set[str]]]:
-    """(root, mount point, fs type, super options) of each mount of this process."""
-    out = []
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        fields = line.split()
-        if "-" not in fields:
-            continue
-        dash = fields.index("-")
-        if len(fields) > dash + 3:
-            out.append((fields[3], fields[4], fields[dash + 1], set(fields[dash + 3].split(","))))
-    return out
-
-
 def own_memory_cgroup() -> MemoryCgroup | None:
     """This process's memory cgroup (a child started now lands in the same one); None without one."""
     try:
@@ -96,17 +82,21 @@ def own_memory_cgroup() -> MemoryCgroup | None:
             found.setdefault("v2", path)
         elif "memory" in controllers.split(","):
             found["v1"] = path
-    for root, point, fstype, options in _mounts():
-        v2 = fstype == "cgroup2"
+    try:
+        mountinfo = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for mount in parse_mountinfo(mountinfo):
+        v2 = mount.fstype == "cgroup2"
         mine = found.get("v2" if v2 else "v1")
-        if mine is None or not (v2 or (fstype == "cgroup" and "memory" in options)):
+        if mine is None or not (v2 or (mount.fstype == "cgroup" and "memory" in mount.options)):
             continue
-        relative = os.path.relpath(mine, root) if mine.startswith(root) else None
+        relative = os.path.relpath(mine, mount.root) if mine.startswith(mount.root) else None
         if relative is None or relative.startswith(".."):
             continue
-        here = Path(point) / relative if relative != "." else Path(point)
+        here = Path(mount.point) / relative if relative != "." else Path(mount.point)
         if (here / ("memory.events" if v2 else "memory.oom_control")).exists():
-            return MemoryCgroup(here.resolve(), Path(point), v2)
+            return MemoryCgroup(here.resolve(), Path(mount.point), v2)
     return None
 
 

@@ -18,6 +18,8 @@ class Mount:
     fstype: str
     options: frozenset[str]
     """Per-mount and super-block options together (`local_lock=all`, `localflock`, ...)."""
+    root: str = "/"
+    """The dir of its file system mounted there (a cgroup hierarchy's, say: `/` or a sub-cgroup)."""
 
 
 def _unescape(field: str) -> str:
@@ -37,7 +39,7 @@ def parse_mountinfo(text: str) -> list[Mount]:
         options = set(fields[5].split(","))
         if len(fields) > dash + 3:
             options |= set(fields[dash + 3].split(","))
-        mounts.append(Mount(_unescape(fields[4]), fields[dash + 1], frozenset(options)))
+        mounts.append(Mount(_unescape(fields[4]), fields[dash + 1], frozenset(options), _unescape(fields[3])))
     return mounts
 
 
