@@ -196,6 +196,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
         if shared := lock_warning(plan.output_dir.absolute()):
             warnings = [*warnings, shared]
     prices_path = _load_prices_flag(args)
+    warnings = [*warnings, *served_gpu_warnings(config, prices_path)]
     for warning in warnings:
         err.print(f"WARNING: {warning}", style="bold red", markup=False, highlight=False, soft_wrap=True)
     if args.dry_run:
@@ -220,6 +221,21 @@ def _load_prices_flag(args: argparse.Namespace) -> Path:
     except ConfigError as exc:
         raise UserError(f"--prices: {exc}" if args.prices else str(exc)) from None
     return path
+
+
+def served_gpu_warnings(config: PaperConfig, prices_path: Path) -> list[str]:
+    """A role whose server the config starts on other GPUs than the price table charges: its self-hosted
+    cost (LLM seconds x GPUs x price) would be off by that ratio."""
+    from mle_world.costs.prices import load_prices
+
+    charged = load_prices(prices_path).self_hosted
+    return [
+        f"{prices_path}: self_hosted.{role}.gpus is {charged[role].gpus} but the config serves {role} on "
+        f"{serve.gpus} GPU(s) (serve.{role}.gpus): its self-hosted cost would be off by "
+        f"{serve.gpus / charged[role].gpus:.3g}x; make them agree (--prices FILE)"
+        for role, serve in sorted(config.serve.items())
+        if role in charged and charged[role].gpus != serve.gpus
+    ]
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
