@@ -302,6 +302,44 @@ def test_scripts_get_the_trial_seed(tmp_path, competition, servers):
     assert "MLE_SEED" in prompt_text(servers["coder"].chat_requests[0])
 
 
+# ---- deviation: the printed metric, also when the reviewer's reading agrees with it -----------
+
+
+def rounding_reviewer(request: dict[str, Any]) -> Reply:
+    """A sensible reviewer that reports the printed metric rounded to two decimals (as LLMs often do)."""
+    reply = review_responder(request)
+    assert reply.tool_call is not None
+    name, answer = reply.tool_call
+    metric = answer["metric"]
+    return Reply(tool_call=(name, {**answer, "metric": None if metric is None else round(metric, 2)}))
+
+
+def test_a_reviewer_that_rounds_never_hides_a_better_node(tmp_path, competition, servers):
+    """0.8123, then 0.8149 printed; the reviewer says 0.81 twice (within its rounding: no mismatch).
+    The second node is the better one: it is the best (and graded) node, and the world model's
+    prediction about it is scored as an improvement."""
+    public, _ = competition
+    servers["coder"].default = metric_coder([0.8123, 0.8149])
+    servers["feedback"].default = rounding_reviewer
+    servers["world"].default = lambda r: world_reply(0.9, confidence=0.9)
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        world=WorldModelSettings(enabled=True),
+        budget=BudgetSettings(time_limit_s=600, max_steps=2, min_step_s=0),
+    )
+    spec = spec.model_copy(update={"lower_is_better": False})
+    result = run(spec)
+    draft, improve = nodes_of(spec)
+    assert (draft.reviewer_metric, improve.reviewer_metric) == (0.81, 0.81)
+    assert (draft.metric, improve.metric) == (0.8123, 0.8149)
+    assert result.metric_mismatches == 0 and result.best_node_id == improve.id
+    assert "Validation metric: 0.8149" in (Path(spec.paths.trial_dir) / "best_solution.py").read_text()
+    [event] = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
+    assert event["node_id"] == improve.id and event["actual_improved"] is True
+
+
 # ---- deviation: metric direction ---------------------------------------------------------------
 
 

@@ -59,8 +59,10 @@ def buggy_verdict(
     node: Node, answer: dict[str, Any] | None, submission_exists: bool, printed: float | None = None
 ) -> Review:
     """AIDE's rules (the fork's): buggy if the reviewer says so, the run raised, the metric is not a
-    number, the reviewer says there is no CSV, or the CSV is missing on disk. The metric is the
-    reviewer's unless the script printed one that the reviewer left out or misread (then the printed).
+    number, the reviewer says there is no CSV, or the CSV is missing on disk. The metric is the one the
+    script printed when it printed one (the reviewer's reading agrees with it up to its rounding, or is
+    flagged as a mismatch), else the reviewer's. A reviewer that rounds 0.8123 and 0.8149 to 0.81 would
+    otherwise tie the two nodes and keep the worse one as the best.
     """
     if answer is None:
         return Review(
@@ -68,7 +70,7 @@ def buggy_verdict(
         )
     reviewer = valid_metric(answer.get("metric"))
     mismatch = printed is not None and (reviewer is None or not metrics_agree(reviewer, printed))
-    metric = printed if mismatch else reviewer
+    metric = printed if printed is not None else reviewer
     is_bug = answer.get("is_bug")
     has_csv = answer.get("has_csv_submission")
     lower = answer.get("lower_is_better")
