@@ -1,8 +1,9 @@
 """Audit one or more output dirs: completeness, medal rates, paired deltas, costs, world model.
 
-Reads launch.json, grading reports, status.json, events.jsonl, journal.json and costs/*.csv;
-writes `<out_dir>/summary.csv`, `report.md`, PNG plots, `index.html` and `trials/*.html`, and shows the
-tables on the `Display` it is given (the CLI's draws them with rich); it never prints itself.
+Reads launch.json, grading reports, status.json, events.jsonl, journal.json, costs/*.csv and one
+spec.json per dir and configuration; writes `<out_dir>/summary.csv`, `report.md`, PNG plots,
+`index.html` and `trials/*.html`, and shows the tables on the `Display` it is given (the CLI's draws
+them with rich); it never prints itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mle_world.audit.analysis import (
 from mle_world.audit.cache import ParsedInputs, open_parsed_inputs
 from mle_world.audit.collect import Sweep as Sweep
 from mle_world.audit.collect import load_sweep as load_sweep
+from mle_world.audit.pairing import science_problems
 from mle_world.audit.report import show_tables, write_outputs
 from mle_world.errors import UserError, not_a_dir
 from mle_world.launch.display import Display, SilentDisplay
@@ -57,6 +59,7 @@ def audit(
     """Collect and compute every audit table (no output); `parsed`: input files an earlier audit parsed."""
     with no_cyclic_gc():
         sweep = load_sweep(dirs, parsed)
+        sweep.problems += science_problems(sweep.trials)
         return AuditResult(
             sweep=sweep,
             rates=rate_rows(sweep, pad_missing),
