@@ -404,7 +404,7 @@ def test_the_syscall_filter_refuses_new_user_namespaces_on_every_abi(abi: int) -
     assert _verdict(program, abi, unshare, CLONE_NEWUSER | 0x20000) == eperm
     assert _verdict(program, abi, clone, CLONE_NEWUSER | 17) == eperm
     assert _verdict(program, abi, clone3, 0) == enosys
-    assert all(_verdict(program, abi, number, 0) == 0x50018 for number in numbers.inotify)  # EMFILE
+    assert all(_verdict(program, abi, number, 0) == 0x50018 for number in numbers.watchers)  # EMFILE
     assert all(_verdict(program, abi, number, 0) == eperm for number in numbers.keys)
     assert _verdict(program, abi, unshare, 0x20000) == allow  # other namespaces need capabilities
     assert _verdict(program, abi, clone, 0x01200011) == allow  # fork

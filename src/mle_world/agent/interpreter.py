@@ -28,7 +28,7 @@ from mle_world.agent.process_tree import (
     kill_group,
 )
 from mle_world.agent.redaction import Redactor
-from mle_world.agent.sandbox import Jail
+from mle_world.agent.sandbox import SEARCH_PATHS, Jail, absolute_entries
 from mle_world.agent.workspace import DATA_VIEW, remove_entry, restore_dirs
 
 HEAD_CHARS = 2500
@@ -92,7 +92,7 @@ def child_environment(
 ) -> dict[str, str]:
     """A clean environment built from scratch: never the parent's (which holds endpoint keys)."""
     env = {
-        "PATH": parent.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "PATH": absolute_entries(parent.get("PATH", "")) or "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workspace),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -102,8 +102,11 @@ def child_environment(
         "MPLBACKEND": "Agg",
     }
     for name in _PASSTHROUGH:
-        if name in parent:
-            env[name] = parent[name]
+        value = parent.get(name)
+        if value is not None and name in SEARCH_PATHS:
+            value = absolute_entries(value) or None
+        if value is not None:
+            env[name] = value
     return env
 
 

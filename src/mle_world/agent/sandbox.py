@@ -64,6 +64,22 @@ _CAP_SETGID, _CAP_SETUID, _CAP_SETPCAP, _CAP_SYS_ADMIN = 6, 7, 8, 21
 _FULL_MAP = ("0", "0", "4294967295")
 
 
+SEARCH_PATHS = ("PATH", "LD_LIBRARY_PATH")
+"""Search paths a run inherits: only their absolute entries (`absolute_entries`)."""
+
+
+def absolute_entries(value: str) -> str:
+    """A colon-separated search path without its empty and relative entries.
+
+    The dynamic loader reads an empty entry (`/usr/local/cuda/lib64:`, what
+    `LD_LIBRARY_PATH=X:$LD_LIBRARY_PATH` leaves when it was unset, in a launcher's environment or an
+    image's ENV) or a relative one in the current directory: inside the sandbox that was the workspace,
+    where the last run's script planted `libcap-ng.so.0`, and the sandbox's own setpriv loaded it as
+    host root with every capability.
+    """
+    return ":".join(entry for entry in value.split(":") if entry.startswith("/"))
+
+
 class SandboxUnavailable(Exception):
     """The inner sandbox cannot be built here; generated code is never run without it when it is on."""
 
@@ -172,7 +188,9 @@ class Jail:
         # (a user's launch, Enroot started by root): no run can poison what later runs read.
         view = f"{ws}/{DATA_VIEW}"
         cmd += ["--ro-bind", view, view]
-        cmd += ["--remount-ro", "/", "--chdir", ws, "--clearenv"]
+        # The sandbox's own steps run from its read-only root, not from the workspace a script wrote:
+        # a relative search path (LD_LIBRARY_PATH's empty entry) found the script's libraries there.
+        cmd += ["--remount-ro", "/", "--chdir", "/", "--clearenv"]
         for name, value in env.items():
             cmd += ["--setenv", name, value]
         cmd.append("--")
@@ -208,7 +226,7 @@ class Jail:
         # inside it (mounts, netfilter), our own `unshare --user` above included.
         program = "" if self.syscall_filter is None else self.syscall_filter.hex()
         keyctl = str(KEYCTL.get(platform.machine(), ""))
-        cmd += [self.python, "-I", "-S", "-c", INSTALL, program, keyctl, "--"]
+        cmd += [self.python, "-I", "-S", "-c", INSTALL, program, keyctl, ws, "--"]
         cmd += argv
         return cmd
 

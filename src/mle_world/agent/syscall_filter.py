@@ -1,5 +1,5 @@
 """The seccomp filter that keeps a generated script from making user namespaces of its own, inotify
-instances or keys.
+or fanotify instances, or keys.
 
 Reads nothing; returns a classic-BPF program (bytes) and the Python source that installs it and execs
 the script. Why (docs/threat-model.md): an unprivileged process may create a user namespace and hold
@@ -9,7 +9,8 @@ pyxis started by root, as host uid 0, it made cgroups on the host that outlived 
 before the CVE-2022-0492 fix a v1 `release_agent` runs a program as host root), and netfilter sockets.
 Inotify instances are counted per host uid (128 by default) with no limit of the script's own: as host
 uid 0 a script took all of them, and every root process of the node (systemd, slurmd, other trials'
-agents) failed to make one while it ran. Keys likewise count per host uid, and the script possessed the
+agents) failed to make one while it ran; fanotify groups likewise (128 per host uid, taken in a test
+here by one script; fapolicyd or an on-access scanner runs as root and needs one). Keys likewise count per host uid, and the script possessed the
 session keyring of whoever started the launcher (a Kerberos ticket cache of type KEYRING lives there).
 """
 
@@ -35,8 +36,8 @@ class Abi:
     unshare: int
     clone: int
     clone3: int
-    inotify: tuple[int, ...]
-    """inotify_init and inotify_init1 (refused with EMFILE)."""
+    watchers: tuple[int, ...]
+    """inotify_init, inotify_init1 and fanotify_init (refused with EMFILE)."""
     keys: tuple[int, ...]
     """add_key, request_key and keyctl (refused with EPERM)."""
 
@@ -44,10 +45,10 @@ class Abi:
 ABIS = {
     # AUDIT_ARCH_*. Each host's compat ABI too (int 0x80 works from a 64-bit x86 process), else a
     # script makes the same calls through it.
-    0xC000003E: Abi(272, 56, 435, (253, 294), (248, 249, 250)),  # x86_64 (x32: X32_SYSCALL_BIT, refused)
-    0x40000003: Abi(310, 120, 435, (291, 332), (286, 287, 288)),  # i386
-    0xC00000B7: Abi(97, 220, 435, (26,), (217, 218, 219)),  # aarch64 (inotify_init1 only)
-    0x40000028: Abi(337, 120, 435, (316, 360), (309, 310, 311)),  # arm
+    0xC000003E: Abi(272, 56, 435, (253, 294, 300), (248, 249, 250)),  # x86_64 (x32: X32_SYSCALL_BIT, refused)
+    0x40000003: Abi(310, 120, 435, (291, 332, 338), (286, 287, 288)),  # i386
+    0xC00000B7: Abi(97, 220, 435, (26, 262), (217, 218, 219)),  # aarch64 (no inotify_init)
+    0x40000028: Abi(337, 120, 435, (316, 360, 367), (309, 310, 311)),  # arm
 }
 """Every ABI whose syscalls the filter knows; a syscall through any other gets ENOSYS."""
 KEYCTL = {"x86_64": 250, "aarch64": 219}
@@ -63,7 +64,8 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, i
 def script_filter() -> bytes:
     """`struct sock_filter[]`: unshare and clone with CLONE_NEWUSER fail with EPERM, clone3 (whose
     flags live in memory a filter cannot read) with ENOSYS, on which glibc falls back to clone;
-    inotify_init(1) with EMFILE, as at the kernel's own limit of instances; the keyring calls with EPERM."""
+    inotify_init(1) and fanotify_init with EMFILE, as at the kernel's own limit of instances; the
+    keyring calls with EPERM."""
     program: list[tuple[int, int, int, int]] = [_insn(_LD_ABS_W, _ARCH)]
     blocks: list[list[tuple[int, int, int, int]]] = []
     for abi in ABIS.values():
@@ -75,7 +77,7 @@ def script_filter() -> bytes:
             _insn(_JEQ, abi.clone3, 0, 1),
             _insn(_RET, _ERRNO | _ENOSYS),
         ]
-        for number in abi.inotify:
+        for number in abi.watchers:
             block += [_insn(_JEQ, number, 0, 1), _insn(_RET, _ERRNO | _EMFILE)]
         for number in abi.keys:
             block += [_insn(_JEQ, number, 0, 1), _insn(_RET, _ERRNO | _EPERM)]
@@ -120,8 +122,11 @@ if program:
     # PR_SET_SECCOMP, SECCOMP_MODE_FILTER: allowed unprivileged under no_new_privs (set by setpriv before).
     if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
         sys.exit(f"syscall filter: {os.strerror(ctypes.get_errno())}")
-os.execv(sys.argv[4], sys.argv[4:])
+# Only now into the workspace: every step before ran from the read-only root, so none of them (nor this
+# interpreter) could load a library a script left in its workspace through a relative search path.
+os.chdir(sys.argv[3])
+os.execv(sys.argv[5], sys.argv[5:])
 """
-"""`python -I -S -c INSTALL <program hex, or nothing> <keyctl's number, or nothing> -- argv...`: makes
-the process the OOM killer's first choice (raising one's own score needs no privilege), gives it an
-empty session keyring, installs the filter, then execs argv."""
+"""`python -I -S -c INSTALL <program hex, or nothing> <keyctl's number, or nothing> <workdir> -- argv...`:
+makes the process the OOM killer's first choice (raising one's own score needs no privilege), gives it
+an empty session keyring, installs the filter, enters workdir, then execs argv."""
