@@ -378,9 +378,10 @@ def test_a_script_cannot_make_a_user_namespace_of_its_own(tmp_path: Path) -> Non
     assert "thread ran" in out and "child 7" in out, out
 
 
-def _verdict(program: bytes, arch: int, nr: int, arg0: int) -> int:
+def _verdict(program: bytes, arch: int, nr: int, arg0: int, *args: int) -> int:
     """What a classic-BPF seccomp program returns for one syscall (the few opcodes the filter uses)."""
-    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    rest = (*args, 0, 0, 0, 0, 0)[:5]
+    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, *rest)
     insns = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
     pc = acc = 0
     while True:
@@ -406,6 +407,13 @@ def test_the_syscall_filter_refuses_new_user_namespaces_on_every_abi(abi: int) -
     assert _verdict(program, abi, clone3, 0) == enosys
     assert all(_verdict(program, abi, number, 0) == 0x50018 for number in numbers.watchers)  # EMFILE
     assert all(_verdict(program, abi, number, 0) == eperm for number in numbers.keys)
+    # RLIMIT_CORE (4) stays at 1: no change, by either call, through a pointer of any address.
+    assert _verdict(program, abi, numbers.setrlimit, 4) == eperm
+    assert _verdict(program, abi, numbers.setrlimit, 7) == allow  # RLIMIT_NOFILE
+    assert _verdict(program, abi, numbers.prlimit64, 0, 4, 0x7FFE0010) == eperm
+    assert _verdict(program, abi, numbers.prlimit64, 0, 4, 0x7E00_0000_0000) == eperm
+    assert _verdict(program, abi, numbers.prlimit64, 0, 4, 0, 0x7FFE0010) == allow  # a read
+    assert _verdict(program, abi, numbers.prlimit64, 0, 7, 0x7FFE0010) == allow
     assert _verdict(program, abi, unshare, 0x20000) == allow  # other namespaces need capabilities
     assert _verdict(program, abi, clone, 0x01200011) == allow  # fork
     assert _verdict(program, abi, 0, 0) == allow
@@ -514,4 +522,4 @@ def test_script_has_no_network_a_read_only_host_and_its_limits_in_force(tmp_path
     assert "connect refused" in out and "data refused" in out and "root refused" in out, out
     assert not (layout.data_dir / "planted.csv").exists() and not Path("/pwned-by-sandbox-test").exists()
     assert (layout.tmp / "shared").read_text() == "x"
-    assert "NPROC (40, 40)" in out and f"FSIZE ({64 << 20}, {64 << 20})" in out and "CORE (0, 0)" in out
+    assert "NPROC (40, 40)" in out and f"FSIZE ({64 << 20}, {64 << 20})" in out and "CORE (1, 1)" in out

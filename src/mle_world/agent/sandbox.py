@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mle_world.agent.syscall_filter import INSTALL, KEYCTL, NATIVE_MACHINES, script_filter
+from mle_world.agent.syscall_filter import CORE_LIMIT, INSTALL, KEYCTL, NATIVE_MACHINES, script_filter
 from mle_world.agent.workspace import DATA_VIEW
 from mle_world.records import SandboxSettings
 
@@ -211,7 +211,7 @@ class Jail:
         # root process of the node), each process against its own limit: small ones leave the rest room.
         cmd += [
             self.tools["prlimit"],
-            "--core=0",
+            f"--core={CORE_LIMIT}",
             f"--sigpending={SIGPENDING}",
             f"--msgqueue={MSGQUEUE_BYTES}",
         ]
