@@ -170,6 +170,16 @@ while len(instances) < 256:
 budgets["inotify"] = len(instances)
 for fd in instances:
     os.close(fd)
+groups = []
+fanotify_init = {"x86_64": 300, "aarch64": 262}.get(os.uname().machine)
+while fanotify_init is not None and len(groups) < 256:
+    fd = libc.syscall(fanotify_init, 0x200, os.O_RDONLY)  # FAN_CLASS_NOTIF | FAN_REPORT_FID
+    if fd < 0:
+        break
+    groups.append(fd)
+budgets["fanotify"] = len(groups)
+for fd in groups:
+    os.close(fd)
 import signal, threading
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
 queued = 0
@@ -182,7 +192,17 @@ except OSError:
 budgets["queued_signals"] = queued
 signal.signal(signal.SIGRTMIN, signal.SIG_IGN)  # the queued ones are dropped when unblocked
 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGRTMIN])
-record("per_uid_budgets", budgets["inotify"] == 0 and queued <= 1024, budgets)
+record("per_uid_budgets", budgets["inotify"] == budgets["fanotify"] == 0 and queued <= 1024, budgets)
+
+# 4f'. Core dumps: at any RLIMIT_CORE but 1 a crash starts the node's core_pattern pipe helper (root on
+# the host), and lowering one's own limit needs no privilege.
+import resource
+try:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 1))
+except (OSError, ValueError):
+    pass
+core = resource.getrlimit(resource.RLIMIT_CORE)
+record("core_limit", core == (1, 1), core)
 
 # 4g. The OOM killer's choice: memory written into memfd files is in no process's resident set, so at
 # an equal score the killer ended the agent. The script runs at 1000. The kernel lets it lower that back

@@ -332,7 +332,7 @@ def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     expected |= {"search_answers", "public_data_write", "network_loopback", "memory"}
     expected |= {"signal_others", "data_view_replace", "proc_mem_fd_ptrace", "network_abstract_unix"}
     expected |= {"inherited_fds", "kernel_settings_write", "hardlink_outside", "device_chmod"}
-    expected |= {"user_namespace", "per_uid_budgets", "oom_first_choice", "kernel_keyring"}
+    expected |= {"user_namespace", "per_uid_budgets", "oom_first_choice", "kernel_keyring", "core_limit"}
     assert expected <= set(findings)
     assert sum(name.startswith("bookkeeping") for name in findings) == 12
     open_holes = {name: f for name, f in findings.items() if not f["blocked"]}
