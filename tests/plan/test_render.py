@@ -164,3 +164,15 @@ def test_pyxis_leaves_the_trials_gpus_to_the_launchers_nvidia_visible_devices() 
     assert "--export=ALL," in command
     without = render_command(_trial(RUNTIMES["pyxis"]), RUNTIMES["pyxis"])
     assert without.startswith("NVIDIA_VISIBLE_DEVICES=void srun ")
+
+
+@pytest.mark.parametrize("root", ["/", "/data", "/data/", "/data/x", "/dat", "data", "data/x", ".", "/data//x"])
+def test_inside_is_the_lexical_parents_rule(root: str) -> None:
+    """The private-dir overlap checks compare strings; they must say what `root in path.parents` says
+    (a prefix without the separator, '/dat' for '/data', is no parent; a trailing or doubled '/' is)."""
+    from mle_world.plan.render import _inside
+
+    paths = ["/", "/data", "/data/x", "/data/x/y", "/database", "/dat", "data", "data/x", "datax", "x"]
+    for text in paths:
+        path = Path(text)
+        assert _inside(path, root) == (path == Path(root) or Path(root) in path.parents), (text, root)

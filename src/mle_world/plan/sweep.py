@@ -89,6 +89,7 @@ def expand(
         )
     configs, tasks, seeds = resolve_selection(config, selection, known_task)
     trials: list[PlannedTrial] = []
+    directions = {task: direction(task) for task in tasks}  # a file read per task, not per trial
     for configuration in configs:
         settings = config.agent_settings(configuration)
         if selection.max_steps is not None:
@@ -98,7 +99,7 @@ def expand(
             settings = settings.model_copy(update={"budget": budget})
         for task in tasks:
             public, private = task_data_dirs(data_dir, task)
-            lower_is_better = direction(task)
+            lower_is_better = directions[task]
             for seed in seeds:
                 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", task):
                     raise UserError(f"task id '{task}' contains characters unsafe for a path")
