@@ -166,7 +166,9 @@ def test_pyxis_leaves_the_trials_gpus_to_the_launchers_nvidia_visible_devices() 
     assert without.startswith("NVIDIA_VISIBLE_DEVICES=void srun ")
 
 
-@pytest.mark.parametrize("root", ["/", "/data", "/data/", "/data/x", "/dat", "data", "data/x", ".", "/data//x"])
+@pytest.mark.parametrize(
+    "root", ["/", "/data", "/data/", "/data/x", "/dat", "data", "data/x", ".", "/data//x"]
+)
 def test_inside_is_the_lexical_parents_rule(root: str) -> None:
     """The private-dir overlap checks compare strings; they must say what `root in path.parents` says
     (a prefix without the separator, '/dat' for '/data', is no parent; a trailing or doubled '/' is)."""
