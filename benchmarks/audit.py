@@ -4,7 +4,8 @@ Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, ev
 dir (or --keep DIR) and prints a table of whole-process runs (median wall and CPU of --repeats):
 `run_paper.py audit` (every table, summary.csv, report.md, plots and index.html) into the same --out
 each run (a re-audit: PNGs whose inputs did not change are kept) and into an emptied --out each run
-(every PNG drawn), against baselines measured in the same run: bare `python -c pass`, and, when MLE-bench
+(every PNG drawn), against baselines measured in the same run: bare `python -c pass`, the imports
+alone (the audit's modules and matplotlib's Agg figure: the floor under the empty --out row), and, when MLE-bench
 is installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
 scripts/install_mlebench.sh puts them), MLE-bench's own aggregator
 (`experiments/aggregate_grading_reports.py`) over the same reports, run by the venv's python.
@@ -30,6 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "support"))  # the tests' helpers
 
 from synthetic import TASKS, make_sweep  # noqa: E402
+
+MATPLOTLIB = "matplotlib.figure, matplotlib.backends.backend_agg"
+"""What `audit.plots.new_figure` imports."""
 
 
 def mlebench_reports(dirs: list[Path], root: Path) -> tuple[list[str], Path]:
@@ -107,8 +111,14 @@ def main() -> None:
               f"medians of {args.repeats} whole-process runs")  # fmt: skip
         audit = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "audit")]
         fresh = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "fresh")]
+        # What any audit that draws its PNGs with matplotlib pays before reading a file: the floor under
+        # the "empty --out" row (the one row the issue's target is about), measured beside it.
+        imports = "import mle_world.cli, mle_world.audit, mle_world.audit.pages, " + MATPLOTLIB
         cases = {
             "python -c pass": ([py, "-c", "pass"], None),
+            "imports alone (the audit's modules and matplotlib's Agg figure; nothing read or drawn)": (
+                [py, "-c", imports], None
+            ),
             "run_paper.py audit again (tables, summary.csv, report.md, index.html; unchanged plots kept)": (
                 audit, None
             ),
