@@ -7,13 +7,18 @@
 # Why: pip builds llama.cpp from source, and by default CMake compiles for the build machine's CPU
 # (GGML_NATIVE). Virtual machines often advertise AMX / AVX-512 in /proc/cpuinfo that a process may not
 # use; such a build dies with SIGSEGV / "general protection fault in libggml-cpu.so" on the first
-# completion. We build without native detection, AMX and AVX-512 (AVX2 + FMA stay on: every x86-64 host
-# of this kind has them). Knobs: PYTHON (python3), LLAMA_CMAKE_ARGS (override the CMake flags).
+# completion. We build without native detection, AMX, AVX-VNNI and AVX-512; on x86-64 each of SSE4.2,
+# AVX, AVX2, BMI2, FMA and F16C is on only where /proc/cpuinfo lists it (a CPU without AVX2, such as
+# QEMU's default model, gets a build without it instead of SIGILL). Knobs: PYTHON (python3),
+# LLAMA_CMAKE_ARGS (override the CMake flags), CPUINFO (the cpuinfo file read, default /proc/cpuinfo).
+#
+#   bash scripts/install_llama.sh --print-cmake-args   # the CMake flags it would build with, and exit
 set -euo pipefail
 # --help prints the header above; the script takes no arguments (its knobs are environment variables).
 case ${1:-} in
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
-    ?*) echo "install_llama.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+    --print-cmake-args) ;;
+    ?*) echo "install_llama.sh: unknown argument $1 (it takes none but --print-cmake-args: set its environment variables, see --help)" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
 
@@ -24,13 +29,29 @@ me=install_llama.sh
 log() { printf '%s: %s\n' "$me" "$*" >&2; }
 die() { printf '%s: %s\n' "$me" "$*" >&2; exit 2; }
 
+# GGML_NATIVE=OFF leaves ggml's x86-64 options at their defaults, all on (an x86-64-v3 build, AVX2 and
+# FMA included). The kernel lists a feature in /proc/cpuinfo only when the CPU has it and the kernel
+# saves its registers, so one it does not list cannot be used; one it lists can, except AVX-512, AVX-VNNI
+# and AMX, which virtual machines advertise to processes that may not use them: those stay off.
+x86_cmake_args() {
+  local flags pair args=""
+  flags=" $(grep -m1 '^flags' "${CPUINFO:-/proc/cpuinfo}" 2>/dev/null | cut -d: -f2) "
+  for pair in sse4_2:SSE42 avx:AVX avx2:AVX2 bmi2:BMI2 fma:FMA f16c:F16C; do
+    if [[ $flags == *" ${pair%%:*} "* ]]; then args+=" -DGGML_${pair#*:}=ON"; else args+=" -DGGML_${pair#*:}=OFF"; fi
+  done
+  args+=" -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF"
+  printf '%s' "$args -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+}
+
 if [[ -z ${LLAMA_CMAKE_ARGS:-} ]]; then
   LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF"
   if [[ $(uname -m) == x86_64 ]]; then
-    LLAMA_CMAKE_ARGS+=" -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
-    LLAMA_CMAKE_ARGS+=" -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF"
-    LLAMA_CMAKE_ARGS+=" -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    LLAMA_CMAKE_ARGS+=$(x86_cmake_args)
   fi
+fi
+if [[ ${1:-} == --print-cmake-args ]]; then
+  printf '%s\n' "$LLAMA_CMAKE_ARGS"
+  exit 0
 fi
 
 # A real completion in a child process: a crash (SIGSEGV, SIGILL) kills the child, not this script.
