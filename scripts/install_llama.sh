@@ -8,8 +8,9 @@
 # (GGML_NATIVE). Virtual machines often advertise AMX / AVX-512 in /proc/cpuinfo that a process may not
 # use; such a build dies with SIGSEGV / "general protection fault in libggml-cpu.so" on the first
 # completion. We build without native detection, AMX, AVX-VNNI and AVX-512; on x86-64 each of SSE4.2,
-# AVX, AVX2, BMI2, FMA and F16C is on only where /proc/cpuinfo lists it (a CPU without AVX2, such as
-# QEMU's default model, gets a build without it instead of SIGILL). Knobs: PYTHON (python3),
+# AVX, AVX2, BMI2, FMA and F16C is on only where /proc/cpuinfo lists it (a CPU without AVX, such as a
+# Nehalem or Westmere, an Atom-class Celeron or Pentium, or a VM given such a CPU model, gets a build
+# without it instead of SIGILL). Knobs: PYTHON (python3),
 # LLAMA_CMAKE_ARGS (override the CMake flags), CPUINFO (the cpuinfo file read, default /proc/cpuinfo).
 #
 #   bash scripts/install_llama.sh --print-cmake-args   # the CMake flags it would build with, and exit
