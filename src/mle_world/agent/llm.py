@@ -30,6 +30,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 from mle_world.agent.events import EventSink
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.replicas import Backoff, Lease, ReplicaPool
+from mle_world.agent.response_models import build_response_models
 from mle_world.agent.transport import http_client
 from mle_world.records import EndpointSettings, LLMCallEvent, Role
 
@@ -360,6 +361,8 @@ class EndpointClient:
         outages: OutageListener | None = None,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
+        # Before any thread parses a reply: the SDK's lazily built response classes are not thread-safe.
+        build_response_models()
         self.role = role
         self.settings = settings
         self.events = events

@@ -18,6 +18,7 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionNamedToolChoiceParam
 
 from mle_world.agent.redaction import Redactor
+from mle_world.agent.response_models import build_response_models
 from mle_world.agent.transport import http_client
 from mle_world.agent.window import RESERVE_TOKENS
 from mle_world.errors import UserError
@@ -263,6 +264,7 @@ def probe_all(
     """Probe every replica of every configured role concurrently; results in ROLES order (coder,
     feedback, world), replicas in their configured order."""
     targets = [(r, one) for r in ROLES if r in endpoints for one in replica_settings(endpoints[r])]
+    build_response_models()  # the probes parse replies in threads: build the SDK's classes first
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
         futures = [
             pool.submit(
