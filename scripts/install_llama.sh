@@ -15,7 +15,7 @@
 #
 #   bash scripts/install_llama.sh --print-cmake-args   # the CMake flags it would build with, and exit
 set -euo pipefail
-# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+# --help prints the header above; its one argument is --print-cmake-args (its knobs are environment variables).
 case ${1:-} in
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
     --print-cmake-args) ;;
