@@ -6,8 +6,10 @@ Reads the tiny competition fixture; writes a trial dir under tmp_path.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_helpers import (
@@ -23,11 +25,13 @@ from agent_helpers import (
 from fakeserver import FakeOpenAIServer, Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
+from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, load_checkpoint
 from mle_world.agent.llm import Backoff
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
+from mle_world.launch.trial import classify
 from mle_world.records import AgentResult, BudgetSettings, TrialSpec, WorldModelSettings
 
 pytestmark = pytest.mark.timeout(60)
@@ -427,6 +431,37 @@ def test_endpoint_down_for_good_fails_the_trial(tmp_path, competition, servers):
     saved = AgentResult.model_validate_json((Path(spec.paths.trial_dir) / "result.json").read_text())
     assert saved.status == "failed"
     assert (Path(spec.paths.trial_dir) / "journal.json").exists()
+
+
+class BrokenRunner:
+    """A runner whose `run` raises what no script can make it raise: a bug of the harness's own."""
+
+    def __init__(self, real: CodeRunner) -> None:
+        self.real = real
+
+    def run(self, code: str, **kwargs: Any) -> ExecResult:
+        raise KeyError("a bug of ours")
+
+    def terminate(self) -> None:
+        self.real.terminate()
+
+
+def test_a_bug_of_the_harness_fails_the_trial_as_internal_not_as_the_agents(tmp_path, competition, servers):
+    """An exception the loop did not expect is the harness's failure: the trial is missing (retried by
+    `--retry-failed`), not a settled zero that moves the configuration's medal rate."""
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0)
+    )
+    agent = build_agent(spec, backoff=FAST, kill_grace_s=1.0)
+    agent.services = dataclasses.replace(agent.services, runner=BrokenRunner(agent.services.runner))
+    result = agent.run()
+    assert result.status == "failed" and result.stop_reason.startswith("internal: KeyError: "), result
+    saved = AgentResult.model_validate_json((Path(spec.paths.trial_dir) / "result.json").read_text())
+    assert saved.stop_reason == result.stop_reason
+    verdict = classify(1, saved, timed_out=False, limit_text="60", last_line="")
+    assert (verdict.state, verdict.failure_class) == ("failed", "infra"), verdict
 
 
 def test_world_endpoint_down_fails_the_trial_and_never_decides_the_step(tmp_path, competition, servers):

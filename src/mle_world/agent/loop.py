@@ -211,8 +211,13 @@ class Agent:
             self.checkpoint(compact=True)
             raise
         except Exception as error:
+            # The harness's own code raised: what the model wrote cannot get here (its scripts run in
+            # a sandbox, its replies are parsed defensively), so this is a bug of ours. As the agent's
+            # failure it was a settled zero, never retried: a harness bug on one configuration's path
+            # (the pydantic build race of the SDK's reply classes once was one) moved its medal rate.
+            # As "internal" the trial is missing, `status` names it and `--retry-failed` reruns it.
             log.exception("agent error")
-            status, reason = "failed", f"error: {type(error).__name__}: {error}"
+            status, reason = "failed", f"internal: {type(error).__name__}: {error}"
         finally:
             self.services.runner.terminate()
         self._end_outages(reason)
