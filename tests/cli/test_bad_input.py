@@ -650,6 +650,18 @@ def test_an_endpoints_file_listing_no_replica_yet_is_refused(tmp_path: Path) -> 
     assert_refused(tmp_path, args, "--endpoints-file endpoints.yaml: lists no replica yet", "wait-endpoints")
 
 
+def test_a_competitions_dir_without_a_competition_is_refused(tmp_path: Path) -> None:
+    """Was accepted silently: a sweep over the competition it was meant to define then said "unknown"."""
+    (tmp_path / "comps" / "my-comp").mkdir(parents=True)  # no config.yaml in it
+    for extra in (["--list"], [*DRY, "--output-dir", "o"]):
+        assert_refused(
+            tmp_path,
+            [*extra, "--competitions-dir", "comps"],
+            "--competitions-dir comps: no competition in it",
+        )
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_competition_config_that_is_not_yaml_is_one_plain_line(tmp_path: Path) -> None:
     """Was the YAML parser's multi-part message quoted with literal \\n escapes and the source excerpt."""
     (tmp_path / "comps" / "bad").mkdir(parents=True)

@@ -108,7 +108,15 @@ def list_local_competitions(extra_dirs: Iterable[Path] = ()) -> dict[str, Path]:
     for root in roots:
         if not root.is_dir():
             raise UserError(f"--competitions-dir {root}: {not_a_dir(root)}")
-        for folder in _competition_folders(root):
+        folders = list(_competition_folders(root))
+        if not folders and root is not PACKAGE_COMPETITIONS_DIR:
+            # A wrong folder (the parent of the one meant, a typo'd copy) otherwise went unnoticed
+            # until the competition it should have defined was "unknown".
+            raise UserError(
+                f"--competitions-dir {root}: no competition in it (a folder with config.yaml, or "
+                "subfolders that have one)"
+            )
+        for folder in folders:
             comp = load_competition(folder)
             if comp.id in found and found[comp.id].resolve() != folder.resolve():
                 raise UserError(f"competition id {comp.id!r} is defined twice: {found[comp.id]} and {folder}")
