@@ -633,6 +633,26 @@ def test_default_gpu_on_a_host_without_gpus_is_refused_before_launch(tmp_path: P
     assert "--gpu-device none" in line
 
 
+@pytest.mark.skipif(
+    shutil.which("nvidia-smi", path="/usr/local/bin:/usr/bin:/bin") is not None,
+    reason="this host has nvidia-smi",
+)
+def test_gpus_from_cuda_device_are_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$CUDA_DEVICE gave the GPU: the refusal named --gpu-device 1, a flag the user never typed."""
+    monkeypatch.setenv("CUDA_DEVICE", "1")
+    args = ["-c", "iris-species", "-m", "MINIMAL", "--runtime", "process", "--output-dir", "o"]
+    line = assert_refused(
+        tmp_path, [*args, "--no-endpoint-check"], "CUDA_DEVICE=1: this host has no nvidia-smi"
+    )
+    assert "--gpu-device none" in line
+    monkeypatch.setenv("CUDA_DEVICE", "0")  # the flag wins over the environment, and is named
+    assert_refused(
+        tmp_path,
+        [*args, "--no-endpoint-check", "--gpu-device", "2"],
+        "--gpu-device 2: this host has no nvidia-smi",
+    )
+
+
 def test_no_wait_needs_the_slurm_backend(tmp_path: Path) -> None:
     """The local pool runs its trials in the launching process: there is nothing to leave running."""
     assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--no-wait"], "--no-wait", "slurm")

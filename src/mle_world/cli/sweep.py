@@ -238,6 +238,12 @@ def served_gpu_warnings(config: PaperConfig, prices_path: Path) -> list[str]:
     ]
 
 
+def gpus_from_env(args: argparse.Namespace) -> bool:
+    """Whether $CUDA_DEVICE gives the GPUs: one-trial runs (`-c`) without --gpu-device honour it, like
+    the Kapso-style scripts they replace."""
+    return args.gpu_device is None and bool(args.competition and os.environ.get("CUDA_DEVICE"))
+
+
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
     from mle_world.launch.local import parse_gpu_devices
 
@@ -246,12 +252,8 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
             "--no-wait: only with --backend slurm (the local pool runs its trials in this process)"
         )
 
-    text = args.gpu_device
-    from_env = False
-    if text is None:
-        # One-trial runs (`-c`) honour $CUDA_DEVICE like the Kapso-style scripts they replace.
-        from_env = bool(args.competition and os.environ.get("CUDA_DEVICE"))
-        text = os.environ["CUDA_DEVICE"] if from_env else "0"
+    from_env = gpus_from_env(args)
+    text = os.environ["CUDA_DEVICE"] if from_env else args.gpu_device or "0"
     # "none": a machine without GPUs; trials get an empty CUDA_VISIBLE_DEVICES and no GPU-hours.
     try:
         gpus = () if text.strip().lower() == "none" else parse_gpu_devices(text)
@@ -296,7 +298,8 @@ def execute_plan(
     )
 
     options = launch_options(args)
-    check_host_gpus(plan.runtime.runtime, args.backend, options.gpu_devices, plan.runtime.path_env)
+    gpu_flag = "CUDA_DEVICE=" if gpus_from_env(args) else "--gpu-device "
+    check_host_gpus(plan.runtime.runtime, args.backend, options.gpu_devices, plan.runtime.path_env, gpu_flag)
     check_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     grader = None

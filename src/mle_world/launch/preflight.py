@@ -59,14 +59,18 @@ def check_image(path: str) -> ImageInfo:
     return info
 
 
-def check_host_gpus(runtime: str, backend: str, gpus: Sequence[str], trial_path: str) -> None:
+def check_host_gpus(
+    runtime: str, backend: str, gpus: Sequence[str], trial_path: str, flag: str = "--gpu-device "
+) -> None:
     """A local pool of `--runtime process` trials runs them on this host with its PATH: without nvidia-smi there,
-    every trial given a GPU fails its GPU check at once (a machine without GPUs and the default --gpu-device 0)."""
+    every trial given a GPU fails its GPU check at once (a machine without GPUs and the default --gpu-device 0).
+
+    `flag`: what gave the GPUs, as the message names it ("--gpu-device " or "CUDA_DEVICE=")."""
     if runtime != "process" or backend != "local" or not gpus:
         return
     if shutil.which("nvidia-smi", path=trial_path) is None:
         raise UserError(
-            f"--gpu-device {','.join(gpus)}: this host has no nvidia-smi (on {trial_path}), so every trial given "
+            f"{flag}{','.join(gpus)}: this host has no nvidia-smi (on {trial_path}), so every trial given "
             "a GPU would fail at once; without GPUs pass --gpu-device none"
         )
 
