@@ -8,6 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where a file's text stops being UTF-8, for a one-line error ("byte 0x.. at offset N")."""
+    return f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+
+
 def not_a_dir(path: Path) -> str:
     """Why `path` is no directory, for a one-line error: a file in its place reads differently from nothing."""
     return "not a directory (a file of that name exists)" if path.exists() else "no such directory"

@@ -240,6 +240,44 @@ def test_not_an_output_dir(tmp_path: Path, command: str) -> None:
     assert "launch.json" in line or "output dir" in line
 
 
+NOT_UTF8 = b"\xff\xfe\x00 not text"
+
+
+@pytest.mark.parametrize(
+    ("args", "culprit"),
+    [
+        ([*DRY, "--output-dir", "o", "--config", "bad.yaml"], "bad.yaml: config is not UTF-8 text"),
+        ([*DRY, "--output-dir", "o", "--prices", "bad.yaml"], "bad.yaml: price table is not UTF-8 text"),
+        (
+            [*DRY, "--output-dir", "o", "--cluster-config", "bad.yaml"],
+            "bad.yaml: cluster config is not UTF-8",
+        ),
+        (
+            [*DRY, "--output-dir", "o", "--endpoints-file", "bad.yaml"],
+            "bad.yaml: endpoints file is not UTF-8",
+        ),
+        (
+            ["estimate", "--regime", "gated", "--cluster-config", "bad.yaml"],
+            "bad.yaml: cluster config is not",
+        ),
+        (["--list", "--competitions-dir", "comps"], "comps/mine/config.yaml: not UTF-8 text"),
+        (
+            ["estimate", "--regime", "gated", "--measured", "swept"],
+            "swept/launch.json: not a readable launch.json",
+        ),
+    ],
+)
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path, args: list[str], culprit: str) -> None:
+    """Each was a UnicodeDecodeError traceback, exit 1: only OSError was caught around the read."""
+    (tmp_path / "bad.yaml").write_bytes(NOT_UTF8)
+    (tmp_path / "comps" / "mine").mkdir(parents=True)
+    (tmp_path / "comps" / "mine" / "config.yaml").write_bytes(NOT_UTF8)
+    (tmp_path / "swept").mkdir()
+    (tmp_path / "swept" / "launch.json").write_bytes(NOT_UTF8)
+    line = assert_refused(tmp_path, args, culprit)
+    assert "byte 0xff at offset 0" in line or "UnicodeDecodeError" in line, line
+
+
 FILE_WHERE_A_DIR_GOES = [
     ["status", "f"],
     ["cancel", "f"],

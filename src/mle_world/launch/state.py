@@ -22,7 +22,7 @@ from typing import Literal, TypedDict, get_args
 from pydantic import ValidationError
 
 from mle_world import layout
-from mle_world.errors import UserError
+from mle_world.errors import UserError, not_utf8
 from mle_world.records import TrialStatus
 from mle_world.storage import write_model
 
@@ -93,6 +93,10 @@ def read_status(trial_dir: Path, trial_id: str) -> TrialStatus:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return TrialStatus(trial_id=trial_id)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the trial status ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not a valid trial status (not UTF-8 text: {not_utf8(exc)})") from None
     try:
         status = TrialStatus.model_validate_json(text)
     except ValidationError as exc:

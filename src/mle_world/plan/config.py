@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mle_world.errors import ConfigError
+from mle_world.errors import ConfigError, not_utf8
 from mle_world.identity import sweep_hash
 from mle_world.plan.cluster import ClusterConfig
 from mle_world.records import (
@@ -211,6 +211,8 @@ def read_yaml(path: Path, what: str) -> Any:
         raise ConfigError(f"{path}: {what} not found") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text ({not_utf8(exc)})") from None
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -228,6 +230,8 @@ def read_task_list(path: Path) -> list[tuple[int, str]]:
         raise ConfigError(f"{path}: task list not found") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read task list: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: task list is not UTF-8 text ({not_utf8(exc)})") from None
     out = []
     for number, raw in enumerate(lines, start=1):
         text = raw.split("#", 1)[0].strip()

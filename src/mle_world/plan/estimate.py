@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.records import LaunchRecord, TrialStatus
@@ -109,7 +107,7 @@ def measured_times(output_dir: Path) -> dict[str, float]:
     launch = output_dir / layout.LAUNCH
     try:
         record = LaunchRecord.model_validate_json(launch.read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as exc:
+    except (OSError, ValueError) as exc:  # ValidationError and UnicodeDecodeError are ValueErrors
         raise UserError(f"{launch}: not a readable launch.json ({type(exc).__name__})") from None
     times: dict[str, float] = {}
     for trial in record.trials:
@@ -118,7 +116,7 @@ def measured_times(output_dir: Path) -> dict[str, float]:
             trial_dir = output_dir / trial_dir
         try:
             status = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8"))
-        except (OSError, ValidationError):
+        except (OSError, ValueError):  # unreadable, not UTF-8 or not a status: not a measured time
             continue
         seconds = measured_seconds(status)
         if seconds is not None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from mle_world.errors import ConfigError, UserError, not_a_dir
+from mle_world.errors import ConfigError, UserError, not_a_dir, not_utf8
 from mle_world.storage import write_json_atomic
 
 if TYPE_CHECKING:  # pandas costs ~0.3 s to import; only grading reads CSVs
@@ -60,6 +60,8 @@ def load_competition(directory: Path) -> LocalCompetition:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({not_utf8(exc)})") from None
     except yaml.YAMLError as exc:
         # One line, as for the harness's own configs (str(exc) spans several, with the source quoted).
         mark = getattr(exc, "problem_mark", None)
