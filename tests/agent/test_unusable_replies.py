@@ -16,7 +16,7 @@ from fakeserver import Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.journal import load_checkpoint
-from mle_world.agent.llm import Backoff
+from mle_world.agent.llm import Backoff, storable_arguments
 from mle_world.costs.account import role_row
 from mle_world.costs.prices import Prices
 from mle_world.records import AgentResult, BudgetSettings, LLMCallEvent, TrialSpec, WorldModelSettings
@@ -168,3 +168,64 @@ def test_lone_surrogates_in_replies_are_stored_as_replacement_characters(tmp_pat
     journal = json.loads((Path(spec.paths.trial_dir) / "journal.json").read_text(encoding="utf-8"))
     node = journal["nodes"][0]
     assert node["plan"].startswith("plan \ufffd end") and "\ufffd" in node["analysis"], node
+
+
+ESCAPED_SURROGATE = "\\ud83d"
+"""A JSON escape of a lone high surrogate, as the model's text holds it (a backslash, then u)."""
+
+
+def test_escaped_surrogates_in_text_answers_are_stored_as_replacement_characters(
+    tmp_path, competition, servers
+):
+    """A world model's rationale, and a review answered as text rather than a tool call, were decoded
+    from the reply's JSON text with their `\\ud83d` escapes as lone surrogates: the step's checkpoint and
+    the final one failed, the trial left no result.json, and each retry replayed the same reply."""
+    public, _ = competition
+    servers["coder"].default = lambda r: coder_reply(good_script(0.5))
+
+    def feedback(request: dict[str, Any]) -> Reply:
+        reply = review_responder(request)
+        answer = dict(reply.tool_call[1]) if reply.tool_call is not None else json.loads(reply.content or "")
+        body = json.dumps({**answer, "summary": "ok"}).replace('"ok"', f'"ok {ESCAPED_SURROGATE}"')
+        return Reply(content=body, usage=reply.usage)  # no tool call: the text is parsed
+
+    servers["feedback"].default = feedback
+    body = '{"p_bug": 0.1, "p_improves": 0.8, "confidence": 0.9, "rationale": "why X"}'
+    servers["world"].default = lambda r: Reply(content=body.replace("X", ESCAPED_SURROGATE), usage=(50, 9))
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        world=WorldModelSettings(enabled=True),
+        budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0),
+    )
+    result = run(spec)
+    assert result.status == "completed", result.stop_reason
+    trial = Path(spec.paths.trial_dir)
+    journal = json.loads((trial / "journal.json").read_text(encoding="utf-8"))
+    assert all(n["analysis"] and "ok \ufffd" in n["analysis"] for n in journal["nodes"]), journal["nodes"]
+    predictions = [e for e in read_events(trial) if e["type"] == "prediction"]
+    assert predictions and all(p["prediction"]["rationale"] == "why \ufffd" for p in predictions), predictions
+
+
+def test_json_nested_past_the_parsers_limit_is_no_answer(tmp_path, competition, servers):
+    """Brackets nested deeper than the JSON parser recurses raised RecursionError out of the reply's
+    parsing: the trial failed (as the harness's bug, retried, failing the same way again). Such a reply
+    is now what it is: no JSON object, an invalid prediction (and tool-call arguments that are no JSON)."""
+    public, _ = competition
+    servers["coder"].default = lambda r: coder_reply(good_script(0.5))
+    deep = '{"p_bug": ' + "[" * 100_000 + "}"
+    servers["world"].default = lambda r: Reply(content=deep, usage=(50, 9))
+    servers["feedback"].default = review_responder
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        world=WorldModelSettings(enabled=True),
+        budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0),
+    )
+    result = run(spec)
+    assert result.status == "completed", result.stop_reason
+    predictions = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
+    assert predictions and all(not p["prediction"]["valid"] for p in predictions), predictions
+    assert storable_arguments(deep) == deep  # kept as the text it is, as other arguments that are no JSON

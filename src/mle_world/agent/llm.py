@@ -199,10 +199,9 @@ def storable_arguments(arguments: str) -> str:
     if "\\u" not in arguments:
         return storable(arguments)
     try:
-        decoded = json.loads(arguments)
-    except ValueError:
+        encoded = json.dumps(json.loads(arguments), ensure_ascii=False)
+    except (ValueError, RecursionError):  # no JSON, or nested past the parser's recursion limit
         return storable(arguments)
-    encoded = json.dumps(decoded, ensure_ascii=False)
     return encoded if _SURROGATE.search(encoded) is None else storable(encoded)
 
 
@@ -305,7 +304,7 @@ def _parse_completion(raw: Any, wants_tool: bool, *, resample: bool = True) -> t
             arguments = getattr(getattr(call, "function", None), "arguments", None)
             try:
                 json.loads(arguments if isinstance(arguments, str) else "")
-            except ValueError:
+            except (ValueError, RecursionError):  # nested past the parser's limit: no usable arguments
                 finish = getattr(choices[0], "finish_reason", None)
                 cut = " (cut at max_tokens)" if finish == "length" else ""
                 raise _Fault(

@@ -5,7 +5,6 @@ Reads the node's code and output and whether its submission file exists; writes 
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Any
 from mle_world.agent.journal import Node, valid_metric
 from mle_world.agent.llm import ChatModel, ToolsUnsupported
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE, review_messages, strip_think
-from mle_world.agent.world import parse_json_object
+from mle_world.agent.world import decode_json, parse_json_object
 
 _PRINTED = re.compile(r"^\s*Validation metric:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$", re.M)
 
@@ -156,8 +155,7 @@ class Reviewer:
 
 
 def _loads(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+    value = decode_json(text)
+    if value is None:
         return parse_json_object(text)
     return value if isinstance(value, dict) else None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mle_world.agent.journal import Node
-from mle_world.agent.llm import ChatModel, ContextOverflow
+from mle_world.agent.llm import ChatModel, ContextOverflow, storable
 from mle_world.agent.prompts import WorldContext, pairwise_messages, pointwise_messages, strip_think
 from mle_world.records import Prediction
 
@@ -35,6 +35,40 @@ class Comparison:
     error: str | None = None
 
 
+def decode_json(text: str) -> Any:
+    """A model's JSON text decoded, every string in it storable (`llm.storable`); None when it is no JSON.
+
+    A reply is the model's to write: `"\\ud83d"` decodes to a lone surrogate, which the journal's UTF-8
+    cannot hold (the step's checkpoint, and then the final one, failed: no result.json, on every retry
+    of the trial), and brackets nested past the parser's recursion limit raise RecursionError.
+    """
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return _storable_tree(value)
+
+
+def _storable_tree(value: Any) -> Any:
+    """Decoded JSON with each string (keys too) storable, walked with a stack (as deep as it nests)."""
+    if isinstance(value, str):
+        return storable(value)
+    stack = [value] if isinstance(value, dict | list) else []
+    while stack:
+        node = stack.pop()
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        for key, item in items:
+            if isinstance(item, str):
+                item = storable(item)
+            elif isinstance(item, dict | list):
+                stack.append(item)
+            if isinstance(key, str) and storable(key) != key:
+                del node[key]
+                key = storable(key)
+            node[key] = item
+    return value
+
+
 def parse_json_object(text: str) -> dict[str, Any] | None:
     """The whole text, else a fenced block, else the last balanced {...}, else first '{' to last '}'."""
     candidates = [text.strip()]
@@ -44,10 +78,7 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
     if 0 <= first < last:
         candidates.append(text[first : last + 1])
     for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
-            continue
+        value = decode_json(candidate)
         if isinstance(value, dict):
             return value
     return None
