@@ -56,16 +56,21 @@ def _storable_tree(value: Any) -> Any:
     stack = [value] if isinstance(value, dict | list) else []
     while stack:
         node = stack.pop()
-        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
-        for key, item in items:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                if isinstance(item, str):
+                    node[index] = storable(item)
+                elif isinstance(item, dict | list):
+                    stack.append(item)
+            continue
+        for key, item in list(node.items()):
             if isinstance(item, str):
-                item = storable(item)
+                item = node[key] = storable(item)
             elif isinstance(item, dict | list):
                 stack.append(item)
-            if isinstance(key, str) and storable(key) != key:
+            if storable(key) != key:  # keys are strings in decoded JSON
                 del node[key]
-                key = storable(key)
-            node[key] = item
+                node[storable(key)] = item
     return value
 
 
