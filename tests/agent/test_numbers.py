@@ -34,6 +34,7 @@ from agent_helpers import (
 from fakeserver import FakeOpenAIServer, Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
+from mle_world.agent.disk_quota import DiskShortage
 from mle_world.agent.journal import Checkpoint, Node, load_checkpoint
 from mle_world.agent.llm import Backoff
 from mle_world.agent.loop import Agent
@@ -516,6 +517,48 @@ def test_kill_and_resume_makes_the_same_choices(tmp_path, competition, determini
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert choices(reference) == choices(resumed)
     assert AgentResult.model_validate_json((trial / "result.json").read_text()).resumed == 1
+
+
+class FullDiskOnRun:
+    """The real runner until its `fail_at`-th run, which the shared file system's reserve refuses
+    (`check_reserve`'s DiskShortage, raised before the script starts)."""
+
+    def __init__(self, real: Any, fail_at: int) -> None:
+        self.real, self.fail_at, self.runs = real, fail_at, 0
+
+    def run(self, code: str, **kwargs: Any) -> Any:
+        self.runs += 1
+        if self.runs == self.fail_at:
+            raise DiskShortage("disk: the file system holding the workspace has 0 MiB free")
+        return self.real.run(code, **kwargs)
+
+    def terminate(self) -> None:
+        self.real.terminate()
+
+
+def test_an_infra_failure_then_a_retry_makes_the_same_choices_and_charges_no_phantom_run(
+    tmp_path, competition, deterministic, monkeypatch
+):
+    """A run refused by a full disk left the "run in progress" marks in the final checkpoint, and the
+    step's RNG advanced: `--retry-failed` two hours later charged the run up to its limit (7,200 s of a
+    32,400 s limit here) and chose differently from then on."""
+    public, _ = competition
+    reference = deterministic_spec(tmp_path, public, deterministic, "reference")
+    run(reference)
+    failed = deterministic_spec(tmp_path, public, deterministic, "failed")
+    agent = build_agent(failed, backoff=FAST, kill_grace_s=1.0)
+    agent.services = dataclasses.replace(agent.services, runner=FullDiskOnRun(agent.services.runner, 5))
+    result = agent.run()
+    assert result.status == "failed" and result.stop_reason.startswith("infra: disk: "), result.stop_reason
+    trial = Path(failed.paths.trial_dir)
+    before = checkpoint_of(trial)
+    assert before.execution_started_s is None and 2 <= before.groups < 8, before
+    later = time.time() + 7200  # the operator frees space and re-runs with --retry-failed
+    monkeypatch.setattr("mle_world.agent.loop.time.time", lambda: later)
+    retried = build_agent(failed, backoff=FAST, kill_grace_s=1.0)
+    assert retried.ckpt.time_used_s == pytest.approx(before.time_used_s)
+    assert retried.run().status == "completed"
+    assert choices(failed) == choices(reference)
 
 
 # ---- deviation: time is checkpointed before each execution -----------------------------------

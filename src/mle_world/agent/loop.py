@@ -221,7 +221,14 @@ class Agent:
         finally:
             self.services.runner.terminate()
         self._end_outages(reason)
-        self._rng_at_step = None
+        # This session is alive: the budget clock holds the time of a run it cut or that never started
+        # (a full disk refused it). Left marked, a resume (`--retry-failed`) took this session for one
+        # killed during that run and charged up to the run's limit for it.
+        self.ckpt.execution_started_s = self.ckpt.execution_timeout_s = self.ckpt.execution_started_wall = (
+            None
+        )
+        # The RNG of a step that failed before its nodes joined the journal stays the one it started
+        # with: a resume replays that step exactly, as after a preemption (a completed step reset it).
         self.checkpoint(compact=True)
         result = self.result(status, reason)
         write_model(self.layout.result, result)
