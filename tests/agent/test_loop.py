@@ -462,6 +462,9 @@ def test_a_bug_of_the_harness_fails_the_trial_as_internal_not_as_the_agents(tmp_
     assert saved.stop_reason == result.stop_reason
     verdict = classify(1, saved, timed_out=False, limit_text="60", last_line="")
     assert (verdict.state, verdict.failure_class) == ("failed", "infra"), verdict
+    # What an agent of an image built before `internal:` writes for the same bug is no settled zero either.
+    legacy = saved.model_copy(update={"stop_reason": "error: KeyError: 'a bug of ours'"})
+    assert classify(1, legacy, timed_out=False, limit_text="60", last_line="").failure_class == "infra"
 
 
 def test_world_endpoint_down_fails_the_trial_and_never_decides_the_step(tmp_path, competition, servers):

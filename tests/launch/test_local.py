@@ -140,7 +140,7 @@ def group_members(pgid: int) -> list[int]:
 @pytest.mark.parametrize(
     ("mode", "klass", "cause"),
     [
-        ("agent-fail", "agent", "agent failed: error: no valid submission"),
+        ("agent-fail", "agent", "agent failed: gave up: no valid submission"),
         ("infra-fail", "infra", "agent failed: endpoint_unavailable"),
         ("crash", "infra", "exit 1 without result.json: Traceback: boom"),
     ],

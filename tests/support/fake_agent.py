@@ -53,7 +53,7 @@ def main() -> int:
         print("Traceback: boom", flush=True)
         return 1
     status = "completed" if mode in ("ok", "checkpoint") else "failed"
-    reason = {"agent-fail": "error: no valid submission", "infra-fail": "endpoint_unavailable"}.get(
+    reason = {"agent-fail": "gave up: no valid submission", "infra-fail": "endpoint_unavailable"}.get(
         mode, "max_steps"
     )
     result = {

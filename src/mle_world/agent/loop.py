@@ -215,7 +215,8 @@ class Agent:
             # a sandbox, its replies are parsed defensively), so this is a bug of ours. As the agent's
             # failure it was a settled zero, never retried: a harness bug on one configuration's path
             # (the pydantic build race of the SDK's reply classes once was one) moved its medal rate.
-            # As "internal" the trial is missing, `status` names it and `--retry-failed` reruns it.
+            # As "internal" it is the infrastructure's: `status` names it and `--retry-failed` reruns it
+            # (until then a submission it left is graded as it stands, as any failed trial's is).
             log.exception("agent error")
             status, reason = "failed", f"internal: {type(error).__name__}: {error}"
         finally:

@@ -50,8 +50,10 @@ whatever the agent left)."""
 INFRA_STOP_REASONS = (
     *("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal"),
     "sandbox_unavailable",  # the node has no working sandbox (no bubblewrap, no user namespaces)
+    "error:",  # what agents before `internal:` wrote for an exception of their own (an image built then)
 )
-"""Prefixes of the agent's stop_reason that blame the infrastructure, not the agent."""
+"""Prefixes of the agent's stop_reason that blame the infrastructure, not the agent. Other reasons (of
+an agent of another version) blame the agent."""
 CHECKPOINT_EXITS = (143, 140, -signal.SIGTERM, -signal.SIGUSR2)
 """Exit codes of an agent that checkpointed on SIGTERM/SIGUSR2 (143 by contract)."""
 
