@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -118,6 +119,19 @@ def test_one_trial_with_its_logs_last_lines(sweep: tuple[Path, dict[str, int]]) 
     assert short.stdout == text == run("status", str(out), "--trial", str(folder), "--lines", "2").stdout
     bad = run("status", str(out), "--trial", "aide/nope/seed1")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--trial aide/nope/seed1" in bad.stderr
+    # The other regime's id names the same path here: it was shown as if it were that trial.
+    other = ("ungated/" if hostile.trial_id.startswith("gated/") else "gated/") + hostile.trial_id.split(
+        "/", 1
+    )[1]
+    bad = run("status", str(out), "--trial", other)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert f"--trial {other}: " in bad.stderr and f"has {hostile.trial_id} there" in bad.stderr, bad.stderr
+    # A trial dir of another output dir is not one of this sweep's.
+    elsewhere = out.parent / "elsewhere" / "runs" / "aide" / "t_seed1"
+    elsewhere.mkdir(parents=True)
+    shutil.copy(folder / "status.json", elsewhere / "status.json")
+    bad = run("status", str(out), "--trial", str(elsewhere))
+    assert bad.returncode == 2 and "not a trial dir of" in bad.stderr, bad.stderr
 
 
 def status(trial: str, state: str, **fields: object) -> TrialStatus:

@@ -7,6 +7,7 @@ Reads `<trial>/status.json`, `<trial>/logs/{launcher,agent}.log` and `<output_di
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +56,12 @@ def tail_lines(path: Path, n: int) -> tuple[str, ...] | None:
 
 
 def find_trial_dir(output_dir: Path, trial: str) -> Path:
-    """A trial id (`gated/aide/iris/seed34`, or without its regime) or a trial dir → the trial dir."""
+    """A trial id (`gated/aide/iris/seed34`, or without its regime) or a trial dir → the trial dir.
+
+    A UserError when OUTPUT_DIR has no such trial: an id of the other regime (its dir path has no
+    regime: the same path in this dir is another trial), or a dir outside OUTPUT_DIR's runs/."""
     key = layout.parse_trial_id(trial)
+    regime_given = key is not None
     if key is None and trial.count("/") == 2:
         key = layout.parse_trial_id(f"gated/{trial}")
     if key is not None:
@@ -68,7 +73,28 @@ def find_trial_dir(output_dir: Path, trial: str) -> Path:
             f"--trial {trial}: no such trial in {output_dir} (give its id, e.g. gated/aide/iris-species/seed34, "
             "or its directory)"
         )
+    if key is None and (output_dir / layout.RUNS).resolve() not in found.resolve().parents:
+        raise UserError(
+            f"--trial {trial}: not a trial dir of {output_dir} (it is not under its {layout.RUNS}/)"
+        )
+    recorded = _recorded_id(found)
+    if regime_given and recorded is not None and recorded != trial:
+        raise UserError(
+            f"--trial {trial}: {output_dir} has {recorded} there, not it (a sweep of the other regime?)"
+        )
     return found
+
+
+def _recorded_id(trial_dir: Path) -> str | None:
+    """The trial id its status.json (else spec.json) records; None when neither says."""
+    for name in (layout.STATUS, layout.SPEC):
+        try:
+            data = json.loads((trial_dir / name).read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("trial_id"), str):
+            return str(data["trial_id"])
+    return None
 
 
 def read_trial_tail(output_dir: Path, trial_dir: Path, lines: int) -> TrialTail:
