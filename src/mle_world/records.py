@@ -275,10 +275,10 @@ class TrialStatus(Record):
     updated_at: datetime | None = None
     requeues: int = 0
     """Times the trial was checkpointed and requeued (preemption/timeout) within its attempts."""
-    wall_used_s: float = 0.0
+    wall_used_s: float = Field(0.0, ge=0, allow_inf_nan=False)
     """Wall time of this attempt's runs that have ended: while running, the earlier (interrupted)
     runs, carried over into the wall limit; once final, what the whole attempt took."""
-    downtime_s: float = 0.0
+    downtime_s: float = Field(0.0, ge=0, allow_inf_nan=False)
     """Endpoint downtime the agent excluded from its budget (from result.json; extends the wall limit)."""
     exit_code: int | None = None
     """Exit code of the trial command's last run (None while running or when never started)."""

@@ -278,6 +278,25 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path, args: list[str], cu
     assert "byte 0xff at offset 0" in line or "UnicodeDecodeError" in line, line
 
 
+@pytest.mark.parametrize(
+    ("args", "culprit"),
+    [
+        (["estimate", "--regime", "gated", "--usd-per-gpu-hour", "inf"], "--usd-per-gpu-hour"),
+        (["estimate", "--regime", "gated", "--usd-per-gpu-hour", "nan"], "--usd-per-gpu-hour"),
+        (["estimate", "--regime", "gated", "--prices", "inf-prices.yaml"], "inf-prices.yaml"),
+        (["status", ".", "--watch", "--interval", "1e10"], "--interval"),  # was OverflowError from sleep
+        (["status", ".", "--watch", "--interval", "inf"], "--interval"),
+    ],
+)
+def test_numbers_that_are_not_finite_are_refused(tmp_path: Path, args: list[str], culprit: str) -> None:
+    """inf was taken as a price ($inf sweeps), and a watch interval past time_t was a traceback."""
+    prices = (REPO / "configs" / "prices.yaml").read_text()
+    assert "execution: {usd_per_gpu_hour: 2.50}" in prices
+    inf = prices.replace("execution: {usd_per_gpu_hour: 2.50}", "execution: {usd_per_gpu_hour: .inf}")
+    (tmp_path / "inf-prices.yaml").write_text(inf)
+    assert_refused(tmp_path, args, culprit)
+
+
 FILE_WHERE_A_DIR_GOES = [
     ["status", "f"],
     ["cancel", "f"],

@@ -202,3 +202,22 @@ def test_a_launch_that_ended_with_failures_says_what_to_run(sweep: tuple[Path, d
     assert lines[0] == f"[launch] next: failures by cause: python run_paper.py status {out}"
     assert lines[1].startswith("[launch] next: rerun 48 infra failure(s): python run_paper.py --regime gated")
     assert lines[1].endswith(" --retry-failed")  # one line however long: it is copied whole
+
+
+def test_times_and_costs_that_are_not_finite_are_no_numbers() -> None:
+    """`"wall_used_s": Infinity` in a status.json read as inf trial-hours (and `--json` wrote Infinity,
+    which strict JSON parsers refuse); a cost CSV's inf or nan summed to $nan."""
+    from pydantic import ValidationError
+
+    from mle_world.costs.summary import summarise_cost_rows
+
+    for value in ("Infinity", "NaN", "-5"):
+        with pytest.raises(ValidationError):
+            TrialStatus.model_validate_json(f'{{"trial_id": "gated/aide/t/seed1", "wall_used_s": {value}}}')
+    rows = [
+        {"regime": "gated", "configuration": "aide", "role": "coder", "trial_id": f"gated/aide/t/seed{i}",
+         "cost_usd": cost, "gpu_hours": "1"}
+        for i, cost in enumerate(("1.5", "inf", "nan"))
+    ]  # fmt: skip
+    (row,) = summarise_cost_rows(rows)
+    assert row.cost_usd is None, row  # two trials' costs unknown: no total

@@ -6,6 +6,7 @@ Reads the environment (XDG_CACHE_HOME) and the working directory for defaults; w
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,8 +86,19 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):  # inf priced a sweep at $inf
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+MAX_INTERVAL_S = 86_400.0
+"""`status --watch --interval`'s largest: a day (a sleep past the platform's time_t was a traceback)."""
+
+
+def interval_seconds(text: str) -> float:
+    value = positive_float(text)
+    if value > MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_INTERVAL_S:.0f} seconds, got {text!r}")
     return value
 
 

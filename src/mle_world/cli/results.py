@@ -19,8 +19,8 @@ from mle_world.cli.checks import check_writable_dir, require_output_dir
 from mle_world.cli.options import (
     default_config_path,
     default_data_dir,
+    interval_seconds,
     path_arg,
-    positive_float,
     positive_int,
 )
 from mle_world.errors import UserError, not_a_dir
@@ -36,7 +36,7 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
     )
-    p.add_argument("--interval", type=positive_float, default=5.0, help="seconds between redraws (5)")
+    p.add_argument("--interval", type=interval_seconds, default=5.0, help="seconds between redraws (5)")
     p.add_argument(
         "--json", action="store_true", help="print the summary as one JSON object (every failed trial too)"
     )

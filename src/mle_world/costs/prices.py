@@ -17,7 +17,7 @@ DEFAULT_PRICES = packaged_config("prices.yaml")
 
 
 class _PriceModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf priced everything inf
 
 
 class TokenPrice(_PriceModel):

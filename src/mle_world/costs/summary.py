@@ -54,12 +54,14 @@ class _Group:
 
 
 def _num(cell: str | None) -> float | None:
+    """A cell as a finite number; None (unknown) when empty, no number, or inf/nan (as the audit reads it)."""
     if cell is None or cell == "":
         return None
     try:
-        return float(cell)
+        value = float(cell)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _as_dicts(header: list[str], reader: Iterable[list[str]]) -> Iterator[dict[str, Any]]:
