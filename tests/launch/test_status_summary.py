@@ -18,6 +18,7 @@ import pytest
 from synthetic import add_statuses, make_sweep
 
 from mle_world import layout
+from mle_world.launch.status import render_summary
 from mle_world.launch.sweep_state import SweepStatus
 from mle_world.launch.sweep_summary import SweepSummary, estimate_eta, group_failures, summarise
 from mle_world.plan.estimate import makespan
@@ -62,7 +63,9 @@ def test_status_of_a_large_sweep_is_bounded_and_says_what_to_run(sweep: tuple[Pa
     assert "ETA: ~" in text and "at the current parallelism (12)" in text
     assert "trial-hours" in text and "GPU-hours" in text
     flags = f"--regime gated --backend slurm --grade --output-dir {out}"
-    assert f"next: rerun 48 infra failure(s): python run_paper.py {flags} --retry-failed\n" in text
+    # Pending trials of a sweep no launcher watches (`--no-wait`'s held-back ones) wait for that command.
+    what = f"48 infra failure(s) and {counts['pending']} pending trial(s) no launcher will start"
+    assert f"next: rerun {what}: python run_paper.py {flags} --retry-failed\n" in text
     assert f"python run_paper.py {flags} --retry-failed all" in text
 
 
@@ -189,6 +192,41 @@ def test_next_command_of_a_finished_sweep_is_the_audit(tmp_path: Path) -> None:
     )
 
 
+def test_a_sweep_stopped_with_pending_trials_says_to_resume_it(tmp_path: Path) -> None:
+    """A local sweep stopped by Ctrl-C leaves its unstarted trials pending and no launcher: `status` gave
+    no next command and `--watch` waited for them forever."""
+    (tmp_path / "launch.json").write_text(
+        json.dumps({"argv": ["--regime", "gated", "--output-dir", str(tmp_path)]})
+    )
+    done = status("aide/a", "succeeded", wall_used_s=5.0, started_at=NOW, ended_at=NOW)
+    waiting = [
+        status(f"aide/w{i}", "pending", backend="local", cause="interrupted (SIGINT)") for i in range(2)
+    ]
+    summary = summarise(tmp_path, SweepStatus((done, *waiting), (), launcher_alive=False), NOW)
+    assert summary.finished and summary.stuck == 2, summary
+    assert summary.next_commands[0] == (
+        f"rerun 2 pending trial(s) no launcher will start: python run_paper.py --regime gated --output-dir "
+        f"{tmp_path} --retry-failed"
+    )
+    shown = "\n".join(str(r) for r in render_summary(summary))
+    assert "ETA: none: every unfinished trial waits for the command below" in shown, shown
+    # While a launcher runs, pending trials are its queue: nothing to say yet.
+    summary = summarise(tmp_path, SweepStatus((done, *waiting), (), launcher_alive=True), NOW)
+    assert not summary.finished and summary.stuck == 0 and not summary.next_commands
+
+
+def test_an_unreadable_status_is_no_finished_sweep_in_json_either(sweep: tuple[Path, dict[str, int]]) -> None:
+    """`status --json` (and `--watch`) left the trial out: "finished", "audit it", exit 0."""
+    out, _ = sweep
+    path = sorted(out.glob("runs/*/*/status.json"))[0]
+    path.write_text("{not json")
+    proc = run("status", str(out), "--json")
+    assert proc.returncode == 2, proc.stderr
+    summary = SweepSummary.model_validate_json(proc.stdout)
+    assert summary.unreadable and str(path) in summary.unreadable[0]
+    assert not summary.finished and not any(c.startswith("audit it") for c in summary.next_commands)
+
+
 def test_a_launch_that_ended_with_failures_says_what_to_run(sweep: tuple[Path, dict[str, int]]) -> None:
     """What `execute_plan` prints after `run_sweep` returned 1: where the causes are, and the command."""
     from rich.console import Console
@@ -200,7 +238,8 @@ def test_a_launch_that_ended_with_failures_says_what_to_run(sweep: tuple[Path, d
     _say_next(out, err)
     lines = err.export_text().splitlines()
     assert lines[0] == f"[launch] next: failures by cause: python run_paper.py status {out}"
-    assert lines[1].startswith("[launch] next: rerun 48 infra failure(s): python run_paper.py --regime gated")
+    assert lines[1].startswith("[launch] next: rerun 48 infra failure(s) and ")
+    assert "pending trial(s) no launcher will start: python run_paper.py --regime gated" in lines[1]
     assert lines[1].endswith(" --retry-failed")  # one line however long: it is copied whole
 
 

@@ -201,8 +201,10 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
     finished = s.counts["succeeded"] + s.counts["failed"]
     if s.orphaned:
         out.append(Text("ETA: unknown (no launcher is running)"))
-    elif left and left == len(s.ended_jobs):
+    elif left and left == s.stuck:
         out.append(Text("ETA: none: every unfinished trial waits for the command below"))
+    elif left == 0 and s.unreadable:
+        out.append(Text("every trial read has finished"))
     elif left == 0:
         out.append(Text("all trials finished"))
     elif s.eta_s is None:
@@ -252,6 +254,8 @@ def show_status(output_dir: Path, console: Console, *, as_json: bool = False, co
         summary = summarise(output_dir, sweep, utcnow(), costs=costs)
         # ensure_ascii: every control and non-ASCII character of a cause is an escape, inert on a terminal.
         print(json.dumps(summary.model_dump(mode="json"), indent=2, ensure_ascii=True))
+        if summary.unreadable:  # as the table refuses them (exit 2): counts without them misreport
+            return 2
         return 1 if summary.counts["failed"] else 0
     view = status_view(output_dir, sweep, utcnow(), costs=costs)
     for renderable in view.renderables:

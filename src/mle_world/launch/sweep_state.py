@@ -43,9 +43,16 @@ class SweepStatus:
             return []
         return [t for t in self.trials if t.state in ("submitted", "running") and t.backend == "local"]
 
+    def unstarted(self) -> list[TrialStatus]:
+        """Trials still pending although no launcher runs (one stopped by Ctrl-C, or `--no-wait` that
+        left some unsubmitted): nothing starts them until the sweep's command runs again."""
+        if self.launcher_alive:
+            return []
+        return [t for t in self.trials if t.state == "pending"]
+
     def stuck(self) -> int:
-        """Trials marked submitted/running that cannot progress: orphaned local ones, ended Slurm jobs."""
-        return len(self.orphaned()) + len(self.ended_jobs)
+        """Unfinished trials that cannot progress: orphaned local ones, ended Slurm jobs, unstarted ones."""
+        return len(self.orphaned()) + len(self.ended_jobs) + len(self.unstarted())
 
     def counts(self) -> Counter[str]:
         return Counter(t.state for t in self.trials)

@@ -109,7 +109,10 @@ class SweepSummary(_Model):
     ended_jobs: tuple[str, ...]
     """Slurm jobs that ended without recording their trial's end (`12_3 CANCELLED`), no launcher watching."""
     unreadable: tuple[str, ...]
-    """status.json files that could not be read, with the problem."""
+    """status.json files that could not be read, with the problem (their trials are in no count)."""
+    stuck: int = 0
+    """Unfinished trials that cannot progress without the sweep's command: orphaned, ended jobs and
+    trials pending while no launcher runs."""
     trial_hours: float
     """Wall time used by every trial so far (finished attempts and running ones)."""
     gpu_hours: float
@@ -269,13 +272,15 @@ def next_commands(output_dir: Path, sweep: SweepStatus, infra: int, agent: int) 
             lines.append("re-run the sweep's own command (launch.json is unreadable) with --retry-failed")
         return tuple(lines)
     note = _cwd_note(output_dir, argv)
-    stuck = sweep.stuck()
-    if infra or stuck:
-        what = f"{infra} infra failure(s)" if infra else ""
-        if stuck:
-            what += f"{' and ' if what else ''}{stuck} trial(s) no launcher will record"
+    unrecorded = len(sweep.orphaned()) + len(sweep.ended_jobs)
+    unstarted = len(sweep.unstarted())
+    if infra or unrecorded or unstarted:
+        what = [f"{infra} infra failure(s)"] * bool(infra)
+        what += [f"{unrecorded} trial(s) no launcher will record"] * bool(unrecorded)
+        what += [f"{unstarted} pending trial(s) no launcher will start"] * bool(unstarted)
         when = " once the running launcher has finished" if sweep.launcher_alive else ""
-        lines.append(f"rerun {what}{when}{note}: {_command(output_dir, argv, '--retry-failed')}")
+        command = _command(output_dir, argv, "--retry-failed")
+        lines.append(f"rerun {' and '.join(what)}{when}{note}: {command}")
     if agent:
         lines.append(
             f"also rerun the {agent} agent failure(s){note}: {_command(output_dir, argv, '--retry-failed', 'all')}"
@@ -285,7 +290,7 @@ def next_commands(output_dir: Path, sweep: SweepStatus, infra: int, agent: int) 
             "each failed trial reruns while attempt + requeues < cluster.launch.max_attempts; "
             "the agent resumes from its journal"
         )
-    if not lines and active == 0:
+    if not lines and active == 0 and not sweep.unreadable:  # an unreadable trial may be unfinished
         lines.append(f"audit it: {shlex.join(['python', 'run_paper.py', 'audit', str(output_dir)])}")
     return tuple(lines)
 
@@ -356,6 +361,7 @@ def summarise(output_dir: Path, sweep: SweepStatus, now: datetime, *, costs: boo
         orphaned=tuple(t.trial_id for t in orphaned),
         ended_jobs=tuple(job for _, job in sweep.ended_jobs),
         unreadable=tuple(f"{path}: {problem}" for path, problem in sweep.unreadable),
+        stuck=sweep.stuck(),
         trial_hours=hours,
         gpu_hours=gpu_hours,
         downtime_s=sum(t.downtime_s for t in rode_out),
