@@ -134,7 +134,7 @@ def finished_sweep(out: Path, regime: str, seconds: dict[int, float]) -> Path:
     return out
 
 
-SELECT = ["--configs", "aide", "--tasks", "iris-species", "--seeds", "1,2,3", "--usd-per-gpu-hour", "2"]
+SELECT = ["--configs", "aide", "--tasks", "iris-species", "--seeds", "34,35,36", "--usd-per-gpu-hour", "2"]
 
 
 def test_cli_estimate_from_time_limits(capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,8 +161,8 @@ def test_cli_estimate_from_measured_times_with_measured_gate_savings(
 ) -> None:
     from mle_world.cli import main
 
-    ungated = finished_sweep(tmp_path / "ungated", "ungated", {1: 7200.0, 2: 7200.0, 3: 7200.0})
-    gated = finished_sweep(tmp_path / "gated", "gated", {1: 3600.0, 2: 7200.0, 3: 3600.0})
+    ungated = finished_sweep(tmp_path / "ungated", "ungated", {34: 7200.0, 35: 7200.0, 36: 7200.0})
+    gated = finished_sweep(tmp_path / "gated", "gated", {34: 3600.0, 35: 7200.0, 36: 3600.0})
     argv = ["estimate", "--regime", "gated", *SELECT, "--parallelism", "2", "--measured", str(ungated),
             "--savings-from", str(gated), str(ungated)]  # fmt: skip
     assert main(argv) == 0
@@ -187,6 +187,28 @@ def test_cli_estimate_bad_input_is_one_line_exit_2(
     assert len(err) == 4 and "--savings" in err[0] and "launch.json" in err[1]
     assert "--startup-s" in err[2] and "--overhead-s" in err[3]
     assert "Traceback" not in "".join(err)
+
+
+def test_cli_estimate_refuses_swapped_sweeps_and_a_selection_the_sweep_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Swapped --savings-from dirs measured the gate as costing time and printed 0.0 % savings; --seeds
+    outside the config's and empty --tasks/--configs/--seeds estimated what no sweep would run."""
+    from mle_world.cli import main
+
+    ungated = finished_sweep(tmp_path / "ungated", "ungated", {1: 7200.0})
+    gated = finished_sweep(tmp_path / "gated", "gated", {1: 3600.0})
+    base = ["estimate", "--regime", "gated", "--usd-per-gpu-hour", "2"]
+    assert main([*base, "--savings-from", str(ungated), str(gated)]) == 2
+    assert main([*base, "--savings-from", str(gated), str(gated)]) == 2
+    for bad in (["--seeds", "99"], ["--seeds", ","], ["--tasks", ","], ["--configs", ","]):
+        assert main([*base, *bad]) == 2, bad
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 6 and "Traceback" not in "".join(err), err
+    assert f"{ungated}: a ungated sweep (launch.json), where gated goes" in err[0], err[0]
+    assert f"{gated}: a gated sweep (launch.json), where ungated goes" in err[1], err[1]
+    assert "--seeds: 99 not among the config's seeds" in err[2] and "--seeds: no seed given" in err[3]
+    assert "--tasks: nothing given" in err[4] and "--configs: nothing given" in err[5]
 
 
 def test_busy_slots_start_later():

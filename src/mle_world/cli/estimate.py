@@ -22,6 +22,7 @@ from mle_world.cli.options import (
     positive_int_list,
     seed_list,
 )
+from mle_world.cli.planning import check_selection
 from mle_world.errors import UserError, not_a_dir
 from mle_world.plan.config import load_cluster_config, load_paper_config
 from mle_world.plan.estimate import (
@@ -130,6 +131,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     if not (math.isfinite(args.startup_s) and args.startup_s >= 0):
         raise UserError("--startup-s: expected a number >= 0")
     levels = list(args.parallelism) if args.parallelism else None
+    check_selection(args, config)
 
     runtime = RuntimeSpec("process", python=sys.executable)
     trials = expand(
@@ -155,7 +157,10 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     savings_note = "given" if savings is not None else ""
     if args.savings_from:
         gated_dir, ungated_dir = args.savings_from
-        savings = measured_savings(measured_times(gated_dir), measured_times(ungated_dir))
+        flag = "--savings-from GATED_DIR UNGATED_DIR:"
+        savings = measured_savings(
+            measured_times(gated_dir, "gated", flag), measured_times(ungated_dir, "ungated", flag)
+        )
         savings_note = f"measured: {gated_dir} vs {ungated_dir}"
 
     source = (

@@ -101,6 +101,16 @@ def package_sha256(package: Path) -> str:
     return digest.hexdigest()
 
 
+def check_selection(args: argparse.Namespace, config: PaperConfig) -> None:
+    """--tasks/--configs given empty and --seeds outside the config's are refused (the sweep and
+    `estimate` select the same way: an empty list meant "everything" there)."""
+    for flag, value in (("--tasks", args.tasks), ("--configs", args.configs)):
+        if value is not None and not value:
+            raise UserError(f"{flag}: nothing given (leave the flag out to use the config's list)")
+    if args.seeds is not None:
+        check_seeds(args.seeds, config.seeds)
+
+
 def check_seeds(seeds: tuple[int, ...], known: tuple[int, ...]) -> None:
     """--seeds selects among the config's seeds; a new seed belongs in the config (and its identity)."""
     if not seeds:
@@ -177,8 +187,6 @@ def _selection(args: argparse.Namespace, config: PaperConfig) -> tuple[Selection
         )
     if regime is None:
         raise UserError("--regime is required (gated or ungated)")
-    if args.seeds is not None:
-        check_seeds(args.seeds, config.seeds)
     selection = Selection(
         tasks=args.tasks, configurations=args.configs, seeds=args.seeds, max_steps=args.iterations
     )
@@ -216,9 +224,8 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
             f"-m/--configuration: unknown configuration '{args.configuration}' "
             f"(choose from: {', '.join(config.configurations)})"
         )
-    for flag, value in (("--tasks", args.tasks), ("--configs", args.configs)):
-        if value is not None and not value:
-            raise UserError(f"{flag}: nothing given (leave the flag out to use the config's list)")
+    if not args.competition:
+        check_selection(args, config)
     selection, regime = _selection(args, config)
     if args.competition and selection.seeds and selection.seeds[0] not in config.seeds:
         # A one-off seed (Kapso's MLE_SEED defaults to 1) is part of the sweep's identity, so a

@@ -98,17 +98,21 @@ def trial_key(trial_id: str) -> str:
     return trial_id.split("/", 1)[1] if trial_id.count("/") >= 3 else trial_id
 
 
-def measured_times(output_dir: Path) -> dict[str, float]:
+def measured_times(output_dir: Path, regime: str | None = None, flag: str = "") -> dict[str, float]:
     """Seconds each finished trial of a sweep ran (`wall_used_s`: all its runs), by key.
 
     Reads `launch.json` for the trial list and each trial's `status.json`; unfinished trials are
-    left out. Raises UserError when launch.json is missing or unreadable.
+    left out. Raises UserError when launch.json is missing or unreadable, or (given `regime`, the
+    regime `flag` takes there) records a sweep of the other regime.
     """
     launch = output_dir / layout.LAUNCH
     try:
         record = LaunchRecord.model_validate_json(launch.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # ValidationError and UnicodeDecodeError are ValueErrors
         raise UserError(f"{launch}: not a readable launch.json ({type(exc).__name__})") from None
+    if regime is not None and record.regime != regime:
+        # Swapped dirs measured the gate as costing time, clamped to 0 % savings without a word.
+        raise UserError(f"{flag} {output_dir}: a {record.regime} sweep (launch.json), where {regime} goes")
     times: dict[str, float] = {}
     for trial in record.trials:
         trial_dir = Path(trial.trial_dir)
