@@ -37,3 +37,19 @@ def test_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     # Was: "run_paper.py: error: Broken pipe" (exit 2), or a BrokenPipeError traceback.
     assert err == "", err
     assert code == 141
+
+
+def test_a_table_printed_to_a_closed_pipe_ends_as_a_filter() -> None:
+    """What rich prints (status, estimate) hit rich's own broken-pipe handler, SystemExit(1): `status |
+    head` said "some trial failed" (exit 1) of a sweep without failures."""
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "run_paper.py"), "estimate", "--regime", "gated"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # gone before the CLI has imported what it prints with
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err

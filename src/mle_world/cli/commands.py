@@ -61,6 +61,15 @@ def dispatch(name: str, rest: list[str], console: Console, left: list[object] | 
     return run(args, console)
 
 
+class _Console(Console):
+    """rich's Console, but a reader that left the pipe ends the command as any filter ends (141, the
+    SIGPIPE exit `main` returns) rather than with rich's SystemExit(1), which said "failed trials"
+    to a `status | head` whose sweep had none."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
 def _stdout_closed() -> bool:
     """Whether stdout is a pipe whose reader has gone; if so, point stdout at /dev/null so the
     interpreter's final flush does not print a second BrokenPipeError."""
@@ -84,8 +93,8 @@ def main(argv: Sequence[str] | None = None, left: list[object] | None = None) ->
     argv = list(sys.argv[1:] if argv is None else argv)
     # Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80-column default.
     width = None if sys.stdout.isatty() else 160
-    console = Console(highlight=False, width=width)
-    err = Console(stderr=True, highlight=False, width=width)
+    console = _Console(highlight=False, width=width)
+    err = _Console(stderr=True, highlight=False, width=width)
     try:
         if argv and argv[0] in COMMANDS:
             return dispatch(argv[0], argv[1:], console, left)
