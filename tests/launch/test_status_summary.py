@@ -260,3 +260,17 @@ def test_times_and_costs_that_are_not_finite_are_no_numbers() -> None:
     ]  # fmt: skip
     (row,) = summarise_cost_rows(rows)
     assert row.cost_usd is None, row  # two trials' costs unknown: no total
+
+
+def test_a_corrupt_launch_json_is_said_not_silently_dropped(tmp_path: Path) -> None:
+    """`status` said "no trials launched yet" (exit 0) of a dir whose launch.json is corrupt, and for a
+    finished sweep the next command just vanished."""
+    (tmp_path / "launch.json").write_text("{not json")
+    shown = run("status", str(tmp_path))
+    assert shown.returncode == 0 and "no trials launched yet" in shown.stdout
+    assert "launch.json: not JSON (corrupt?)" in shown.stdout, shown.stdout
+    done = status("aide/a", "succeeded", wall_used_s=5.0, started_at=NOW, ended_at=NOW)
+    summary = summarise(tmp_path, SweepStatus((done,), (), launcher_alive=False), NOW)
+    assert summary.launch_problem == f"{tmp_path / 'launch.json'}: not JSON (corrupt?)"
+    shown_lines = [str(r) for r in render_summary(summary)]
+    assert f"warning: {summary.launch_problem}: no next command" in shown_lines, shown_lines

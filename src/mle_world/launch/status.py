@@ -23,7 +23,7 @@ from mle_world.errors import UserError
 from mle_world.escapes import printable_line
 from mle_world.launch.state import STATES, utcnow
 from mle_world.launch.sweep_state import SweepStatus, read_sweep_status
-from mle_world.launch.sweep_summary import Spend, SweepSummary, summarise
+from mle_world.launch.sweep_summary import Spend, SweepSummary, launch_problem, summarise
 from mle_world.launch.trial_tail import find_trial_dir, read_trial_tail
 
 
@@ -58,7 +58,11 @@ def status_view(
     whatever its size. Raises UserError for an unreadable status.json under `strict`; otherwise shows it
     as a warning (a live view keeps going while a file is being replaced)."""
     if not sweep.trials and not sweep.unreadable:
-        return StatusView((Text(printable_line(f"{output_dir}: no trials launched yet")),), 0, False)
+        lines = [Text(printable_line(f"{output_dir}: no trials launched yet"))]
+        problem = launch_problem(output_dir)
+        if problem is not None:
+            lines.append(Text(printable_line(f"warning: {problem}"), style="yellow"))
+        return StatusView(tuple(lines), 0, False)
     if sweep.unreadable and strict:
         # Counting them as finished (or dropping them) would misreport the sweep: refuse instead.
         path, problem = sweep.unreadable[0]
@@ -217,6 +221,8 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
                 f"({s.parallelism}), from {finished} finished trial(s)' times"
             )
         )
+    if s.launch_problem is not None:
+        out.append(Text(printable_line(f"warning: {s.launch_problem}: no next command"), style="yellow"))
     for line in s.next_commands:
         out.append(Text(printable_line(f"next: {line}"), style="bold"))
     return out

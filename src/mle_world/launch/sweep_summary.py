@@ -110,6 +110,8 @@ class SweepSummary(_Model):
     """Slurm jobs that ended without recording their trial's end (`12_3 CANCELLED`), no launcher watching."""
     unreadable: tuple[str, ...]
     """status.json files that could not be read, with the problem (their trials are in no count)."""
+    launch_problem: str | None = None
+    """Why launch.json gives no next command (unreadable, corrupt), None when it does."""
     stuck: int = 0
     """Unfinished trials that cannot progress without the sweep's command: orphaned, ended jobs and
     trials pending while no launcher runs."""
@@ -218,6 +220,24 @@ def _launch_argv(output_dir: Path) -> list[str] | None:
     except (OSError, ValueError, AttributeError):
         return None
     return [str(a) for a in argv] if isinstance(argv, list) and argv else None
+
+
+def launch_problem(output_dir: Path) -> str | None:
+    """Why the output dir's launch.json gives no command to run next (None when it does, or when there
+    is none: a dir the launcher's identity file alone marks)."""
+    path = output_dir / layout.LAUNCH
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: unreadable ({exc.strerror or exc})"
+    except ValueError:
+        return f"{path}: not JSON (corrupt?)"
+    argv = data.get("argv") if isinstance(data, dict) else None
+    if not (isinstance(argv, list) and argv):
+        return f"{path}: records no launch command (argv)"
+    return None
 
 
 def _without_retry(argv: list[str]) -> list[str]:
@@ -362,6 +382,7 @@ def summarise(output_dir: Path, sweep: SweepStatus, now: datetime, *, costs: boo
         ended_jobs=tuple(job for _, job in sweep.ended_jobs),
         unreadable=tuple(f"{path}: {problem}" for path, problem in sweep.unreadable),
         stuck=sweep.stuck(),
+        launch_problem=launch_problem(output_dir),
         trial_hours=hours,
         gpu_hours=gpu_hours,
         downtime_s=sum(t.downtime_s for t in rode_out),
