@@ -274,3 +274,19 @@ def test_a_corrupt_launch_json_is_said_not_silently_dropped(tmp_path: Path) -> N
     assert summary.launch_problem == f"{tmp_path / 'launch.json'}: not JSON (corrupt?)"
     shown_lines = [str(r) for r in render_summary(summary)]
     assert f"warning: {summary.launch_problem}: no next command" in shown_lines, shown_lines
+
+
+def test_an_unreadable_cost_csv_is_named_not_silently_left_out(tmp_path: Path) -> None:
+    """`--costs` summed the readable CSVs and said nothing of the others."""
+    costs = tmp_path / "costs"
+    costs.mkdir()
+    (costs / "aide.t.seed1.csv").write_text(
+        "trial_id,regime,configuration,role,cost_usd\ngated/aide/t/seed1,gated,aide,coder,1.5\n"
+    )
+    (costs / "aide.t.seed2.csv").write_bytes(b"\xff\xfe garbage")
+    done = status("aide/a", "succeeded", wall_used_s=5.0, started_at=NOW, ended_at=NOW)
+    summary = summarise(tmp_path, SweepStatus((done,), (), launcher_alive=False), NOW, costs=True)
+    assert summary.spend is not None and [r.cost_usd for r in summary.spend] == [1.5]
+    assert summary.spend_unreadable == (str(costs / "aide.t.seed2.csv"),)
+    shown = [str(r) for r in render_summary(summary)]
+    assert f"left out of the spend: unreadable cost CSV {costs / 'aide.t.seed2.csv'}" in shown, shown

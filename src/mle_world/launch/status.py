@@ -160,6 +160,10 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
     out.append(Text(f"time used: {_hours(s.trial_hours)} trial-hours, {_hours(s.gpu_hours)} GPU-hours"))
     if s.spend is not None:
         out.append(_spend_table(s.spend))
+    if s.spend_unreadable:
+        more = f" (and {len(s.spend_unreadable) - 1} more)" if len(s.spend_unreadable) > 1 else ""
+        line = f"left out of the spend: unreadable cost CSV {s.spend_unreadable[0]}{more}"
+        out.append(Text(printable_line(line), style="yellow"))
     if s.downtime_trials:
         out.append(
             Text(

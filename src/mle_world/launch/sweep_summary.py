@@ -136,14 +136,18 @@ class SweepSummary(_Model):
     """What to run next, each a line: the sweep's own command with the flag it needs, or the audit."""
     spend: tuple[Spend, ...] | None = None
     """Per role (coder, feedback, world, execution), with `--costs`; None when not asked."""
+    spend_unreadable: tuple[str, ...] = ()
+    """Cost CSVs `--costs` could not read (left out of `spend`)."""
 
 
-def read_spend(output_dir: Path) -> tuple[Spend, ...]:
+def read_spend(output_dir: Path) -> tuple[tuple[Spend, ...], tuple[str, ...]]:
     """Every finished trial's cost CSV summed per role (costs/summary.csv is written only when a launch
-    ends: during a sweep, or after `--no-wait`, it is stale). Reads `costs/*.csv`."""
+    ends: during a sweep, or after `--no-wait`, it is stale), and the paths of CSVs it could not read.
+    Reads `costs/*.csv`."""
     from mle_world.costs.summary import read_cost_rows, summarise_cost_rows
 
-    rows, _ = read_cost_rows(layout.costs_dir(output_dir))
+    costs_dir = layout.costs_dir(output_dir)
+    rows, bad = read_cost_rows(costs_dir)
     groups = summarise_cost_rows({**row, "regime": "", "configuration": ""} for row in rows)
     return tuple(
         Spend(
@@ -156,7 +160,7 @@ def read_spend(output_dir: Path) -> tuple[Spend, ...]:
             trials_cost_unknown=g.trials_cost_unknown,
         )
         for g in groups
-    )
+    ), tuple(str(costs_dir / name) for name in bad)
 
 
 def cause_key(failure_class: str | None, cause: str | None) -> str:
@@ -318,6 +322,7 @@ def next_commands(output_dir: Path, sweep: SweepStatus, infra: int, agent: int) 
 def summarise(output_dir: Path, sweep: SweepStatus, now: datetime, *, costs: bool = False) -> SweepSummary:
     """The bounded view of `sweep` at `now`; with `costs`, the spend so far from the cost CSVs too."""
     counts = sweep.counts()
+    spend, spend_unreadable = read_spend(output_dir) if costs else (None, ())
     per_config: dict[str, Counter[str]] = {}
     for t in sweep.trials:
         per_config.setdefault(configuration_of(t.trial_id), Counter())[t.state] += 1
@@ -394,5 +399,6 @@ def summarise(output_dir: Path, sweep: SweepStatus, now: datetime, *, costs: boo
         parallelism=width,
         finished=(active == 0 or bool(orphaned) or active == sweep.stuck()) and not sweep.unreadable,
         next_commands=next_commands(output_dir, sweep, infra, len(failed) - infra),
-        spend=read_spend(output_dir) if costs else None,
+        spend=spend,
+        spend_unreadable=spend_unreadable,
     )
