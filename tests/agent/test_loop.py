@@ -467,6 +467,24 @@ def test_a_bug_of_the_harness_fails_the_trial_as_internal_not_as_the_agents(tmp_
     assert classify(1, legacy, timed_out=False, limit_text="60", last_line="").failure_class == "infra"
 
 
+def test_a_full_disk_under_the_agents_copy_of_a_submission_is_no_buggy_node(tmp_path, competition, servers):
+    """ENOSPC while the agent copied the script's submission out was taken for "no submission was
+    written": the node buggy, the trial completed and graded as if the script had failed."""
+    public, _ = competition
+    servers["coder"].push(coder_reply(good_script(0.7)))
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=1, min_step_s=0)
+    )
+    agent = build_agent(spec, backoff=FAST, kill_grace_s=1.0)
+    staged = agent.layout.staged_submission
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.with_name(f".{staged.name}.tmp").symlink_to("/dev/full")  # every write: ENOSPC
+    result = agent.run()
+    assert result.status == "failed" and result.stop_reason.startswith("infra: OSError: "), result.stop_reason
+    assert classify(1, result, timed_out=False, limit_text="60", last_line="").failure_class == "infra"
+    assert not journal(spec).nodes  # the step did not end: a retry runs it again
+
+
 def test_world_endpoint_down_fails_the_trial_and_never_decides_the_step(tmp_path, competition, servers):
     """A world model that does not answer is no invalid prediction: after the outage window the trial
     fails as infra, and the step it could not predict is neither executed nor skipped."""

@@ -270,30 +270,49 @@ def stage_submission(layout: TrialLayout) -> str | None:
     never read. An empty or missing file means no submission, and so does a sparse one (`_has_hole`).
     Not fsynced: most staged copies are never used, and `link_atomic(durable=True)` syncs the one that
     becomes the graded file.
+
+    What the script left that cannot be read is no submission; a failing write of the agent's own copy
+    (a full or failing disk) raises OSError: the infrastructure's failure, not a buggy node.
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     fds: list[int] = []
     try:
-        fds.append(os.open(layout.workspace, flags | os.O_DIRECTORY))
-        fds.append(os.open("submission", flags | os.O_DIRECTORY, dir_fd=fds[-1]))
-        fds.append(os.open("submission.csv", flags | os.O_NONBLOCK, dir_fd=fds[-1]))
-        info = os.fstat(fds[-1])
-        if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or _has_hole(fds[-1], info.st_size):
+        try:
+            fds.append(os.open(layout.workspace, flags | os.O_DIRECTORY))
+            fds.append(os.open("submission", flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+            fds.append(os.open("submission.csv", flags | os.O_NONBLOCK, dir_fd=fds[-1]))
+            info = os.fstat(fds[-1])
+            if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or _has_hole(fds[-1], info.st_size):
+                return None
+        except OSError:
             return None
-        digest = hashlib.sha256()
-        layout.staged_submission.parent.mkdir(parents=True, exist_ok=True)
-        tmp = layout.staged_submission.with_name(f".{layout.staged_submission.name}.tmp")
-        with open(fds[-1], "rb", closefd=False) as source, open(tmp, "wb") as target:
-            while chunk := source.read(1 << 20):
-                digest.update(chunk)
-                target.write(chunk)
-        os.replace(tmp, layout.staged_submission)
-        return digest.hexdigest()
-    except OSError:
-        return None
+        return _copy_out(fds[-1], layout.staged_submission)
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _copy_out(source_fd: int, staged: Path) -> str | None:
+    """The script's open file copied to `staged` (atomically); its sha256, None when reading it failed."""
+    digest = hashlib.sha256()
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    tmp = staged.with_name(f".{staged.name}.tmp")
+    try:
+        with open(source_fd, "rb", closefd=False) as source, open(tmp, "wb") as target:
+            while True:
+                try:
+                    chunk = source.read(1 << 20)
+                except OSError:
+                    return None  # the script's file: unreadable is no submission
+                if not chunk:
+                    break
+                digest.update(chunk)
+                target.write(chunk)
+        os.replace(tmp, staged)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return digest.hexdigest()
 
 
 def _has_hole(fd: int, size: int) -> bool:
