@@ -297,6 +297,26 @@ def test_numbers_that_are_not_finite_are_refused(tmp_path: Path, args: list[str]
     assert_refused(tmp_path, args, culprit)
 
 
+@pytest.mark.parametrize(
+    ("args", "culprit"),
+    [
+        (["status", ".", "--lines", "5"], "status: --lines applies with --trial only"),
+        (["status", ".", "--interval", "5"], "status: --interval applies with --watch only"),
+        (
+            ["status", ".", "--trial", "x", "--costs"],
+            "status: --costs is the sweep's spend: not with --trial",
+        ),
+        (
+            ["estimate", "--regime", "gated", "--prices", "p.yaml", "--usd-per-gpu-hour", "1"],
+            "exclude each other",
+        ),
+    ],
+)
+def test_a_flag_the_command_would_ignore_is_refused(tmp_path: Path, args: list[str], culprit: str) -> None:
+    """Each was accepted and dropped: the user meant something the output then did not show."""
+    assert_refused(tmp_path, args, culprit)
+
+
 FILE_WHERE_A_DIR_GOES = [
     ["status", "f"],
     ["cancel", "f"],

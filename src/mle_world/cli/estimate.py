@@ -121,6 +121,8 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     cluster = load_cluster_config(cluster_path if (args.cluster_config or cluster_path.exists()) else None)
     slurm = cluster.slurm
     if args.usd_per_gpu_hour is not None:
+        if args.prices is not None:  # one of them would be ignored
+            raise UserError("estimate: --prices and --usd-per-gpu-hour exclude each other")
         price: float | None = args.usd_per_gpu_hour
     else:
         from mle_world.costs.prices import load_prices

@@ -36,7 +36,7 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--watch", action="store_true", help="redraw in place until every trial finished (Ctrl-C leaves)"
     )
-    p.add_argument("--interval", type=interval_seconds, default=5.0, help="seconds between redraws (5)")
+    p.add_argument("--interval", type=interval_seconds, help="with --watch: seconds between redraws (5)")
     p.add_argument(
         "--json", action="store_true", help="print the summary as one JSON object (every failed trial too)"
     )
@@ -50,7 +50,7 @@ def add_status_flags(p: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="one trial (its id, e.g. gated/aide/iris-species/seed34, or its dir): state, cause, logs' last lines",
     )
-    p.add_argument("--lines", type=positive_int, default=20, help="with --trial: lines of each log (20)")
+    p.add_argument("--lines", type=positive_int, help="with --trial: lines of each log (20)")
 
 
 def add_cancel_flags(p: argparse.ArgumentParser) -> None:
@@ -140,13 +140,23 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"status: {args.output_dir}: {not_a_dir(args.output_dir)}")
     if sum((args.watch, args.json, args.trial is not None)) > 1:
         raise UserError("status: --watch, --json and --trial exclude each other")
+    # A flag the chosen view ignores was most likely meant for another: said, not dropped.
+    for flag, given, view, chosen in (
+        ("--lines", args.lines is not None, "--trial", args.trial is not None),
+        ("--interval", args.interval is not None, "--watch", args.watch),
+    ):
+        if given and not chosen:
+            raise UserError(f"status: {flag} applies with {view} only")
+    if args.costs and args.trial is not None:
+        raise UserError("status: --costs is the sweep's spend: not with --trial")
     if args.trial is not None:
         from mle_world.launch.status import show_trial
 
         output_dir = require_output_dir(args.output_dir.absolute(), "status")
-        return show_trial(output_dir, args.trial, args.lines, console)
+        return show_trial(output_dir, args.trial, args.lines or 20, console)
     if args.watch:
-        return watch_status(args.output_dir.absolute(), console, args.interval, costs=args.costs)
+        interval = args.interval if args.interval is not None else 5.0
+        return watch_status(args.output_dir.absolute(), console, interval, costs=args.costs)
     return show_status(args.output_dir.absolute(), console, as_json=args.json, costs=args.costs)
 
 
