@@ -6,8 +6,10 @@ directory is fsynced so that the rename itself survives a machine crash.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
@@ -96,6 +98,19 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def write_model(path: Path, model: BaseModel) -> None:
     """Write a pydantic record as JSON atomically."""
     write_text_atomic(path, model.model_dump_json(indent=2) + "\n")
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the regular file at `path`; OSError (EINVAL) for anything else. A FIFO put where a
+    record belongs opens without waiting and is refused: `open()` blocked on it until a writer came."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 def read_model(path: Path, model_type: type[M]) -> M:

@@ -290,3 +290,24 @@ def test_an_unreadable_cost_csv_is_named_not_silently_left_out(tmp_path: Path) -
     assert summary.spend_unreadable == (str(costs / "aide.t.seed2.csv"),)
     shown = [str(r) for r in render_summary(summary)]
     assert f"left out of the spend: unreadable cost CSV {costs / 'aide.t.seed2.csv'}" in shown, shown
+
+
+def test_a_fifo_where_a_status_belongs_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """`status` and `estimate --measured` opened it and blocked until a writer came (forever)."""
+    trial_id = "gated/aide/iris-species/seed34"
+    trial_dir = tmp_path / "runs" / "aide" / "iris-species_seed34"
+    trial_dir.mkdir(parents=True)
+    os.mkfifo(trial_dir / "status.json")
+    (tmp_path / "launch.json").write_text(json.dumps({"argv": ["--regime", "gated"]}))
+    proc = run("status", str(tmp_path))
+    assert proc.returncode == 2 and "status.json: corrupt trial status: not a regular file" in proc.stderr
+    from mle_world.plan.estimate import measured_times
+    from mle_world.records import LaunchedTrial, LaunchRecord
+    from mle_world.storage import write_model
+
+    write_model(tmp_path / "launch.json", LaunchRecord(
+        argv=("x",), harness_version="0", git_sha=None, created_at=NOW, regime="gated", config_path="c",
+        config_hash="h", cluster_path=None, backend="local", runtime="process", dry_run=False, sandbox=False,
+        data_dir="/d", endpoints=(), trials=(LaunchedTrial(trial_id=trial_id, science_hash="h",
+                                                          trial_dir=str(trial_dir), command="x"),)))  # fmt: skip
+    assert measured_times(tmp_path) == {}

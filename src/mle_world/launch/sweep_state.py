@@ -20,6 +20,7 @@ from mle_world.errors import UserError
 from mle_world.identity import IDENTITY_FILE
 from mle_world.launch.liveness import launcher_alive
 from mle_world.records import TrialStatus
+from mle_world.storage import read_regular
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,7 @@ def read_sweep_status(output_dir: Path) -> SweepStatus:
     bad: list[tuple[Path, str]] = []
     for path in layout.status_candidates(output_dir):
         try:
-            with open(path, "rb") as handle:
-                trials.append((path, TrialStatus.model_validate_json(handle.read())))
+            trials.append((path, TrialStatus.model_validate_json(read_regular(path))))
         except FileNotFoundError:
             continue  # a trial dir without a status (yet)
         except OSError as exc:

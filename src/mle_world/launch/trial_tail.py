@@ -18,6 +18,7 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.launch.liveness import agent_alive
 from mle_world.records import TrialStatus
+from mle_world.storage import read_regular
 
 TAIL_BYTES = 64 * 1024
 """Read at most this much from the end of a log: a runaway script's log can be gigabytes."""
@@ -89,7 +90,7 @@ def _recorded_id(trial_dir: Path) -> str | None:
     """The trial id its status.json (else spec.json) records; None when neither says."""
     for name in (layout.STATUS, layout.SPEC):
         try:
-            data = json.loads((trial_dir / name).read_bytes())
+            data = json.loads(read_regular(trial_dir / name))
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("trial_id"), str):
@@ -101,7 +102,7 @@ def read_trial_tail(output_dir: Path, trial_dir: Path, lines: int) -> TrialTail:
     status: TrialStatus | None = None
     problem = ""
     try:
-        status = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_bytes())
+        status = TrialStatus.model_validate_json(read_regular(trial_dir / layout.STATUS))
     except OSError as exc:
         problem = exc.strerror or str(exc)
     except ValidationError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.records import LaunchRecord, TrialStatus
+from mle_world.storage import read_regular
 
 
 def makespan(
@@ -107,7 +108,7 @@ def measured_times(output_dir: Path, regime: str | None = None, flag: str = "") 
     """
     launch = output_dir / layout.LAUNCH
     try:
-        record = LaunchRecord.model_validate_json(launch.read_text(encoding="utf-8"))
+        record = LaunchRecord.model_validate_json(read_regular(launch))
     except (OSError, ValueError) as exc:  # ValidationError and UnicodeDecodeError are ValueErrors
         raise UserError(f"{launch}: not a readable launch.json ({type(exc).__name__})") from None
     if regime is not None and record.regime != regime:
@@ -119,7 +120,7 @@ def measured_times(output_dir: Path, regime: str | None = None, flag: str = "") 
         if not trial_dir.is_absolute():
             trial_dir = output_dir / trial_dir
         try:
-            status = TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8"))
+            status = TrialStatus.model_validate_json(read_regular(trial_dir / layout.STATUS))
         except (OSError, ValueError):  # unreadable, not UTF-8 or not a status: not a measured time
             continue
         seconds = measured_seconds(status)
