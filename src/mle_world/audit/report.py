@@ -113,7 +113,8 @@ COST_COLUMNS: list[Column[CostRow]] = [
 BUDGET_COLUMNS: list[Column[BudgetRow]] = [
     REGIME,
     CONFIGURATION,
-    _count("trials", "trials"),
+    # The rest counts only trials with a result.json: one killed, timed out or crashed has none.
+    Column("with result.json", lambda b: f"{b.with_result}/{b.trials}"),
     *(_stopped(stop) for stop in ("max_steps", "time_limit", "failed")),
     _mean_sem("executed/trial", "executed", 1),
     _mean_sem("steps/trial", "steps", 1),
@@ -290,7 +291,9 @@ def show_tables(result: AuditResult, display: Display) -> None:
 # --------------------------------------------------------------------------- report.md
 
 BUDGET_NOTE = (
-    "Which limit stopped each trial (max_steps counts executed nodes), executions and loop steps per "
+    "Of the trials whose agent wrote a result.json (a trial killed, timed out or crashed has none: "
+    "its end is in the completeness table), which limit stopped each (max_steps counts executed "
+    "nodes; failed: the agent's own account of a failure), executions and loop steps per "
     "trial (mean ± SEM), world-model steps consulted/vetoed and candidates not selected, and how "
     "often the metric direction came from the task, reviews disagreed with it, the printed metric "
     "disagreed with the reviewer's, or a prompt overflowed the context window. See docs/numbers.md."
