@@ -87,7 +87,7 @@ def test_index_shows_headline_trials_and_links_that_resolve(sweep: tuple[Path, P
     assert cells[:8] == [
         "gated",
         "aide",
-        "4",
+        "1/4",  # 1 of 4 with result.json (the 4 alone read as 4 trials stopped by max_steps 1)
         "1",
         "0",
         "0",
