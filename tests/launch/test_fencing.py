@@ -54,6 +54,33 @@ def test_stale_token_exits_at_once_without_touching_the_trial(dirs: tuple[Path, 
     assert [e["event"] for e in timelines(plan)[0]] == ["start", "end"]
 
 
+def test_a_run_a_later_attempt_superseded_neither_grades_nor_records_its_end(dirs: tuple[Path, Path]) -> None:
+    """The watchdog declared job 7 lost and --retry-failed submitted attempt 2 (a new token) while job 7
+    still ran. Job 7 then graded (stamping its submission with attempt 2, read from status.json: the
+    audit counted it as attempt 2's result if that one left no report) before its end was refused."""
+    out, data = dirs
+    plan = make_plan(out, data, 1, seconds=1.0)
+    run = plan.commands[0]
+    trial_dir, trial_id = run.trial.trial_dir, run.trial.trial_id
+    update_status(trial_dir, trial_id, "submitted", attempt=1, backend="slurm", token="first")
+    graded: list[str] = []
+    job = make_job(run, plan, "slurm", token="first")
+    runner = TrialSupervisor(
+        job, gpu=None, post_trial=lambda t, state: graded.append(state), resume_state="submitted"
+    )
+    box: list[str] = []
+    thread = threading.Thread(target=lambda: box.append(runner.run(Start(job_id="7_0", array_id="7"))))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while read_status(trial_dir, trial_id).state != "running" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    update_status(trial_dir, trial_id, "submitted", attempt=2, token="second", slurm_job_id=None)
+    thread.join(60)
+    assert box == ["stale"] and graded == []
+    status = read_status(trial_dir, trial_id)
+    assert (status.state, status.attempt, status.token) == ("submitted", 2, "second")
+
+
 def test_slurm_restarts_count_as_requeues_against_max_attempts(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
     plan = make_plan(out, data, 1, seconds=0.1, cluster=fast_cluster(max_attempts=2))

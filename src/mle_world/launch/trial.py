@@ -30,6 +30,7 @@ from mle_world.launch.state import (
     mark_failed_infra,
     mark_finished,
     mark_interrupted,
+    read_status,
     record_pid,
     utcnow,
 )
@@ -328,6 +329,13 @@ class TrialSupervisor:
         if verdict.state == "failed" and result is None and not timed_out:
             oom = oom_cause(cgroup, oom_before)  # a SIGKILL, or an exit after a child was killed
             verdict = Verdict("failed", "infra", f"{oom} ({verdict.cause})") if oom else verdict
+        if not self._holds_trial():
+            # The watchdog declared this run lost and a later attempt holds the trial now: grading here
+            # would stamp this run's submission with that attempt (grading reads status.json's), and the
+            # audit would count it as the later attempt's result. That attempt grades its own.
+            with open(log_path, "ab") as log:
+                log.write(b"[launcher] a later attempt holds the trial: this run's end is not recorded\n")
+            return "stale"
         if self.post_trial is not None:  # every ended trial's costs count; it grades what `to_grade` says
             try:
                 self.post_trial(job.trial, verdict.state)
@@ -337,7 +345,7 @@ class TrialSupervisor:
                     verdict = Verdict("failed", "infra", hook)
                 else:
                     verdict = Verdict("failed", verdict.failure_class, f"{verdict.cause}; {hook}")
-        mark_finished(
+        recorded = mark_finished(
             job.trial_dir,
             job.trial_id,
             token=job.token,
@@ -348,7 +356,14 @@ class TrialSupervisor:
             wall_used_s=wall_used,
             downtime_s=result.downtime_s if result is not None else recorded_downtime_s(job.trial_dir),
         )
-        return verdict.state
+        return verdict.state if recorded is not None else "stale"
+
+    def _holds_trial(self) -> bool:
+        """Whether status.json still carries this job's fencing token (no later attempt took the trial)."""
+        try:
+            return read_status(self.job.trial_dir, self.job.trial_id).token == self.job.token
+        except UserError:
+            return False
 
     def _supervise(self, proc: subprocess.Popen[bytes], deadline: float, log: BinaryIO) -> bool:
         """Wait for the command; on the wall limit or a stop request terminate its group. True = timed out.
