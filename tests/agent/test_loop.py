@@ -28,6 +28,7 @@ from mle_world.agent.__main__ import build_agent
 from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, load_checkpoint
 from mle_world.agent.llm import Backoff
+from mle_world.agent.sandbox import SandboxUnavailable
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
@@ -434,13 +435,14 @@ def test_endpoint_down_for_good_fails_the_trial(tmp_path, competition, servers):
 
 
 class BrokenRunner:
-    """A runner whose `run` raises what no script can make it raise: a bug of the harness's own."""
+    """A runner whose `run` raises what no script can make it raise: a bug of the harness's own (or,
+    given `error`, that)."""
 
-    def __init__(self, real: CodeRunner) -> None:
-        self.real = real
+    def __init__(self, real: CodeRunner, error: Exception | None = None) -> None:
+        self.real, self.error = real, error
 
     def run(self, code: str, **kwargs: Any) -> ExecResult:
-        raise KeyError("a bug of ours")
+        raise self.error or KeyError("a bug of ours")
 
     def terminate(self) -> None:
         self.real.terminate()
@@ -465,6 +467,21 @@ def test_a_bug_of_the_harness_fails_the_trial_as_internal_not_as_the_agents(tmp_
     # What an agent of an image built before `internal:` writes for the same bug is no settled zero either.
     legacy = saved.model_copy(update={"stop_reason": "error: KeyError: 'a bug of ours'"})
     assert classify(1, legacy, timed_out=False, limit_text="60", last_line="").failure_class == "infra"
+
+
+def test_a_sandbox_that_fails_during_the_trial_fails_it_as_the_nodes(tmp_path, competition, servers):
+    """A run the sandbox could not start is the node's failure (as at the agent's start), not internal."""
+    public, _ = competition
+    servers["coder"].default = counter_coder()
+    spec = make_spec(
+        tmp_path, public, servers, budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0)
+    )
+    agent = build_agent(spec, backoff=FAST, kill_grace_s=1.0)
+    error = SandboxUnavailable("the sandbox did not start the script (exit 1: bwrap: No space left)")
+    agent.services = dataclasses.replace(agent.services, runner=BrokenRunner(agent.services.runner, error))
+    result = agent.run()
+    assert result.stop_reason.startswith("sandbox_unavailable: the sandbox did not start"), result.stop_reason
+    assert classify(1, result, timed_out=False, limit_text="60", last_line="").failure_class == "infra"
 
 
 def test_a_full_disk_under_the_agents_copy_of_a_submission_is_no_buggy_node(tmp_path, competition, servers):

@@ -523,3 +523,24 @@ def test_script_has_no_network_a_read_only_host_and_its_limits_in_force(tmp_path
     assert not (layout.data_dir / "planted.csv").exists() and not Path("/pwned-by-sandbox-test").exists()
     assert (layout.tmp / "shared").read_text() == "x"
     assert "NPROC (40, 40)" in out and f"FSIZE ({64 << 20}, {64 << 20})" in out and "CORE (1, 1)" in out
+
+
+@needs_bwrap
+def test_a_sandbox_that_fails_to_start_a_run_is_the_nodes_failure_not_the_scripts(tmp_path: Path) -> None:
+    """A step of the sandbox that failed for one run (no namespace or process left on a crowded node)
+    read as the script's exit: a buggy node the agent went on to debug. The sandbox's last step now says
+    when it starts the script; a script cannot say it (nor keep it from being said) by what it prints."""
+    import dataclasses
+
+    layout = sandbox_layout(tmp_path)
+    runner = _runner(layout, SandboxSettings())
+    fake = "import sys\nprint('bwrap: Creating new namespace failed: No space left on device')\nsys.exit(1)\n"
+    result = runner.run(fake, args=[], timeout_s=60, log_path=layout.node_logs / "fake.log")
+    assert result.exit_code == 1 and not result.ok and "bwrap: Creating" in result.term_out  # the script's
+    assert runner.jail is not None
+    broken = dataclasses.replace(
+        runner.jail, tools={**runner.jail.tools, "prlimit": shutil.which("false") or "false"}
+    )
+    runner.jail = broken  # a step before the script exits 1, as a prlimit refused by the kernel would
+    with pytest.raises(SandboxUnavailable, match=r"the sandbox did not start the script \(exit 1"):
+        runner.run("print('never')\n", args=[], timeout_s=60, log_path=layout.node_logs / "broken.log")

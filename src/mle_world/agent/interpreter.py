@@ -28,7 +28,7 @@ from mle_world.agent.process_tree import (
     kill_group,
 )
 from mle_world.agent.redaction import Redactor
-from mle_world.agent.sandbox import SEARCH_PATHS, Jail, absolute_entries
+from mle_world.agent.sandbox import SEARCH_PATHS, Jail, SandboxUnavailable, absolute_entries
 from mle_world.agent.workspace import DATA_VIEW, remove_entry, restore_dirs
 
 HEAD_CHARS = 2500
@@ -186,6 +186,17 @@ def _wait(proc: subprocess.Popen[bytes], deadline: float, ceilings: Sequence[Cei
                     return ceiling
 
 
+def _started(started_r: int) -> bool:
+    """Whether the jail's last step wrote its byte (read without waiting: every writer is gone); closes it."""
+    try:
+        os.set_blocking(started_r, False)
+        return os.read(started_r, 1) == b"1"
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(started_r)
+
+
 class ProcessRunner:
     """A `CodeRunner` that writes `runfile.py` into the workspace and runs it as a child process.
 
@@ -240,8 +251,9 @@ class ProcessRunner:
         self._current: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
-    def command(self, args: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-        """The argv and environment of one run (inside the jail, its environment is set by bwrap)."""
+    def command(self, args: Sequence[str], started_fd: int | None = None) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of one run (inside the jail, its environment is set by bwrap;
+        `started_fd` hears when the jail is up: `Jail.command`)."""
         argv = [self.python, self.file_name, *args]
         env = child_environment(self.workspace, self.environ, tmpdir=None if self.jail is None else "/tmp")
         if self.seed is not None:
@@ -252,7 +264,7 @@ class ProcessRunner:
             env["PYTHONHASHSEED"] = str(self.seed % 4294967296)
         if self.jail is None:
             return argv, env
-        return self.jail.command(argv, env), {}
+        return self.jail.command(argv, env, started_fd), {}
 
     def run(self, code: str, *, args: Sequence[str], timeout_s: float, log_path: Path) -> ExecResult:
         check_reserve(self.workspace, self.disk_reserve)
@@ -263,22 +275,34 @@ class ProcessRunner:
         if self.jail is not None:
             self.jail.grant(self.writable)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv, env = self.command(args)
+        # Whether the sandbox got as far as starting the script: a step of it that failed on a crowded
+        # node (no namespace left, a process limit) read as the script's failure, a buggy node.
+        started_r, started_w = os.pipe() if self.jail is not None else (None, None)
+        argv, env = self.command(args, started_w)
         before = children_of(os.getpid())
         capture = BoundedCapture(self.output_limit)
         start = time.monotonic()
         timed_out = False
         over: Ceiling | None = None
-        proc = subprocess.Popen(
-            argv,
-            cwd=self.workspace,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=() if started_w is None else (started_w,),
+            )
+        except BaseException:
+            if started_r is not None:
+                os.close(started_r)
+            raise
+        finally:
+            if started_w is not None:
+                os.close(started_w)
         assert proc.stdout is not None
         reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
         reader.start()
@@ -322,6 +346,15 @@ class ProcessRunner:
             # Every writer is dead now (the sandbox's PID namespace, or the killed group and strays).
             reader.join(timeout=30)
             proc.stdout.close()
+        if started_r is not None:
+            began = _started(started_r)
+            if not began and ending == "exited" and (proc.returncode or 0) > 0:
+                # bubblewrap or a step after it exited before the script could start: the node's failure.
+                said = capture.render().decode("utf-8", errors="replace").strip().splitlines()
+                raise SandboxUnavailable(
+                    f"the sandbox did not start the script (exit {proc.returncode}"
+                    + (f": {said[-1][:300]})" if said else ")")
+                )
         usage = measure(self.workspace)
         # A run that left the workspace over the limit (grown between two checks, or one file at
         # RLIMIT_FSIZE) is over it too: the next run would start without room.

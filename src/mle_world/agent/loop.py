@@ -33,6 +33,7 @@ from mle_world.agent.llm import ChatModel, ContextOverflow, EndpointFailure
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.preview import data_preview, task_description
 from mle_world.agent.review import Reviewer, printed_metric
+from mle_world.agent.sandbox import SandboxUnavailable
 from mle_world.agent.seeds import request_seed
 from mle_world.agent.workspace import (
     TrialLayout,
@@ -198,6 +199,9 @@ class Agent:
         except DiskShortage as error:
             log.error("%s", error)
             status, reason = "failed", f"infra: {error}"
+        except SandboxUnavailable as error:
+            log.error("sandbox unavailable: %s", error)
+            status, reason = "failed", f"sandbox_unavailable: {error}"
         except OSError as error:
             # The agent's own files (a checkpoint, a node log, the graded copy): a disk that filled up
             # (another trial's run, until its files are removed) is the infrastructure's failure, not

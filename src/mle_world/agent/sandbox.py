@@ -151,7 +151,11 @@ class Jail:
     syscall_filter: bytes | None = None
     """The seccomp program that refuses the script new user namespaces (None: not installed)."""
 
-    def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    def command(
+        self, argv: Sequence[str], env: Mapping[str, str], started_fd: int | None = None
+    ) -> list[str]:
+        """The run's command line; `started_fd`: a descriptor (passed to the process) that gets one byte
+        once every step of the sandbox is done, right before the script starts."""
         s = self.settings
         ws = str(self.workspace)
         cmd = [self.tools["bwrap"], "--die-with-parent", "--new-session"]
@@ -226,7 +230,8 @@ class Jail:
         # inside it (mounts, netfilter), our own `unshare --user` above included.
         program = "" if self.syscall_filter is None else self.syscall_filter.hex()
         keyctl = str(KEYCTL.get(platform.machine(), ""))
-        cmd += [self.python, "-I", "-S", "-c", INSTALL, program, keyctl, ws, "--"]
+        started = "" if started_fd is None else str(started_fd)
+        cmd += [self.python, "-I", "-S", "-c", INSTALL, program, keyctl, ws, started, "--"]
         cmd += argv
         return cmd
 

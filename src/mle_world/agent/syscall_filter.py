@@ -163,8 +163,14 @@ if program:
 # Only now into the workspace: every step before ran from the read-only root, so none of them (nor this
 # interpreter) could load a library a script left in its workspace through a relative search path.
 os.chdir(sys.argv[3])
-os.execv(sys.argv[5], sys.argv[5:])
+# The sandbox is up: one byte tells the agent so, and the descriptor is closed before the script runs
+# (it can neither say so itself nor keep the agent from hearing it).
+if sys.argv[4]:
+    os.write(int(sys.argv[4]), b"1")
+    os.close(int(sys.argv[4]))
+os.execv(sys.argv[6], sys.argv[6:])
 """
-"""`python -I -S -c INSTALL <program hex, or nothing> <keyctl's number, or nothing> <workdir> -- argv...`:
-makes the process the OOM killer's first choice (raising one's own score needs no privilege), gives it
-an empty session keyring, installs the filter, enters workdir, then execs argv."""
+"""`python -I -S -c INSTALL <program hex, or nothing> <keyctl's number, or nothing> <workdir> <started fd,
+or nothing> -- argv...`: makes the process the OOM killer's first choice (raising one's own score needs no
+privilege), gives it an empty session keyring, installs the filter, enters workdir, writes a byte to the
+started fd, then execs argv."""
