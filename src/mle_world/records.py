@@ -314,7 +314,7 @@ class AgentResult(Record):
     status: Literal["completed", "failed"]
     stop_reason: str
     """e.g. time_limit, max_steps (the limit that stopped the trial), endpoint_unavailable: ...,
-    internal: ... (see launch.trial.INFRA_STOP_REASONS)"""
+    internal: ... (see launch.verdict.INFRA_STOP_REASONS)"""
     best_metric: float | None = None
     lower_is_better: bool | None = None
     best_node_id: str | None = None

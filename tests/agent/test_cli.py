@@ -18,7 +18,7 @@ from agent_helpers import coder_reply, counter_coder, good_script, make_spec, re
 from fakeserver import FakeOpenAIServer
 
 from mle_world.agent.journal import Checkpoint, load_checkpoint, log_path
-from mle_world.launch.trial import classify
+from mle_world.launch.verdict import classify
 from mle_world.records import AgentResult, BudgetSettings
 
 pytestmark = pytest.mark.timeout(90)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.agent.interpreter import ProcessRunner, child_environment, exception_of, truncate_output
+from mle_world.agent.capture import truncate_output
+from mle_world.agent.interpreter import ProcessRunner, child_environment, exception_of
 from mle_world.agent.process_tree import enable_subreaper, kill_leftovers
 
 pytestmark = pytest.mark.timeout(60)

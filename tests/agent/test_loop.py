@@ -32,7 +32,7 @@ from mle_world.agent.sandbox import SandboxUnavailable
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
-from mle_world.launch.trial import classify
+from mle_world.launch.verdict import classify
 from mle_world.records import AgentResult, BudgetSettings, TrialSpec, WorldModelSettings
 
 pytestmark = pytest.mark.timeout(60)

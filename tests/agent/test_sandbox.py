@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from agent_helpers import sandbox_layout
 
-from mle_world.agent.interpreter import BoundedCapture, ProcessRunner
+from mle_world.agent.capture import BoundedCapture
+from mle_world.agent.interpreter import ProcessRunner
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import (
     SIGPENDING,

@@ -17,8 +17,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
+from mle_world.agent.capture import BoundedCapture, truncate_output
 from mle_world.agent.disk_quota import DiskCeiling, Usage, check_reserve, measure
 from mle_world.agent.process_tree import (
     SANDBOX_REAPER,
@@ -31,8 +32,6 @@ from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import SEARCH_PATHS, Jail, SandboxUnavailable, absolute_entries
 from mle_world.agent.workspace import DATA_VIEW, remove_entry, restore_dirs
 
-HEAD_CHARS = 2500
-TAIL_CHARS = 2500
 CEILING_POLL_S = 0.02
 """How often a run's ceilings are checked (process_tree.TaskCeiling, disk_quota.DiskCeiling)."""
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::|$)")
@@ -108,48 +107,6 @@ def child_environment(
         if value is not None:
             env[name] = value
     return env
-
-
-def truncate_output(text: str) -> str:
-    """AIDE's rule: over 5100 characters keep the first 2500 and the last 2500."""
-    if len(text) <= HEAD_CHARS + TAIL_CHARS + 100:
-        return text
-    return f"{text[:HEAD_CHARS]}\n ... [{len(text) - HEAD_CHARS - TAIL_CHARS} characters truncated] ... \n{text[-TAIL_CHARS:]}"
-
-
-class BoundedCapture:
-    """Drains a pipe completely, keeping its first and last `limit // 2` bytes and counting the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self.half = max(limit // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    def drain(self, stream: IO[bytes]) -> None:
-        while chunk := stream.read(1 << 16):
-            self.feed(chunk)
-
-    def render(self) -> bytes:
-        tail = bytes(self.tail[-self.half :]) if self.tail else b""
-        dropped = self.total - len(self.head) - len(tail)
-        if dropped <= 0:
-            return bytes(self.head) + tail
-        note = (
-            f"\n[... {dropped} bytes of output dropped: the log keeps the first and last {self.half} ...]\n"
-        )
-        return bytes(self.head) + note.encode() + tail
 
 
 def write_script(workspace: Path, name: str, code: str) -> None:

@@ -113,7 +113,6 @@ COST_COLUMNS: list[Column[CostRow]] = [
 BUDGET_COLUMNS: list[Column[BudgetRow]] = [
     REGIME,
     CONFIGURATION,
-    # The rest counts only trials with a result.json: one killed, timed out or crashed has none.
     Column("with result.json", lambda b: f"{b.with_result}/{b.trials}"),
     *(_stopped(stop) for stop in ("max_steps", "time_limit", "failed")),
     _mean_sem("executed/trial", "executed", 1),
@@ -291,10 +290,9 @@ def show_tables(result: AuditResult, display: Display) -> None:
 # --------------------------------------------------------------------------- report.md
 
 BUDGET_NOTE = (
-    "Of the trials whose agent wrote a result.json (a trial killed, timed out or crashed has none: "
-    "its end is in the completeness table), which limit stopped each (max_steps counts executed "
-    "nodes; failed: the agent's own account of a failure), executions and loop steps per "
-    "trial (mean ± SEM), world-model steps consulted/vetoed and candidates not selected, and how "
+    "Of the trials with a result.json (one killed, timed out or crashed has none), which limit stopped "
+    "each (max_steps counts executed nodes; failed: by the agent's own account), executions and loop "
+    "steps per trial (mean ± SEM), world-model steps consulted/vetoed, candidates not selected, and how "
     "often the metric direction came from the task, reviews disagreed with it, the printed metric "
     "disagreed with the reviewer's, or a prompt overflowed the context window. See docs/numbers.md."
 )

@@ -79,7 +79,7 @@ def cmd_cancel(args: argparse.Namespace, console: Console) -> int:
         "agents checkpoint on Slurm's SIGTERM. Resume with the sweep's own command plus --retry-failed",
         soft_wrap=True,
     )
-    from mle_world.launch.sweep_summary import rerun_command
+    from mle_world.launch.next_command import rerun_command
 
     if command := rerun_command(output_dir):
         console.print(f"next: {printable_line(command)}", markup=False, highlight=False, soft_wrap=True)

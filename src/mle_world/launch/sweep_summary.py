@@ -1,16 +1,14 @@
 """What `status` tells about a sweep, bounded whatever its size: counts by configuration and state,
 failures grouped by cause with a few examples, the longest-running trials, Slurm's pending reasons, time
-used, an ETA simulated from measured trial times, and the exact next command. `status --json` prints it.
+used, an ETA simulated from measured trial times, and the exact next command (`next_command`).
+`status --json` prints it.
 
-Reads a `SweepStatus` and the output dir's launch.json (the sweep's argv, for the next command); writes
-nothing.
+Reads a `SweepStatus` (and, with costs, the cost CSVs); writes nothing.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from mle_world import layout
-from mle_world.identity import ALLOW_PROVENANCE_FLAG
+from mle_world.launch.next_command import launch_problem, next_commands
 from mle_world.launch.state import STATES
 from mle_world.launch.sweep_state import SweepStatus, configuration_of
 from mle_world.plan.estimate import makespan, measured_seconds, planned_times, trial_key
@@ -215,108 +213,6 @@ def estimate_eta(trials: tuple[TrialStatus, ...], now: datetime) -> tuple[float 
     busy = [max(0.0, planned - _elapsed(t, now)) for t, planned in zip(running, run_left, strict=True)]
     todo = planned_times([trial_key(t.trial_id) for t in waiting], 0.0, measured)
     return makespan(todo, width, busy_s=busy), width
-
-
-def _launch_argv(output_dir: Path) -> list[str] | None:
-    """The argv of the sweep's latest real launch (launch.json), None when unreadable."""
-    try:
-        argv = json.loads((output_dir / layout.LAUNCH).read_bytes()).get("argv")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return [str(a) for a in argv] if isinstance(argv, list) and argv else None
-
-
-def launch_problem(output_dir: Path) -> str | None:
-    """Why the output dir's launch.json gives no command to run next (None when it does, or when there
-    is none: a dir the launcher's identity file alone marks)."""
-    path = output_dir / layout.LAUNCH
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{path}: unreadable ({exc.strerror or exc})"
-    except ValueError:
-        return f"{path}: not JSON (corrupt?)"
-    argv = data.get("argv") if isinstance(data, dict) else None
-    if not (isinstance(argv, list) and argv):
-        return f"{path}: records no launch command (argv)"
-    return None
-
-
-def _without_retry(argv: list[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            if arg in ("infra", "all"):
-                continue
-        if arg == "--retry-failed":
-            skip = True
-            continue
-        if arg.startswith("--retry-failed=") or arg == ALLOW_PROVENANCE_FLAG:
-            continue  # an override is for the launch it was given to: a later change must be seen again
-        out.append(arg)
-    return out
-
-
-def _command(output_dir: Path, argv: list[str], *extra: str) -> str:
-    return shlex.join(["python", "run_paper.py", *_without_retry(argv), *extra])
-
-
-def rerun_command(output_dir: Path) -> str | None:
-    """The sweep's own command with --retry-failed (and where to run it), None without launch.json."""
-    argv = _launch_argv(output_dir)
-    if argv is None:
-        return None
-    return f"{_command(output_dir, argv, '--retry-failed')}{_cwd_note(output_dir, argv)}"
-
-
-def _cwd_note(output_dir: Path, argv: list[str]) -> str:
-    """A relative --output-dir in the argv is the sweep only from the directory it was launched in."""
-    for i, arg in enumerate(argv):
-        value = argv[i + 1] if arg == "--output-dir" and i + 1 < len(argv) else None
-        value = arg.split("=", 1)[1] if arg.startswith("--output-dir=") else value
-        if value is not None and not Path(value).is_absolute():
-            if Path(value).absolute() != output_dir.absolute():
-                return f" (from the directory the sweep was launched in: --output-dir {value} is relative)"
-            return ""
-    return ""
-
-
-def next_commands(output_dir: Path, sweep: SweepStatus, infra: int, agent: int) -> tuple[str, ...]:
-    """The exact next step: the sweep's own command (from launch.json) with --retry-failed when trials
-    failed, bare when a gone launcher or ended jobs left trials unrecorded; the audit when all is done."""
-    active = sum(1 for t in sweep.trials if t.state in ("pending", "submitted", "running"))
-    argv = _launch_argv(output_dir)
-    lines: list[str] = []
-    if argv is None:
-        if infra or agent or sweep.stuck():
-            lines.append("re-run the sweep's own command (launch.json is unreadable) with --retry-failed")
-        return tuple(lines)
-    note = _cwd_note(output_dir, argv)
-    unrecorded = len(sweep.orphaned()) + len(sweep.ended_jobs)
-    unstarted = len(sweep.unstarted())
-    if infra or unrecorded or unstarted:
-        what = [f"{infra} infra failure(s)"] * bool(infra)
-        what += [f"{unrecorded} trial(s) no launcher will record"] * bool(unrecorded)
-        what += [f"{unstarted} pending trial(s) no launcher will start"] * bool(unstarted)
-        when = " once the running launcher has finished" if sweep.launcher_alive else ""
-        command = _command(output_dir, argv, "--retry-failed")
-        lines.append(f"rerun {' and '.join(what)}{when}{note}: {command}")
-    if agent:
-        lines.append(
-            f"also rerun the {agent} agent failure(s){note}: {_command(output_dir, argv, '--retry-failed', 'all')}"
-        )
-    if infra or agent:
-        lines.append(
-            "each failed trial reruns while attempt + requeues < cluster.launch.max_attempts; "
-            "the agent resumes from its journal"
-        )
-    if not lines and active == 0 and not sweep.unreadable:  # an unreadable trial may be unfinished
-        lines.append(f"audit it: {shlex.join(['python', 'run_paper.py', 'audit', str(output_dir)])}")
-    return tuple(lines)
 
 
 def summarise(output_dir: Path, sweep: SweepStatus, now: datetime, *, costs: bool = False) -> SweepSummary:

@@ -34,10 +34,11 @@ from mle_world.launch.state import (
     record_pid,
     utcnow,
 )
+from mle_world.launch.verdict import Verdict, classify, last_log_line, read_result
 from mle_world.layout import SUBMISSION_RELPATH
 from mle_world.plan.cluster import KILL_GRACE_S
 from mle_world.plan.sweep import PlannedTrial
-from mle_world.records import AgentResult, DowntimeEvent, TrialSpec, TrialStatus
+from mle_world.records import DowntimeEvent, TrialSpec, TrialStatus
 from mle_world.storage import write_model
 
 Outcome = Literal["succeeded", "failed", "interrupted", "skipped", "stale"]
@@ -48,13 +49,6 @@ every trial that ended: its costs are spent whatever the outcome (a failed trial
 too); it grades succeeded trials and failed ones that left a submission (`to_grade`: MLE-bench grades
 whatever the agent left)."""
 
-INFRA_STOP_REASONS = (
-    *("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal"),
-    "sandbox_unavailable",  # the node has no working sandbox (no bubblewrap, no user namespaces)
-    "error:",  # what agents before `internal:` wrote for an exception of their own (an image built then)
-)
-"""Prefixes of the agent's stop_reason that blame the infrastructure, not the agent. Other reasons (of
-an agent of another version) blame the agent."""
 CHECKPOINT_EXITS = (143, 140, -signal.SIGTERM, -signal.SIGUSR2)
 """Exit codes of an agent that checkpointed on SIGTERM/SIGUSR2 (143 by contract)."""
 
@@ -119,24 +113,6 @@ def ensure_spec(trial: PlannedTrial) -> None:
     write_model(path, trial.spec)
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _last_log_line(log_path: Path) -> str:
-    try:
-        with open(log_path, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
-            lines = [ln.strip() for ln in handle.read().decode("utf-8", "replace").splitlines()]
-    except OSError:
-        return ""
-    lines = [ln for ln in lines if ln and not ln.startswith("[launcher]")]
-    return lines[-1][:300] if lines else ""
-
-
 def recorded_downtime_s(trial_dir: Path, now: datetime | None = None) -> float:
     """Endpoint downtime in the trial's events.jsonl, over all its sessions: closed outages plus an
     open one up to `now`. The agent's budget stood still meanwhile, so the wall limit stretches by it."""
@@ -160,42 +136,6 @@ def recorded_downtime_s(trial_dir: Path, now: datetime | None = None) -> float:
             total += event.downtime_s or 0.0
     now = now or utcnow()
     return total + sum(max(0.0, (now - since).total_seconds()) for since in open_since.values())
-
-
-def _read_result(trial_dir: Path) -> AgentResult | None:
-    try:
-        return AgentResult.model_validate_json((trial_dir / "result.json").read_text(encoding="utf-8"))
-    except (OSError, ValidationError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    state: Literal["succeeded", "failed"]
-    failure_class: Literal["infra", "agent"] | None = None
-    cause: str | None = None
-
-
-def classify(
-    exit_code: int, result: AgentResult | None, *, timed_out: bool, limit_text: str, last_line: str
-) -> Verdict:
-    """Pure mapping of how the command ended to the trial's final state."""
-    if timed_out:
-        return Verdict("failed", "infra", f"wall limit {limit_text} s exceeded")
-    if result is not None and result.status == "completed":
-        return Verdict("succeeded")
-    if result is not None:
-        reason = result.stop_reason
-        blame: Literal["infra", "agent"] = (
-            "infra" if reason.lower().startswith(INFRA_STOP_REASONS) else "agent"
-        )
-        return Verdict("failed", blame, f"agent failed: {reason}")
-    if exit_code < 0:
-        return Verdict("failed", "infra", f"killed by {_signal_name(-exit_code)}")
-    if exit_code > 128 and exit_code - 128 in {s.value for s in signal.Signals}:
-        return Verdict("failed", "infra", f"killed by {_signal_name(exit_code - 128)}")
-    tail = f": {last_line}" if last_line else ""
-    return Verdict("failed", "infra", f"exit {exit_code} without result.json{tail}")
 
 
 def kill_group(pgid: int, sig: int) -> None:
@@ -318,13 +258,13 @@ class TrialSupervisor:
                 exit_code=exit_code,
             )
             return "interrupted"
-        result = _read_result(job.trial_dir)
+        result = read_result(job.trial_dir)
         verdict = classify(
             exit_code,
             result,
             timed_out=timed_out,
             limit_text=f"{job.budget_s:.0f}+{job.grace_s:.0f}",
-            last_line=_last_log_line(log_path),
+            last_line=last_log_line(log_path),
         )
         if verdict.state == "failed" and result is None and not timed_out:
             oom = oom_cause(cgroup, oom_before)  # a SIGKILL, or an exit after a child was killed
