@@ -170,6 +170,20 @@ def test_lone_surrogates_in_replies_are_stored_as_replacement_characters(tmp_pat
     assert node["plan"].startswith("plan \ufffd end") and "\ufffd" in node["analysis"], node
 
 
+def run_with_world_model(tmp_path: Path, public: Path, servers: dict[str, Any]) -> TrialSpec:
+    """Two steps with the world model consulted (ungated); the trial must complete."""
+    spec = make_spec(
+        tmp_path,
+        public,
+        servers,
+        world=WorldModelSettings(enabled=True),
+        budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0),
+    )
+    result = run(spec)
+    assert result.status == "completed", result.stop_reason
+    return spec
+
+
 ESCAPED_SURROGATE = "\\ud83d"
 """A JSON escape of a lone high surrogate, as the model's text holds it (a backslash, then u)."""
 
@@ -192,15 +206,7 @@ def test_escaped_surrogates_in_text_answers_are_stored_as_replacement_characters
     servers["feedback"].default = feedback
     body = '{"p_bug": 0.1, "p_improves": 0.8, "confidence": 0.9, "rationale": "why X"}'
     servers["world"].default = lambda r: Reply(content=body.replace("X", ESCAPED_SURROGATE), usage=(50, 9))
-    spec = make_spec(
-        tmp_path,
-        public,
-        servers,
-        world=WorldModelSettings(enabled=True),
-        budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0),
-    )
-    result = run(spec)
-    assert result.status == "completed", result.stop_reason
+    spec = run_with_world_model(tmp_path, public, servers)
     trial = Path(spec.paths.trial_dir)
     journal = json.loads((trial / "journal.json").read_text(encoding="utf-8"))
     assert all(n["analysis"] and "ok \ufffd" in n["analysis"] for n in journal["nodes"]), journal["nodes"]
@@ -217,15 +223,7 @@ def test_json_nested_past_the_parsers_limit_is_no_answer(tmp_path, competition, 
     deep = '{"p_bug": ' + "[" * 100_000 + "}"
     servers["world"].default = lambda r: Reply(content=deep, usage=(50, 9))
     servers["feedback"].default = review_responder
-    spec = make_spec(
-        tmp_path,
-        public,
-        servers,
-        world=WorldModelSettings(enabled=True),
-        budget=BudgetSettings(time_limit_s=60, max_steps=2, min_step_s=0),
-    )
-    result = run(spec)
-    assert result.status == "completed", result.stop_reason
+    spec = run_with_world_model(tmp_path, public, servers)
     predictions = [e for e in read_events(Path(spec.paths.trial_dir)) if e["type"] == "prediction"]
     assert predictions and all(not p["prediction"]["valid"] for p in predictions), predictions
     assert storable_arguments(deep) == deep  # kept as the text it is, as other arguments that are no JSON
