@@ -311,3 +311,9 @@ def test_a_fifo_where_a_status_belongs_is_refused_not_waited_on(tmp_path: Path) 
         data_dir="/d", endpoints=(), trials=(LaunchedTrial(trial_id=trial_id, science_hash="h",
                                                           trial_dir=str(trial_dir), command="x"),)))  # fmt: skip
     assert measured_times(tmp_path) == {}
+    # launch.json as a FIFO: the next command's reader said "unreadable" without waiting on it.
+    (tmp_path / "launch.json").unlink()
+    os.mkfifo(tmp_path / "launch.json")
+    from mle_world.launch.next_command import launch_problem
+
+    assert launch_problem(tmp_path) == f"{tmp_path / 'launch.json'}: unreadable (not a regular file)"

@@ -13,33 +13,35 @@ from pathlib import Path
 from mle_world import layout
 from mle_world.identity import ALLOW_PROVENANCE_FLAG
 from mle_world.launch.sweep_state import SweepStatus
+from mle_world.storage import read_regular
+
+
+def _read_argv(output_dir: Path) -> tuple[list[str] | None, str | None]:
+    """launch.json's argv (the sweep's latest real launch), or None and why not (None when there is no
+    launch.json: a dir the launcher's identity file alone marks). A FIFO there is refused, not waited on."""
+    path = output_dir / layout.LAUNCH
+    try:
+        data = json.loads(read_regular(path))
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{path}: unreadable ({exc.strerror or exc})"
+    except ValueError:
+        return None, f"{path}: not JSON (corrupt?)"
+    argv = data.get("argv") if isinstance(data, dict) else None
+    if not (isinstance(argv, list) and argv):
+        return None, f"{path}: records no launch command (argv)"
+    return [str(a) for a in argv], None
 
 
 def _launch_argv(output_dir: Path) -> list[str] | None:
     """The argv of the sweep's latest real launch (launch.json), None when unreadable."""
-    try:
-        argv = json.loads((output_dir / layout.LAUNCH).read_bytes()).get("argv")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return [str(a) for a in argv] if isinstance(argv, list) and argv else None
+    return _read_argv(output_dir)[0]
 
 
 def launch_problem(output_dir: Path) -> str | None:
-    """Why the output dir's launch.json gives no command to run next (None when it does, or when there
-    is none: a dir the launcher's identity file alone marks)."""
-    path = output_dir / layout.LAUNCH
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{path}: unreadable ({exc.strerror or exc})"
-    except ValueError:
-        return f"{path}: not JSON (corrupt?)"
-    argv = data.get("argv") if isinstance(data, dict) else None
-    if not (isinstance(argv, list) and argv):
-        return f"{path}: records no launch command (argv)"
-    return None
+    """Why the output dir's launch.json gives no command to run next (None when it does, or has none)."""
+    return _read_argv(output_dir)[1]
 
 
 def _without_retry(argv: list[str]) -> list[str]:
