@@ -83,7 +83,7 @@ git -C "$MLEBENCH_DIR" checkout --quiet --detach "$MLEBENCH_COMMIT"
 git -C "$MLEBENCH_DIR" lfs pull
 leaderboard="$(find "$MLEBENCH_DIR/mlebench/competitions" -name leaderboard.csv -print -quit)"
 [[ -n "$leaderboard" ]] || fail "MLE-bench checkout has no leaderboard.csv"
-if head -c 40 "$leaderboard" | grep -q '^version https://git-lfs'; then
+if [[ "$(head -c 40 "$leaderboard")" == 'version https://git-lfs'* ]]; then
     fail "git lfs pull left pointer files in $MLEBENCH_DIR (leaderboards are needed for grading)"
 fi
 pip install -c "$REQUIREMENTS" -c "$TORCH_REQUIREMENTS" -e "$MLEBENCH_DIR"

@@ -50,7 +50,7 @@ git -C "$MLEBENCH_DIR" lfs pull || die "git lfs pull failed (no network, or LFS 
 
 # A leaderboard that is still an LFS pointer makes every grade fail; check one.
 sample="$MLEBENCH_DIR/mlebench/competitions/spaceship-titanic/leaderboard.csv"
-if [[ -f "$sample" ]] && head -c 100 "$sample" | grep -q '^version https://git-lfs'; then
+if [[ -f "$sample" && "$(head -c 100 "$sample")" == 'version https://git-lfs'* ]]; then
   die "leaderboards are still git-lfs pointers; run 'git lfs pull' in $MLEBENCH_DIR"
 fi
 

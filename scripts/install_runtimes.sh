@@ -7,15 +7,19 @@
 # /usr/local/lib/enroot, /usr/local/lib/slurm/spank_pyxis.so and a build dir under ${TMPDIR:-/tmp}.
 # A second run is a no-op when `enroot version` and the plugin already match the vendored versions.
 #
-# Usage (as root, Debian 12):  bash scripts/install_runtimes.sh [--force]
+# Usage (as root, Debian 12):  bash scripts/install_runtimes.sh [--force | --check]
+#   --force  rebuild even when the prefix already has the vendored versions
+#   --check  build nothing: exit 0 when the prefix has them, 1 when it does not
 # Environment: MLEW_VENDOR_DIR, MLEW_RUNTIMES_PREFIX (/usr/local), MLEW_RUNTIMES_INSTALL (1 = apt-get
 # install missing Debian packages).
 set -euo pipefail
-# --help prints the header above; the script takes no arguments (its knobs are environment variables).
+# --help prints the header above; its one argument is --force or --check (its knobs are environment variables).
 case ${1:-} in
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
-    ?*) echo "install_runtimes.sh: unknown argument $1 (it takes none: set its environment variables, see --help)" >&2; exit 2 ;;
+    --force | --check | "") ;;
+    *) echo "install_runtimes.sh: unknown argument $1 (it takes --force or --check: see --help)" >&2; exit 2 ;;
 esac
+((${#} <= 1)) || { echo "install_runtimes.sh: one argument at most (got $#)" >&2; exit 2; }
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENDOR="${MLEW_VENDOR_DIR:-$REPO/../shared/vendor}"
@@ -23,6 +27,8 @@ PREFIX="${MLEW_RUNTIMES_PREFIX:-/usr/local}"
 INSTALL="${MLEW_RUNTIMES_INSTALL:-1}"
 FORCE=0
 [[ "${1:-}" == --force ]] && FORCE=1
+CHECK=0
+[[ "${1:-}" == --check ]] && CHECK=1
 
 # Build: libbsd-dev (strlcpy for glibc), makeself, libslurm-dev (spank.h). Run: squashfs-tools (create,
 # export), squashfuse + fuse-overlayfs (start IMAGE.sqsh), and enroot's own package dependencies.
@@ -61,7 +67,7 @@ quiet() { # run a build command with its (warning-heavy) output in BUILD_LOG, sh
 install_packages() {
     local missing=() pkg
     for pkg in "${PACKAGES[@]}"; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+        [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" == 'install ok installed' ]] || missing+=("$pkg")
     done
     ((${#missing[@]})) || return 0
     [[ "$INSTALL" == 1 ]] || die "missing Debian packages: ${missing[*]} (set MLEW_RUNTIMES_INSTALL=1)" 2
@@ -73,9 +79,11 @@ install_packages() {
     fi
 }
 
+# The prefix's own enroot, not the first on PATH: a build into a temporary prefix (MLEW_RUNTIMES_PREFIX)
+# must not be skipped because /usr/local already has one.
+ENROOT_BIN="$PREFIX/bin/enroot"
 enroot_current() {
-    [[ "$FORCE" == 0 ]] && command -v enroot >/dev/null 2>&1 &&
-        [[ "$(enroot version 2>/dev/null)" == "$ENROOT_VERSION" ]]
+    [[ "$FORCE" == 0 && -x "$ENROOT_BIN" ]] && [[ "$("$ENROOT_BIN" version 2>/dev/null)" == "$ENROOT_VERSION" ]]
 }
 
 pyxis_current() {
@@ -94,13 +102,16 @@ build_enroot() {
     ln -sf "$(command -v makeself)" "$src/deps/dist/makeself/bin/enroot-makeself"
     touch "$src/deps/makeself/.stamp" "$src/deps/linux-headers/.stamp"
     # glibc 2.36 has no strlcpy/strlcat: link Debian's shared libbsd after the in-tree static one.
+    # All of dpkg's list, then its first match: `dpkg -L | grep -m1` killed dpkg with SIGPIPE once grep
+    # left (pipefail: the build exited 141 in about 1 run in 8).
     local libbsd
-    libbsd="$(dpkg -L libbsd-dev | grep -m1 '/libbsd\.so$')"
+    libbsd="$(dpkg -L libbsd-dev | grep '/libbsd\.so$')" || die "libbsd-dev lists no libbsd.so"
+    libbsd="${libbsd%%$'\n'*}"
     local -a args=(FORCE_GLIBC=1 "prefix=$PREFIX" "LDLIBS=-l:libbsd.a $libbsd")
     quiet make -C "$src" -o deps "${args[@]}"
     quiet make -C "$src" -o deps "${args[@]}" install
     mkdir -p /run/enroot
-    [[ "$(enroot version)" == "$ENROOT_VERSION" ]] || die "installed enroot does not report version $ENROOT_VERSION"
+    [[ "$("$ENROOT_BIN" version)" == "$ENROOT_VERSION" ]] || die "$ENROOT_BIN does not report version $ENROOT_VERSION"
 }
 
 build_pyxis() {
@@ -118,6 +129,7 @@ main() {
         say "enroot $ENROOT_VERSION and pyxis $PYXIS_VERSION already installed ($PLUGIN)"
         return 0
     fi
+    ((CHECK == 0)) || { say "enroot $ENROOT_VERSION or pyxis $PYXIS_VERSION missing or outdated in $PREFIX"; return 1; }
     install_packages
     local work
     work="$(mktemp -d "${TMPDIR:-/tmp}/mlew-runtimes.XXXXXX")"
@@ -133,7 +145,7 @@ main() {
         say "building pyxis $PYXIS_VERSION from $(basename "$PYXIS_TAR")"
         build_pyxis "$work"
     fi
-    say "enroot $(enroot version) and pyxis $PYXIS_VERSION ($PLUGIN) installed in $((SECONDS - t0)) s"
+    say "enroot $("$ENROOT_BIN" version) and pyxis $PYXIS_VERSION ($PLUGIN) built from scratch and installed in $PREFIX in $((SECONDS - t0)) s"
 }
 
 main

@@ -279,7 +279,8 @@ main() {
     trap 'exit 143' TERM
 
     BUILT_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    ENROOT_VERSION="$("$ENROOT" version 2>/dev/null | head -n 1 || true)"
+    ENROOT_VERSION="$("$ENROOT" version 2>/dev/null || true)"
+    ENROOT_VERSION="${ENROOT_VERSION%%$'\n'*}"
     SETUP_SHA="$(sha256sum -- "$SETUP_SCRIPT" | cut -d' ' -f1)"
     WORK="$(mktemp -d "$EXPORT_DIR/.aide-build.XXXXXX")"
     NAME="aide-build-$(date -u +%Y%m%d%H%M%S)-$$"

@@ -98,7 +98,7 @@ stop_daemon() { # stop_daemon NAME PIDFILE
 install_packages() {
   local missing=() pkg
   for pkg in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+    [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" == 'install ok installed' ]] || missing+=("$pkg")
   done
   ((${#missing[@]})) || return 0
   [[ $INSTALL == 1 ]] || die "missing packages: ${missing[*]} (set MLEW_SLURM_INSTALL=1)" 3
@@ -296,7 +296,12 @@ enable_pyxis() {
 
 pyxis_enabled() { [[ -f $PLUGSTACK ]] && grep -qF "$PYXIS_MARKER" "$PLUGSTACK"; }
 
-node_state() { sinfo -h -n "$HOST" -o %T 2>/dev/null | head -n1; }
+# The whole answer, then its first line: `sinfo | head -n1` could kill sinfo with SIGPIPE (pipefail: 141).
+node_state() {
+  local states
+  states=$(sinfo -h -n "$HOST" -o %T 2>/dev/null) || return 1
+  printf '%s\n' "${states%%$'\n'*}"
+}
 
 node_usable() {
   local state

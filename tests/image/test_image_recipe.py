@@ -52,6 +52,52 @@ def test_shellcheck_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# A reader that may leave before its writer is done: `grep -q`/`-m N`/`-l`, `head`, `sed ...q`,
+# `awk ... exit`. Under `set -o pipefail` the writer's SIGPIPE (141) becomes the pipeline's status:
+# `dpkg -L libbsd-dev | grep -m1 ...` failed the runtime build in about 1 run in 8 on a fresh machine.
+EARLY_EXIT_READER = re.compile(
+    r"(?<![|])[|](?![|])\s*(?:"
+    r"grep\b[^|;]*\s-(?:[a-zA-Z]*[qlL]|[a-zA-Z]*m\s*\d*)\b"
+    r"|grep\b[^|;]*--(?:quiet|silent|max-count|files-with)"
+    r"|head\b|sed\b[^|]*\bq\b|awk\b[^|]*\bexit\b)"
+)
+
+
+def early_exit_pipes(text: str) -> list[str]:
+    """The lines of a shell text that pipe into an early-exit reader (comments and line joins read as bash does)."""
+    joined = re.sub(r"\\\n", " ", text)
+    found = []
+    for line in joined.splitlines():
+        code = re.sub(r"(^|\s)#.*", "", line)
+        if EARLY_EXIT_READER.search(code):
+            found.append(line.strip())
+    return found
+
+
+def test_the_early_exit_check_finds_the_pattern() -> None:
+    assert early_exit_pipes('libbsd="$(dpkg -L libbsd-dev | grep -m1 x)"')
+    assert early_exit_pipes("sinfo -h | head -n1")
+    assert early_exit_pipes("a | grep -q b || c")
+    assert early_exit_pipes("a \\\n  | grep --quiet b")
+    assert early_exit_pipes("a | awk '/x/ { print; exit }'")
+    assert not early_exit_pipes("a || grep -q b file")
+    assert not early_exit_pipes("grep -q b file | sort")
+    assert not early_exit_pipes("a | grep -v b | sort  # not | head")
+    assert not early_exit_pipes("a | tail -n 1")
+
+
+def test_no_pipeline_ends_in_an_early_exit_reader() -> None:
+    """Every shell script and rendered command template: none pipes into a reader that can leave early."""
+    templates = sorted((REPO / "src" / "mle_world").rglob("*.sh.j2"))
+    assert templates, "no command templates found"
+    offenders = [
+        f"{path.relative_to(REPO)}: {line}"
+        for path in [*shell_scripts(), *templates]
+        for line in early_exit_pipes(path.read_text(errors="replace"))
+    ]
+    assert not offenders, "read the whole output, then pick from it:\n" + "\n".join(offenders)
+
+
 OWN_SCRIPTS = (
     "scripts/image/build_aide_enroot.sh",
     "image/setup.sh",
