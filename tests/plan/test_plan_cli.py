@@ -306,24 +306,26 @@ def test_no_sandbox_warning_is_loud_and_recorded(tmp_path: Path) -> None:
     assert record["sandbox"] is False and "--no-sandbox" in record["warnings"][0]
 
 
-def test_planning_leaves_the_parsed_flags_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`-c` fills in the output dir and $CUDA_DEVICE without writing them back into the flags."""
+def test_a_one_trial_request_fills_in_the_output_dir_and_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-c` fills in the output dir, and $CUDA_DEVICE the GPUs, from the request built once from the flags."""
     from mle_world.cli.commands import COMMANDS
-    from mle_world.cli.planning import plan_from_args
+    from mle_world.cli.planning import plan_sweep
+    from mle_world.cli.request import SweepRequest
     from mle_world.cli.sweep import build_run_parser, launch_options
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CUDA_DEVICE", "3")
-    argv = ["-c", "iris-species", "--runtime", "process", "--dry-run"]
+    argv = ("-c", "iris-species", "--runtime", "process", "--dry-run")
     args = build_run_parser(tuple(COMMANDS)).parse_args(argv)
-    before = dict(vars(args))
-    plan, _, _ = plan_from_args(args, argv)
-    assert dict(vars(args)) == before
+    request = SweepRequest.from_args(args, argv, {"CUDA_DEVICE": "3"})
+    plan, _, _ = plan_sweep(request)
     assert (
         plan.output_dir
         == tmp_path / "runs" / f"iris-species-{plan.commands[0].trial.spec.configuration}-gated"
     )
-    assert launch_options(args).gpu_devices == ("3",)
+    assert plan.record.argv == argv
+    assert launch_options(request).gpu_devices == ("3",)
 
 
 def test_task_list_is_readable_by_mlebench_prepare_list() -> None:
