@@ -84,3 +84,5 @@ def test_endpoint_flags_keep_only_what_was_given() -> None:
     assert dict(built.endpoints.models) == {"world": "m"}
     assert built.endpoints.given("coder", "url") == "http://c/v1"
     assert built.endpoints.given("coder", "key_env") is None
+    with pytest.raises(TypeError):
+        built.endpoints.urls["world"] = "http://w/v1"  # type: ignore[index]

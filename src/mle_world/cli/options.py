@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -138,10 +139,13 @@ class EndpointFlags:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> EndpointFlags:
+        # Read-only views: a frozen request's endpoints cannot change under planning either.
         return cls(
             endpoints_file=args.endpoints_file,
-            urls={role: getattr(args, f"{role}_url") for role in ROLES if getattr(args, f"{role}_url")},
-            models={role: getattr(args, f"{role}_model") for role in ROLES if getattr(args, f"{role}_model")},
+            urls=MappingProxyType({r: getattr(args, f"{r}_url") for r in ROLES if getattr(args, f"{r}_url")}),
+            models=MappingProxyType(
+                {r: getattr(args, f"{r}_model") for r in ROLES if getattr(args, f"{r}_model")}
+            ),
         )
 
     def given(self, role: Role, name: str) -> str | None:
