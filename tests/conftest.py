@@ -9,8 +9,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import clikit
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_LIMIT = 300 * 2**20
@@ -88,3 +92,14 @@ def memory_limit() -> Iterator[Path]:
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+# --- the CLI in this process (tests/support/clikit.py) ---
+
+
+@pytest.fixture
+def cli(capfd: pytest.CaptureFixture[str]) -> clikit.Cli:
+    """`cli.run(*argv, cwd=...)`: `mle_world.cli.main(argv)` in process, output captured, no state left."""
+    import clikit
+
+    return clikit.Cli(capfd)

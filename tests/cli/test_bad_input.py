@@ -1,7 +1,8 @@
 """Every bad input found by trying the CLI: exit 2, one stderr line naming the culprit, no traceback,
 and nothing written or changed (the output dir is byte-identical before and after).
 
-Runs `run_paper.py` in a real subprocess; reads and writes only pytest's tmp paths.
+Runs `mle_world.cli.main` in process (tests/support/clikit.py), and `run_paper.py` in a real subprocess
+where the process is what is tested; reads and writes only pytest's tmp paths.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from clikit import Cli, CliResult
 
 REPO = Path(__file__).resolve().parents[2]
 DRY = [
@@ -30,10 +32,10 @@ DRY = [
 ]
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(REPO / "run_paper.py"), *args],
-        cwd=cwd or REPO,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
@@ -51,7 +53,7 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], *culprits: str) -> str:
+def assert_one_line_error(proc: subprocess.CompletedProcess[str] | CliResult, *culprits: str) -> str:
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
@@ -61,86 +63,115 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *culprits: str
     return lines[0]
 
 
-def assert_refused(tmp_path: Path, args: Sequence[str], *culprits: str, watch: Path | None = None) -> str:
+def assert_refused(
+    cli: Cli, tmp_path: Path, args: Sequence[str], *culprits: str, watch: Path | None = None
+) -> str:
     watch = watch or tmp_path
     before = snapshot(watch)
-    proc = run(*args, cwd=tmp_path)
+    proc = cli.run(*args, cwd=tmp_path)
     line = assert_one_line_error(proc, *culprits)
     assert snapshot(watch) == before, "a refused command changed files"
     return line
 
 
+# --- through the real process: exit code, stderr and no traceback as the user sees them --------------
+
+
+@pytest.mark.parametrize(
+    ("args", "culprit"),
+    [
+        ([*DRY, "--output-dir", "o", "--n-workers", "0"], "--n-workers"),  # argparse's (Parser.error)
+        ([*DRY, "--output-dir", "o", "--no-wait"], "--no-wait"),  # a SweepRequest rule
+        ([*DRY, "--output-dir", "o" * 300], "o" * 300),  # the OS's (name too long), caught by main
+        (["statu", "o"], "unknown command 'statu'"),  # a mistyped subcommand
+    ],
+    ids=["argparse", "request", "os", "command"],
+)
+def test_a_refusal_through_run_paper_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], culprit: str
+) -> None:
+    """The other tests call main in process; this one is the process: run()'s exit code, stderr as
+    written to the pipe, and nothing left behind."""
+    before = snapshot(tmp_path)
+    proc = run_process(*args, cwd=tmp_path)
+    assert_one_line_error(proc, culprit)
+    assert proc.stderr.startswith("run_paper.py: error: ") and proc.stdout == ""
+    assert snapshot(tmp_path) == before
+
+
 # --- output locations -------------------------------------------------------------------------------
 
 
-def test_output_dir_that_cannot_be_created(tmp_path: Path) -> None:
+def test_output_dir_that_cannot_be_created(cli: Cli, tmp_path: Path) -> None:
     assert_refused(
-        tmp_path, [*DRY, "--output-dir", "/proc/mle-world-out"], "--output-dir", "/proc/mle-world-out"
+        cli, tmp_path, [*DRY, "--output-dir", "/proc/mle-world-out"], "--output-dir", "/proc/mle-world-out"
     )
 
 
-def test_output_dir_that_is_a_file(tmp_path: Path) -> None:
+def test_output_dir_that_is_a_file(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("keep me\n")
     assert_refused(
-        tmp_path, [*DRY, "--output-dir", str(tmp_path / "afile")], "--output-dir", "not a directory"
+        cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "afile")], "--output-dir", "not a directory"
     )
 
 
-def test_output_dir_under_a_file(tmp_path: Path) -> None:
+def test_output_dir_under_a_file(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("keep me\n")
-    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "afile" / "x")], "--output-dir")
+    assert_refused(cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "afile" / "x")], "--output-dir")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_output_dir_without_write_permission(tmp_path: Path) -> None:
+def test_output_dir_without_write_permission(cli: Cli, tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
-    assert_refused(tmp_path, [*DRY, "--output-dir", str(locked / "out")], "--output-dir")
+    assert_refused(cli, tmp_path, [*DRY, "--output-dir", str(locked / "out")], "--output-dir")
 
 
-def test_audit_out_under_a_file(tmp_path: Path) -> None:
-    out = _tiny_output_dir(tmp_path)
+def test_audit_out_under_a_file(cli: Cli, tmp_path: Path) -> None:
+    out = _tiny_output_dir(cli, tmp_path)
     (tmp_path / "afile").write_text("keep me\n")
-    assert_refused(tmp_path, ["audit", str(out), "--out", str(tmp_path / "afile" / "x")], "--out")
+    assert_refused(cli, tmp_path, ["audit", str(out), "--out", str(tmp_path / "afile" / "x")], "--out")
 
 
-def test_prepare_data_dir_that_is_a_file(tmp_path: Path) -> None:
+def test_prepare_data_dir_that_is_a_file(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("keep me\n")
     args = ["prepare", "--tasks", "iris-species", "--data-dir", str(tmp_path / "afile")]
-    assert_refused(tmp_path, args, "--data-dir")
+    assert_refused(cli, tmp_path, args, "--data-dir")
 
 
 # --- a dry run validates every flag a real run would ------------------------------------------------
 
 
 @pytest.mark.parametrize("value", ["x", "0,,1", "3-1", "-1"])
-def test_dry_run_rejects_bad_gpu_device(tmp_path: Path, value: str) -> None:
+def test_dry_run_rejects_bad_gpu_device(cli: Cli, tmp_path: Path, value: str) -> None:
     assert_refused(
-        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--gpu-device", value], "--gpu-device"
+        cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--gpu-device", value], "--gpu-device"
     )
 
 
 @pytest.mark.parametrize(
     "value", ["not-a-url", "http://[::1", "ftp://host/v1", "http://", "http://host:99999/v1"]
 )
-def test_dry_run_rejects_bad_endpoint_url(tmp_path: Path, value: str) -> None:
-    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--coder-url", value], "--coder-url")
+def test_dry_run_rejects_bad_endpoint_url(cli: Cli, tmp_path: Path, value: str) -> None:
+    assert_refused(
+        cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--coder-url", value], "--coder-url"
+    )
 
 
-def test_check_endpoints_rejects_bad_url(tmp_path: Path) -> None:
-    assert_refused(tmp_path, ["check-endpoints", "--world-url", "http://[::1"], "--world-url")
+def test_check_endpoints_rejects_bad_url(cli: Cli, tmp_path: Path) -> None:
+    assert_refused(cli, tmp_path, ["check-endpoints", "--world-url", "http://[::1"], "--world-url")
 
 
-def test_bad_url_in_an_endpoints_file_names_the_file_not_a_flag(tmp_path: Path) -> None:
+def test_bad_url_in_an_endpoints_file_names_the_file_not_a_flag(cli: Cli, tmp_path: Path) -> None:
     """Was '--coder-url: Value error, ...' for a URL that came from --endpoints-file."""
     (tmp_path / "endpoints.yaml").write_text("coder: [ftp://x/v1]\n")
     line = assert_refused(
-        tmp_path, ["check-endpoints", "--endpoints-file", "endpoints.yaml"], "endpoints.yaml: coder:"
+        cli, tmp_path, ["check-endpoints", "--endpoints-file", "endpoints.yaml"], "endpoints.yaml: coder:"
     )
     assert "Value error" not in line and "--coder-url" not in line
 
 
-def test_yaml_endpoint_url_is_validated_when_read(tmp_path: Path) -> None:
+def test_yaml_endpoint_url_is_validated_when_read(cli: Cli, tmp_path: Path) -> None:
     text = (REPO / "configs/paper.yaml").read_text()
     assert "url: http://localhost:8001/v1" in text
     config = tmp_path / "paper.yaml"
@@ -149,37 +180,37 @@ def test_yaml_endpoint_url_is_validated_when_read(tmp_path: Path) -> None:
         [*DRY, "--config", str(config), "--output-dir", str(tmp_path / "o")],
         ["check-endpoints", "--config", str(config)],
     ):
-        line = assert_refused(tmp_path, args, str(config), "url")
+        line = assert_refused(cli, tmp_path, args, str(config), "url")
         assert "endpoints" in line
 
 
-def test_malformed_prices_refused_before_anything_launches(tmp_path: Path) -> None:
+def test_malformed_prices_refused_before_anything_launches(cli: Cli, tmp_path: Path) -> None:
     prices = tmp_path / "prices.yaml"
     prices.write_text("models: [this is: not a mapping\n")
     line = assert_refused(
-        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], "--prices"
+        cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], "--prices"
     )
     assert str(prices) in line
 
 
-def test_prices_with_an_unknown_field_refused(tmp_path: Path) -> None:
+def test_prices_with_an_unknown_field_refused(cli: Cli, tmp_path: Path) -> None:
     prices = tmp_path / "prices.yaml"
     good = (REPO / "configs/prices.yaml").read_text()
     prices.write_text(good + "\nunknown_field: 1\n")
     assert_refused(
-        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], str(prices)
+        cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], str(prices)
     )
 
 
-def test_missing_prices_file_refused(tmp_path: Path) -> None:
+def test_missing_prices_file_refused(cli: Cli, tmp_path: Path) -> None:
     args = [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(tmp_path / "nope.yaml")]
-    assert_refused(tmp_path, args, "nope.yaml")
+    assert_refused(cli, tmp_path, args, "nope.yaml")
 
 
 # --- YAML ----------------------------------------------------------------------------------------
 
 
-def test_duplicate_configuration_key_in_paper_yaml(tmp_path: Path) -> None:
+def test_duplicate_configuration_key_in_paper_yaml(cli: Cli, tmp_path: Path) -> None:
     text = (REPO / "configs/paper.yaml").read_text()
     marker = "configurations:\n"
     assert marker in text
@@ -189,26 +220,26 @@ def test_duplicate_configuration_key_in_paper_yaml(tmp_path: Path) -> None:
     config = tmp_path / "paper.yaml"
     config.write_text(head + marker + tail + f"{indent}aide:\n{indent}  world_model: null\n")
     line = assert_refused(
-        tmp_path, [*DRY, "--config", str(config), "--output-dir", str(tmp_path / "o")], str(config)
+        cli, tmp_path, [*DRY, "--config", str(config), "--output-dir", str(tmp_path / "o")], str(config)
     )
     assert "duplicate" in line and "aide" in line
 
 
-def test_duplicate_key_in_cluster_yaml(tmp_path: Path) -> None:
+def test_duplicate_key_in_cluster_yaml(cli: Cli, tmp_path: Path) -> None:
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text((REPO / "configs/cluster.yaml").read_text() + "\nlaunch:\n  max_attempts: 1\n")
     args = [*DRY, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o")]
-    line = assert_refused(tmp_path, args, str(cluster))
+    line = assert_refused(cli, tmp_path, args, str(cluster))
     assert "duplicate" in line and "launch" in line
 
 
-def test_duplicate_key_in_prices_yaml(tmp_path: Path) -> None:
+def test_duplicate_key_in_prices_yaml(cli: Cli, tmp_path: Path) -> None:
     prices = tmp_path / "prices.yaml"
     text = (REPO / "configs/prices.yaml").read_text()
     first_key = next(line.split(":")[0] for line in text.splitlines() if line and line[0].isalpha())
     prices.write_text(text + f"\n{first_key}: {{}}\n")
     line = assert_refused(
-        tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], str(prices)
+        cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--prices", str(prices)], str(prices)
     )
     assert "duplicate" in line
 
@@ -217,12 +248,12 @@ def test_duplicate_key_in_prices_yaml(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", ["99", "34,99", "", ",", "x"])
-def test_seeds_outside_the_config_are_refused(tmp_path: Path, value: str) -> None:
-    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--seeds", value], "--seeds")
+def test_seeds_outside_the_config_are_refused(cli: Cli, tmp_path: Path, value: str) -> None:
+    assert_refused(cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--seeds", value], "--seeds")
 
 
-def test_seeds_subset_is_accepted(tmp_path: Path) -> None:
-    proc = run(*DRY, "--output-dir", str(tmp_path / "o"), "--seeds", "35", cwd=tmp_path)
+def test_seeds_subset_is_accepted(cli: Cli, tmp_path: Path) -> None:
+    proc = cli.run(*DRY, "--output-dir", str(tmp_path / "o"), "--seeds", "35", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     record = json.loads((tmp_path / "o/launch.json").read_text())
     assert {t["trial_id"].rsplit("seed", 1)[1] for t in record["trials"]} == {"35"}
@@ -232,11 +263,11 @@ def test_seeds_subset_is_accepted(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["audit", "status", "grade"])
-def test_not_an_output_dir(tmp_path: Path, command: str) -> None:
+def test_not_an_output_dir(cli: Cli, tmp_path: Path, command: str) -> None:
     stranger = tmp_path / "etc-like"
     stranger.mkdir()
     (stranger / "passwd").write_text("root:x:0:0\n")
-    line = assert_refused(tmp_path, [command, str(stranger)], str(stranger))
+    line = assert_refused(cli, tmp_path, [command, str(stranger)], str(stranger))
     assert "launch.json" in line or "output dir" in line
 
 
@@ -267,14 +298,14 @@ NOT_UTF8 = b"\xff\xfe\x00 not text"
         ),
     ],
 )
-def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path, args: list[str], culprit: str) -> None:
+def test_a_file_that_is_not_utf8_is_one_line(cli: Cli, tmp_path: Path, args: list[str], culprit: str) -> None:
     """Each was a UnicodeDecodeError traceback, exit 1: only OSError was caught around the read."""
     (tmp_path / "bad.yaml").write_bytes(NOT_UTF8)
     (tmp_path / "comps" / "mine").mkdir(parents=True)
     (tmp_path / "comps" / "mine" / "config.yaml").write_bytes(NOT_UTF8)
     (tmp_path / "swept").mkdir()
     (tmp_path / "swept" / "launch.json").write_bytes(NOT_UTF8)
-    line = assert_refused(tmp_path, args, culprit)
+    line = assert_refused(cli, tmp_path, args, culprit)
     # A YAML file says where its text stops being UTF-8; launch.json is read as bytes, as JSON.
     assert "byte 0xff at offset 0" in line or "not a readable launch.json" in line, line
 
@@ -289,13 +320,15 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path, args: list[str], cu
         (["status", ".", "--watch", "--interval", "inf"], "--interval"),
     ],
 )
-def test_numbers_that_are_not_finite_are_refused(tmp_path: Path, args: list[str], culprit: str) -> None:
+def test_numbers_that_are_not_finite_are_refused(
+    cli: Cli, tmp_path: Path, args: list[str], culprit: str
+) -> None:
     """inf was taken as a price ($inf sweeps), and a watch interval past time_t was a traceback."""
     prices = (REPO / "configs" / "prices.yaml").read_text()
     assert "execution: {usd_per_gpu_hour: 2.50}" in prices
     inf = prices.replace("execution: {usd_per_gpu_hour: 2.50}", "execution: {usd_per_gpu_hour: .inf}")
     (tmp_path / "inf-prices.yaml").write_text(inf)
-    assert_refused(tmp_path, args, culprit)
+    assert_refused(cli, tmp_path, args, culprit)
 
 
 @pytest.mark.parametrize(
@@ -313,9 +346,11 @@ def test_numbers_that_are_not_finite_are_refused(tmp_path: Path, args: list[str]
         ),
     ],
 )
-def test_a_flag_the_command_would_ignore_is_refused(tmp_path: Path, args: list[str], culprit: str) -> None:
+def test_a_flag_the_command_would_ignore_is_refused(
+    cli: Cli, tmp_path: Path, args: list[str], culprit: str
+) -> None:
     """Each was accepted and dropped: the user meant something the output then did not show."""
-    assert_refused(tmp_path, args, culprit)
+    assert_refused(cli, tmp_path, args, culprit)
 
 
 FILE_WHERE_A_DIR_GOES = [
@@ -347,23 +382,23 @@ FILE_WHERE_A_DIR_GOES = [
 @pytest.mark.parametrize(
     "args", FILE_WHERE_A_DIR_GOES, ids=lambda a: a[0] if a[0] != "--enroot-image" else "sweep"
 )
-def test_a_file_where_a_directory_goes_is_named_as_such(tmp_path: Path, args: list[str]) -> None:
+def test_a_file_where_a_directory_goes_is_named_as_such(cli: Cli, tmp_path: Path, args: list[str]) -> None:
     """Was 'no such directory' for a file there, and a --data-dir that is a file said to prepare into it."""
     (tmp_path / "f").write_text("not a directory\n")
-    assert_refused(tmp_path, args, "f: not a directory (a file of that name exists)")
+    assert_refused(cli, tmp_path, args, "f: not a directory (a file of that name exists)")
 
 
-def test_audit_of_a_missing_dir(tmp_path: Path) -> None:
-    assert_refused(tmp_path, ["audit", str(tmp_path / "nope")], "nope")
+def test_audit_of_a_missing_dir(cli: Cli, tmp_path: Path) -> None:
+    assert_refused(cli, tmp_path, ["audit", str(tmp_path / "nope")], "nope")
 
 
 # --- corrupt bookkeeping ---------------------------------------------------------------------------
 
 
-def _tiny_output_dir(tmp_path: Path) -> Path:
+def _tiny_output_dir(cli: Cli, tmp_path: Path) -> Path:
     """A real dry-run output dir of the demo config (launch.json, agent-config.yaml)."""
     out = tmp_path / "sweep"
-    proc = run(
+    proc = cli.run(
         "--config", str(REPO / "configs/demo.yaml"), "--regime", "ungated", "--runtime", "process",
         "--output-dir", str(out), "--data-dir", str(tmp_path / "data"), "--dry-run", cwd=tmp_path,
     )  # fmt: skip
@@ -371,25 +406,25 @@ def _tiny_output_dir(tmp_path: Path) -> Path:
     return out
 
 
-def test_status_names_a_corrupt_status_json(tmp_path: Path) -> None:
-    out = _tiny_output_dir(tmp_path)
+def test_status_names_a_corrupt_status_json(cli: Cli, tmp_path: Path) -> None:
+    out = _tiny_output_dir(cli, tmp_path)
     record = json.loads((out / "launch.json").read_text())
     trial_dir = Path(record["trials"][0]["trial_dir"])
     trial_dir.mkdir(parents=True)
     (trial_dir / "status.json").write_text('{"state": "succ')
-    proc = run("status", str(out), cwd=tmp_path)
+    proc = cli.run("status", str(out), cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert str(trial_dir / "status.json") in proc.stderr
     assert "all trials finished" not in proc.stdout
 
 
-def test_status_shows_trials_whose_launcher_is_gone(tmp_path: Path) -> None:
+def test_status_shows_trials_whose_launcher_is_gone(cli: Cli, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     from mle_world.records import TrialStatus
 
-    out = _tiny_output_dir(tmp_path)
+    out = _tiny_output_dir(cli, tmp_path)
     trial = json.loads((out / "launch.json").read_text())["trials"][0]
     trial_dir = Path(trial["trial_dir"])
     trial_dir.mkdir(parents=True)
@@ -397,7 +432,7 @@ def test_status_shows_trials_whose_launcher_is_gone(tmp_path: Path) -> None:
         trial_id=trial["trial_id"], state="running", backend="local", attempt=1, started_at=datetime.now(UTC)
     )
     (trial_dir / "status.json").write_text(status.model_dump_json())
-    proc = run("status", str(out), cwd=tmp_path)
+    proc = cli.run("status", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "launcher is gone" in " ".join(proc.stdout.split())
     assert "all trials finished" not in proc.stdout
@@ -423,9 +458,11 @@ def _cluster_with_mounts(tmp_path: Path, *mounts: str) -> Path:
         ("process", "--ro-bind /opt/pip-cache /root/.cache/pip"),
     ],
 )
-def test_container_mounts_are_rendered_for_every_runtime(tmp_path: Path, runtime: str, expected: str) -> None:
+def test_container_mounts_are_rendered_for_every_runtime(
+    cli: Cli, tmp_path: Path, runtime: str, expected: str
+) -> None:
     cluster = _cluster_with_mounts(tmp_path, "/opt/pip-cache:/root/.cache/pip")
-    proc = run(
+    proc = cli.run(
         "--enroot-image", "/img/aide.sqsh", "--data-dir", str(tmp_path / "data"), "--regime", "gated",
         "--runtime", runtime, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o"),
         "--dry-run", "--seeds", "34", "--tasks", "spooky-author-identification", "--configs", "aide",
@@ -436,31 +473,31 @@ def test_container_mounts_are_rendered_for_every_runtime(tmp_path: Path, runtime
 
 
 @pytest.mark.parametrize("mount", ["relative:/x", "/a", "/a:b", "/a,b:/x"])
-def test_malformed_container_mount_refused(tmp_path: Path, mount: str) -> None:
+def test_malformed_container_mount_refused(cli: Cli, tmp_path: Path, mount: str) -> None:
     cluster = _cluster_with_mounts(tmp_path, mount)
     args = [*DRY, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o")]
-    line = assert_refused(tmp_path, args, str(cluster))
+    line = assert_refused(cli, tmp_path, args, str(cluster))
     assert "container.mounts" in line
 
 
-def test_container_mount_showing_private_answers_refused(tmp_path: Path) -> None:
+def test_container_mount_showing_private_answers_refused(cli: Cli, tmp_path: Path) -> None:
     data = tmp_path / "data"
     cluster = _cluster_with_mounts(tmp_path, f"{data}:/mnt/data")
     args = [
         "--enroot-image", "/img/aide.sqsh", "--data-dir", str(data), "--regime", "gated", "--dry-run",
         "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o"),
     ]  # fmt: skip
-    line = assert_refused(tmp_path, args, "container.mounts")
+    line = assert_refused(cli, tmp_path, args, "container.mounts")
     assert "private" in line
 
 
-def test_one_trial_seed_outside_the_config_is_part_of_the_identity(tmp_path: Path) -> None:
+def test_one_trial_seed_outside_the_config_is_part_of_the_identity(cli: Cli, tmp_path: Path) -> None:
     base = ["-c", "spooky-author-identification", "-m", "aide", "--enroot-image", "/img/aide.sqsh",
             "--data-dir", "/data", "--output-dir", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
-    one = run(*base, "--seed", "1", cwd=tmp_path)
+    one = cli.run(*base, "--seed", "1", cwd=tmp_path)
     assert one.returncode == 0, one.stderr
     first = json.loads((tmp_path / "o/launch.json").read_text())
-    other = run(*base, "--seed", "34", cwd=tmp_path)
+    other = cli.run(*base, "--seed", "34", cwd=tmp_path)
     assert other.returncode == 0, other.stderr
     second = json.loads((tmp_path / "o/launch.json").read_text())
     assert first["trials"][0]["trial_id"].endswith("seed1")
@@ -481,11 +518,11 @@ def test_one_trial_seed_outside_the_config_is_part_of_the_identity(tmp_path: Pat
         (["--competitions-dir", "/nonexistent/comps"], "--competitions-dir"),
     ],
 )
-def test_more_bad_sweep_flags(tmp_path: Path, extra: list[str], culprit: str) -> None:
-    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), *extra], culprit)
+def test_more_bad_sweep_flags(cli: Cli, tmp_path: Path, extra: list[str], culprit: str) -> None:
+    assert_refused(cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), *extra], culprit)
 
 
-def test_one_trial_flags_named_in_errors(tmp_path: Path) -> None:
+def test_one_trial_flags_named_in_errors(cli: Cli, tmp_path: Path) -> None:
     base = [
         "--enroot-image",
         "/img/a.sqsh",
@@ -495,13 +532,15 @@ def test_one_trial_flags_named_in_errors(tmp_path: Path) -> None:
         str(tmp_path / "o"),
         "--dry-run",
     ]
-    assert_refused(tmp_path, [*base, "-c", "no-such-competition"], "-c/--competition", "no-such-competition")
-    assert_refused(tmp_path, [*base, "-c", "iris-species", "-m", "nope"], "-m/--configuration", "nope")
+    assert_refused(
+        cli, tmp_path, [*base, "-c", "no-such-competition"], "-c/--competition", "no-such-competition"
+    )
+    assert_refused(cli, tmp_path, [*base, "-c", "iris-species", "-m", "nope"], "-m/--configuration", "nope")
 
 
-def test_output_dir_name_too_long(tmp_path: Path) -> None:
+def test_output_dir_name_too_long(cli: Cli, tmp_path: Path) -> None:
     name = "o" * 300
-    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / name)], name)
+    assert_refused(cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / name)], name)
 
 
 # --- empty values: `--data-dir "$DATA_DIR"` in a shell where the variable is not set ---------------------
@@ -520,11 +559,11 @@ def test_output_dir_name_too_long(tmp_path: Path) -> None:
         "-c",
     ],
 )
-def test_empty_flag_value_refused_not_taken_as_cwd_or_default(tmp_path: Path, flag: str) -> None:
+def test_empty_flag_value_refused_not_taken_as_cwd_or_default(cli: Cli, tmp_path: Path, flag: str) -> None:
     # Path("") is the working directory and an empty URL was taken as "not given": both ran silently
     # (launch.json written into the cwd, the default localhost endpoint probed).
     args = [*DRY, "--output-dir", str(tmp_path / "o"), flag, ""]
-    line = assert_refused(tmp_path, args, flag, "empty")
+    line = assert_refused(cli, tmp_path, args, flag, "empty")
     assert "shell variable" in line
 
 
@@ -537,23 +576,25 @@ def test_empty_flag_value_refused_not_taken_as_cwd_or_default(tmp_path: Path, fl
         ["estimate", "--regime", "gated", "--config", ""],
     ],
 )
-def test_empty_path_refused_by_subcommands(tmp_path: Path, args: list[str]) -> None:
-    assert_refused(tmp_path, args, "empty")
+def test_empty_path_refused_by_subcommands(cli: Cli, tmp_path: Path, args: list[str]) -> None:
+    assert_refused(cli, tmp_path, args, "empty")
 
 
 # --- regrade and page locations ------------------------------------------------------------------------
 
 
-def test_grade_with_a_missing_data_dir(tmp_path: Path) -> None:
-    out = _tiny_output_dir(tmp_path)
+def test_grade_with_a_missing_data_dir(cli: Cli, tmp_path: Path) -> None:
+    out = _tiny_output_dir(cli, tmp_path)
     # Was: one "answers missing" line per trial, exit 1, and the cost CSVs rewritten.
-    assert_refused(tmp_path, ["grade", str(out), "--data-dir", str(tmp_path / "nope")], "--data-dir", "nope")
+    assert_refused(
+        cli, tmp_path, ["grade", str(out), "--data-dir", str(tmp_path / "nope")], "--data-dir", "nope"
+    )
     # Without the flag, the sweep's own data dir (launch.json) is the one named.
-    assert_refused(tmp_path, ["grade", str(out)], "launch.json", str(tmp_path / "data"))
+    assert_refused(cli, tmp_path, ["grade", str(out)], "launch.json", str(tmp_path / "data"))
 
 
-def test_show_out_under_a_file(tmp_path: Path) -> None:
-    out = _tiny_output_dir(tmp_path)
+def test_show_out_under_a_file(cli: Cli, tmp_path: Path) -> None:
+    out = _tiny_output_dir(cli, tmp_path)
     record = json.loads((out / "launch.json").read_text())
     trial_dir = Path(record["trials"][0]["trial_dir"])
     trial_dir.mkdir(parents=True)
@@ -561,70 +602,62 @@ def test_show_out_under_a_file(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     # Was: "cannot write .../afile/page.html: File exists".
     assert_refused(
-        tmp_path, ["show", str(trial_dir), "--out", str(tmp_path / "afile" / "page.html")], "--out", "afile"
+        cli,
+        tmp_path,
+        ["show", str(trial_dir), "--out", str(tmp_path / "afile" / "page.html")],
+        "--out",
+        "afile",
     )
-    assert_refused(tmp_path, ["show", str(trial_dir), "--out", str(tmp_path)], "--out", "directory")
+    assert_refused(cli, tmp_path, ["show", str(trial_dir), "--out", str(tmp_path)], "--out", "directory")
 
 
-def test_audit_and_show_where_they_cannot_write_point_at_out(tmp_path: Path) -> None:
+def test_audit_and_show_where_they_cannot_write_point_at_out(cli: Cli, tmp_path: Path) -> None:
     """Someone else's sweep is read-only to you: the default places' refusals name --out, the way around."""
-    out = _tiny_output_dir(tmp_path)
+    out = _tiny_output_dir(cli, tmp_path)
     record = json.loads((out / "launch.json").read_text())
     trial_dir = Path(record["trials"][0]["trial_dir"])
     trial_dir.mkdir(parents=True)
     (trial_dir / "status.json").write_text(json.dumps({"trial_id": record["trials"][0]["trial_id"]}))
     (out / "audit").write_text("in the way\n")  # as a dir without write permission would be, for root too
-    assert_refused(tmp_path, ["audit", str(out)], "audit", "write the audit elsewhere with --out DIR")
+    assert_refused(cli, tmp_path, ["audit", str(out)], "audit", "write the audit elsewhere with --out DIR")
     (trial_dir / "trial.html").mkdir()
     assert_refused(
-        tmp_path, ["show", str(trial_dir)], "cannot write", "write the page elsewhere with --out FILE"
+        cli, tmp_path, ["show", str(trial_dir)], "cannot write", "write the page elsewhere with --out FILE"
     )
 
 
-def test_prepare_refused_for_credentials_leaves_no_data_dir(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAGGLE_")}
+def test_prepare_refused_for_credentials_leaves_no_data_dir(cli: Cli, tmp_path: Path) -> None:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("KAGGLE_")}
     env["HOME"] = str(tmp_path / "home")  # no ~/.kaggle/kaggle.json
     data = tmp_path / "new-data"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "run_paper.py"),
-            "prepare",
-            "--tasks",
-            "iris-species,spooky-author-identification",
-        ]
-        + ["--data-dir", str(data)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert_one_line_error(proc, "Kaggle")
+    args = ["prepare", "--tasks", "iris-species,spooky-author-identification", "--data-dir", str(data)]
+    assert_one_line_error(cli.run(*args, cwd=tmp_path, env=env), "Kaggle")
     assert not data.exists()  # was: created empty before the credentials were checked
 
 
-def test_audit_out_where_the_os_refuses_names_the_flag(tmp_path: Path) -> None:
-    out = _tiny_output_dir(tmp_path)
+def test_audit_out_where_the_os_refuses_names_the_flag(cli: Cli, tmp_path: Path) -> None:
+    out = _tiny_output_dir(cli, tmp_path)
     # Was: "/proc/mle-world-audit: No such file or directory", without the flag.
     assert_refused(
-        tmp_path, ["audit", str(out), "--out", "/proc/mle-world-audit"], "--out", "/proc/mle-world-audit"
+        cli, tmp_path, ["audit", str(out), "--out", "/proc/mle-world-audit"], "--out", "/proc/mle-world-audit"
     )
 
 
-def test_prepare_data_dir_where_the_os_refuses_names_the_flag(tmp_path: Path) -> None:
+def test_prepare_data_dir_where_the_os_refuses_names_the_flag(cli: Cli, tmp_path: Path) -> None:
     args = ["prepare", "--config", str(REPO / "configs/demo.yaml"), "--data-dir", "/proc/mle-world-data"]
-    assert_refused(tmp_path, args, "--data-dir", "/proc/mle-world-data")
+    assert_refused(cli, tmp_path, args, "--data-dir", "/proc/mle-world-data")
 
 
 @pytest.mark.parametrize(
     ("flag", "value"), [("--tasks", "diabetes-progression"), ("--configs", "wm-point"), ("--seeds", "34")]
 )
-def test_sweep_filters_do_not_combine_with_one_trial_mode(tmp_path: Path, flag: str, value: str) -> None:
+def test_sweep_filters_do_not_combine_with_one_trial_mode(
+    cli: Cli, tmp_path: Path, flag: str, value: str
+) -> None:
     # Was silently ignored: `-c iris-species --configs wm-point` planned the aide trial.
     args = ["--config", str(REPO / "configs/demo.yaml"), "--runtime", "process", "--dry-run"]
     args += ["--output-dir", str(tmp_path / "o"), "-c", "iris-species", flag, value]
-    assert_refused(tmp_path, args, flag, "-c")
+    assert_refused(cli, tmp_path, args, flag, "-c")
 
 
 @pytest.mark.parametrize(
@@ -635,35 +668,20 @@ def test_sweep_filters_do_not_combine_with_one_trial_mode(tmp_path: Path, flag: 
         (["--overhead-s", "inf"], "--overhead-s"),
     ],
 )
-def test_bad_estimate_flags(tmp_path: Path, extra: list[str], culprit: str) -> None:
-    assert_refused(tmp_path, ["estimate", "--regime", "gated", *extra], culprit)
+def test_bad_estimate_flags(cli: Cli, tmp_path: Path, extra: list[str], culprit: str) -> None:
+    assert_refused(cli, tmp_path, ["estimate", "--regime", "gated", *extra], culprit)
 
 
-def test_mistyped_subcommand_names_the_commands(tmp_path: Path) -> None:
+def test_mistyped_subcommand_names_the_commands(cli: Cli, tmp_path: Path) -> None:
     # Was: "unrecognized arguments: statu runs/x".
-    assert_refused(tmp_path, ["statu", str(tmp_path)], "statu", "status")
+    assert_refused(cli, tmp_path, ["statu", str(tmp_path)], "statu", "status")
 
 
-def test_bad_cuda_device_is_named(tmp_path: Path) -> None:
+def test_bad_cuda_device_is_named(cli: Cli, tmp_path: Path) -> None:
     # `-c` takes its GPU from $CUDA_DEVICE; the error named --gpu-device, a flag the user had not given.
-    args = [
-        sys.executable,
-        str(REPO / "run_paper.py"),
-        "-c",
-        "iris-species",
-        "--config",
-        str(REPO / "configs/demo.yaml"),
-    ]
+    args = ["-c", "iris-species", "--config", str(REPO / "configs/demo.yaml")]
     args += ["--runtime", "process", "--output-dir", str(tmp_path / "o"), "--dry-run"]
-    proc = subprocess.run(
-        args,
-        cwd=tmp_path,
-        env={**os.environ, "CUDA_DEVICE": "abc"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert_one_line_error(proc, "CUDA_DEVICE='abc'")
+    assert_one_line_error(cli.run(*args, cwd=tmp_path, env={"CUDA_DEVICE": "abc"}), "CUDA_DEVICE='abc'")
     assert not (tmp_path / "o").exists()
 
 
@@ -679,7 +697,7 @@ def test_bad_cuda_device_is_named(tmp_path: Path) -> None:
     ],
 )
 def test_a_grading_margin_the_wall_grace_would_use_up_is_refused(
-    tmp_path: Path, slurm: dict[str, int], launch: dict[str, int], advice: str
+    cli: Cli, tmp_path: Path, slurm: dict[str, int], launch: dict[str, int], advice: str
 ) -> None:
     """A trial at its wall limit (budget + wall_grace_s) is SIGTERMed, SIGKILLed 30 s later, and the job
     gets submitit's USR2 90 s before its --time (budget + grading_margin_min): with a margin not above
@@ -687,7 +705,7 @@ def test_a_grading_margin_the_wall_grace_would_use_up_is_refused(
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(json.dumps({"slurm": slurm, "launch": launch}))
     args = [*DRY, "--cluster-config", str(cluster), "--output-dir", str(tmp_path / "o")]
-    line = assert_refused(tmp_path, args, str(cluster))
+    line = assert_refused(cli, tmp_path, args, str(cluster))
     margin = slurm["grading_margin_min"]
     grace = launch.get("wall_grace_s", 900)
     assert line.startswith(
@@ -702,11 +720,11 @@ def test_a_grading_margin_the_wall_grace_would_use_up_is_refused(
     shutil.which("nvidia-smi", path="/usr/local/bin:/usr/bin:/bin") is not None,
     reason="this host has nvidia-smi",
 )
-def test_default_gpu_on_a_host_without_gpus_is_refused_before_launch(tmp_path: Path) -> None:
+def test_default_gpu_on_a_host_without_gpus_is_refused_before_launch(cli: Cli, tmp_path: Path) -> None:
     """`-c X --runtime process` on a laptop took --gpu-device 0 and the trial failed as infra at its GPU check."""
     args = ["-c", "iris-species", "-m", "MINIMAL", "--runtime", "process", "--output-dir", "o"]
     line = assert_refused(
-        tmp_path, [*args, "--no-endpoint-check"], "--gpu-device 0: this host has no nvidia-smi"
+        cli, tmp_path, [*args, "--no-endpoint-check"], "--gpu-device 0: this host has no nvidia-smi"
     )
     assert "--gpu-device none" in line
 
@@ -715,44 +733,53 @@ def test_default_gpu_on_a_host_without_gpus_is_refused_before_launch(tmp_path: P
     shutil.which("nvidia-smi", path="/usr/local/bin:/usr/bin:/bin") is not None,
     reason="this host has nvidia-smi",
 )
-def test_gpus_from_cuda_device_are_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpus_from_cuda_device_are_named_as_such(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """$CUDA_DEVICE gave the GPU: the refusal named --gpu-device 1, a flag the user never typed."""
     monkeypatch.setenv("CUDA_DEVICE", "1")
     args = ["-c", "iris-species", "-m", "MINIMAL", "--runtime", "process", "--output-dir", "o"]
     line = assert_refused(
-        tmp_path, [*args, "--no-endpoint-check"], "CUDA_DEVICE=1: this host has no nvidia-smi"
+        cli, tmp_path, [*args, "--no-endpoint-check"], "CUDA_DEVICE=1: this host has no nvidia-smi"
     )
     assert "--gpu-device none" in line
     monkeypatch.setenv("CUDA_DEVICE", "0")  # the flag wins over the environment, and is named
     assert_refused(
+        cli,
         tmp_path,
         [*args, "--no-endpoint-check", "--gpu-device", "2"],
         "--gpu-device 2: this host has no nvidia-smi",
     )
 
 
-def test_no_wait_needs_the_slurm_backend(tmp_path: Path) -> None:
+def test_no_wait_needs_the_slurm_backend(cli: Cli, tmp_path: Path) -> None:
     """The local pool runs its trials in the launching process: there is nothing to leave running."""
-    assert_refused(tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--no-wait"], "--no-wait", "slurm")
+    assert_refused(
+        cli, tmp_path, [*DRY, "--output-dir", str(tmp_path / "o"), "--no-wait"], "--no-wait", "slurm"
+    )
 
 
-def test_an_endpoints_file_listing_no_replica_yet_is_refused(tmp_path: Path) -> None:
+def test_an_endpoints_file_listing_no_replica_yet_is_refused(cli: Cli, tmp_path: Path) -> None:
     """Before any replica registered, the sweep silently used the config's localhost URLs."""
     (tmp_path / "endpoints.yaml").write_text("coder: []\n")
     assert_refused(
+        cli,
         tmp_path,
         ["check-endpoints", "--endpoints-file", "endpoints.yaml"],
         "endpoints.yaml: lists no replica yet",
     )
     args = [*DRY, "--output-dir", "o", "--endpoints-file", "endpoints.yaml"]
-    assert_refused(tmp_path, args, "--endpoints-file endpoints.yaml: lists no replica yet", "wait-endpoints")
+    assert_refused(
+        cli, tmp_path, args, "--endpoints-file endpoints.yaml: lists no replica yet", "wait-endpoints"
+    )
 
 
-def test_a_competitions_dir_without_a_competition_is_refused(tmp_path: Path) -> None:
+def test_a_competitions_dir_without_a_competition_is_refused(cli: Cli, tmp_path: Path) -> None:
     """Was accepted silently: a sweep over the competition it was meant to define then said "unknown"."""
     (tmp_path / "comps" / "my-comp").mkdir(parents=True)  # no config.yaml in it
     for extra in (["--list"], [*DRY, "--output-dir", "o"]):
         assert_refused(
+            cli,
             tmp_path,
             [*extra, "--competitions-dir", "comps"],
             "--competitions-dir comps: no competition in it",
@@ -760,11 +787,11 @@ def test_a_competitions_dir_without_a_competition_is_refused(tmp_path: Path) -> 
     assert not (tmp_path / "o").exists()
 
 
-def test_a_competition_config_that_is_not_yaml_is_one_plain_line(tmp_path: Path) -> None:
+def test_a_competition_config_that_is_not_yaml_is_one_plain_line(cli: Cli, tmp_path: Path) -> None:
     """Was the YAML parser's multi-part message quoted with literal \\n escapes and the source excerpt."""
     (tmp_path / "comps" / "bad").mkdir(parents=True)
     (tmp_path / "comps" / "bad" / "config.yaml").write_text("id: [\n")
     line = assert_refused(
-        tmp_path, ["--list", "--competitions-dir", "comps"], "bad/config.yaml: invalid YAML at line 2"
+        cli, tmp_path, ["--list", "--competitions-dir", "comps"], "bad/config.yaml: invalid YAML at line 2"
     )
     assert "\\n" not in line

@@ -1,4 +1,5 @@
-"""The run_paper.py dry run and its one-line errors, through a real subprocess."""
+"""The run_paper.py dry run and its one-line errors: the dry runs through a real subprocess, the refusals
+through `mle_world.cli.main` in process (tests/support/clikit.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clikit import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,12 +88,22 @@ def test_dry_run_beside_a_real_run_leaves_its_records_alone(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("name", ["50%util", "a\\b"])
-def test_slurm_refuses_an_output_dir_its_log_patterns_would_rewrite(tmp_path: Path, name: str) -> None:
+def test_slurm_refuses_an_output_dir_its_log_patterns_would_rewrite(
+    cli: Cli, tmp_path: Path, name: str
+) -> None:
     """sbatch --output expands '%u', '%x', … in the whole path (a backslash turns off the '%j' that
     submitit's log names need): one line, exit 2, before anything is written."""
     out = tmp_path / name
-    proc = run(
-        *SEED_OPTIONS, "--regime", "gated", "--output-dir", str(out), "--dry-run", "--backend", "slurm"
+    proc = cli.run(
+        *SEED_OPTIONS,
+        "--regime",
+        "gated",
+        "--output-dir",
+        str(out),
+        "--dry-run",
+        "--backend",
+        "slurm",
+        cwd=REPO,
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "sbatch --output reads" in proc.stderr and str(out) in proc.stderr
@@ -233,11 +245,11 @@ BAD_CONFIGS = [
     ("name", "old", "new", "tasks", "message"), BAD_CONFIGS, ids=[c[0] for c in BAD_CONFIGS]
 )
 def test_bad_config_gives_one_line_and_exit_2(
-    tmp_path: Path, name: str, old: str, new: str, tasks: str | None, message: str
+    cli: Cli, tmp_path: Path, name: str, old: str, new: str, tasks: str | None, message: str
 ) -> None:
     config = _config_with(tmp_path, old, new, tasks)
     out = tmp_path / "out"
-    proc = run(
+    proc = cli.run(
         "--config",
         str(config),
         "--regime",
@@ -247,6 +259,7 @@ def test_bad_config_gives_one_line_and_exit_2(
         "--dry-run",
         "--enroot-image",
         "/i.sqsh",
+        cwd=REPO,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
@@ -275,8 +288,8 @@ BAD_FLAGS = [
 
 
 @pytest.mark.parametrize(("args", "message"), BAD_FLAGS, ids=[m for _, m in BAD_FLAGS])
-def test_bad_flags_give_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = run(*args, cwd=tmp_path)
+def test_bad_flags_give_one_line_and_exit_2(cli: Cli, tmp_path: Path, args: list[str], message: str) -> None:
+    proc = cli.run(*args, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -306,24 +319,26 @@ def test_no_sandbox_warning_is_loud_and_recorded(tmp_path: Path) -> None:
     assert record["sandbox"] is False and "--no-sandbox" in record["warnings"][0]
 
 
-def test_planning_leaves_the_parsed_flags_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`-c` fills in the output dir and $CUDA_DEVICE without writing them back into the flags."""
+def test_a_one_trial_request_fills_in_the_output_dir_and_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-c` fills in the output dir, and $CUDA_DEVICE the GPUs, from the request built once from the flags."""
     from mle_world.cli.commands import COMMANDS
-    from mle_world.cli.planning import plan_from_args
+    from mle_world.cli.planning import plan_sweep
+    from mle_world.cli.request import SweepRequest
     from mle_world.cli.sweep import build_run_parser, launch_options
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CUDA_DEVICE", "3")
-    argv = ["-c", "iris-species", "--runtime", "process", "--dry-run"]
+    argv = ("-c", "iris-species", "--runtime", "process", "--dry-run")
     args = build_run_parser(tuple(COMMANDS)).parse_args(argv)
-    before = dict(vars(args))
-    plan, _, _ = plan_from_args(args, argv)
-    assert dict(vars(args)) == before
+    request = SweepRequest.from_args(args, argv, {"CUDA_DEVICE": "3"})
+    plan, _, _ = plan_sweep(request)
     assert (
         plan.output_dir
         == tmp_path / "runs" / f"iris-species-{plan.commands[0].trial.spec.configuration}-gated"
     )
-    assert launch_options(args).gpu_devices == ("3",)
+    assert plan.record.argv == argv
+    assert launch_options(request).gpu_devices == ("3",)
 
 
 def test_task_list_is_readable_by_mlebench_prepare_list() -> None:

@@ -22,7 +22,8 @@ from mle_world.cli.options import (
     positive_int_list,
     seed_list,
 )
-from mle_world.cli.planning import check_selection
+from mle_world.cli.planning import check_seeds
+from mle_world.cli.request import check_lists
 from mle_world.errors import UserError, not_a_dir
 from mle_world.plan.config import load_cluster_config, load_paper_config
 from mle_world.plan.estimate import (
@@ -133,7 +134,9 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     if not (math.isfinite(args.startup_s) and args.startup_s >= 0):
         raise UserError("--startup-s: expected a number >= 0")
     levels = list(args.parallelism) if args.parallelism else None
-    check_selection(args, config)
+    check_lists(args.tasks, args.configs, args.seeds)
+    if args.seeds is not None:
+        check_seeds(args.seeds, config.seeds)
 
     runtime = RuntimeSpec("process", python=sys.executable)
     trials = expand(

@@ -45,26 +45,3 @@ def coding_agent(name: str) -> str:
 
 def agent_lines() -> list[str]:
     return [f"{name}\t{text}" for name, text in CODING_AGENTS.items()]
-
-
-def resolve_mode(args: argparse.Namespace) -> argparse.Namespace:
-    """A copy of `args` whose Kapso mode (`-m MLE_CONFIGS|MINIMAL`) became `--config` and the config's first
-    configuration; other values of `-m` are configuration names and stay. `args` itself is not changed."""
-    mode = args.configuration
-    if mode not in MODES:
-        return args
-    from mle_world.cli.options import default_config_path
-
-    if args.config is not None:
-        raise UserError(
-            f"-m {mode}: Kapso's mode picks configs/{MODES[mode]}, but --config {args.config} is given "
-            "(drop one, or name a configuration of that config with -m)"
-        )
-    return argparse.Namespace(
-        **{
-            **vars(args),
-            "config": default_config_path(MODES[mode]),
-            "configuration": None,
-            "kapso_mode": mode,
-        }
-    )

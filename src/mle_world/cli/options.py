@@ -8,7 +8,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -126,35 +129,59 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def endpoint_overrides(config: PaperConfig, args: argparse.Namespace) -> dict[Role, EndpointSettings]:
+@dataclass(frozen=True)
+class EndpointFlags:
+    """`--endpoints-file` and the `--ROLE-url`/`--ROLE-model` given (the sweep's and check-endpoints')."""
+
+    endpoints_file: Path | None = None
+    urls: Mapping[Role, str] = field(default_factory=dict)
+    models: Mapping[Role, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EndpointFlags:
+        # Read-only views: a frozen request's endpoints cannot change under planning either.
+        return cls(
+            endpoints_file=args.endpoints_file,
+            urls=MappingProxyType({r: getattr(args, f"{r}_url") for r in ROLES if getattr(args, f"{r}_url")}),
+            models=MappingProxyType(
+                {r: getattr(args, f"{r}_model") for r in ROLES if getattr(args, f"{r}_model")}
+            ),
+        )
+
+    def given(self, role: Role, name: str) -> str | None:
+        """The value `--ROLE-<name>` gave, if any (an endpoint field without a flag: None)."""
+        return {"url": self.urls, "model": self.models}.get(name, {}).get(role)
+
+
+def endpoint_overrides(config: PaperConfig, flags: EndpointFlags) -> dict[Role, EndpointSettings]:
     """The config's endpoints, then the endpoints file's URLs, then `--<role>-url/--<role>-model`."""
     from mle_world.plan.config import read_endpoints_file
 
-    listed = read_endpoints_file(args.endpoints_file) if getattr(args, "endpoints_file", None) else None
-    unflagged = [role for role in ROLES if not getattr(args, f"{role}_url")]
+    listed = read_endpoints_file(flags.endpoints_file) if flags.endpoints_file else None
+    unflagged = [role for role in ROLES if role not in flags.urls]
     if listed is not None and unflagged and not any(listed.urls(role) for role in ROLES):
         # Replicas add themselves once ready; an empty file meant the config's localhost URLs, silently.
         raise UserError(
-            f"--endpoints-file {args.endpoints_file}: lists no replica yet (each adds its URL when ready; wait "
-            f"with: python scripts/serve/serve_config.py wait-endpoints {args.endpoints_file} coder=N ...)"
+            f"--endpoints-file {flags.endpoints_file}: lists no replica yet (each adds its URL when ready; wait "
+            f"with: python scripts/serve/serve_config.py wait-endpoints {flags.endpoints_file} coder=N ...)"
         )
     out: dict[Role, EndpointSettings] = {}
     for role in ROLES:
         update: dict[str, object] = {}
         if listed is not None and listed.urls(role):
             update["url"] = listed.urls(role)
-        if getattr(args, f"{role}_url"):
-            update["url"] = getattr(args, f"{role}_url")
-        if getattr(args, f"{role}_model"):
-            update["model"] = getattr(args, f"{role}_model")
+        if role in flags.urls:
+            update["url"] = flags.urls[role]
+        if role in flags.models:
+            update["model"] = flags.models[role]
         # Validated, not copied: a comma-separated --ROLE-url is a list of replicas.
         try:
             out[role] = EndpointSettings.model_validate({**config.endpoints[role].model_dump(), **update})
         except ValidationError as error:
             first = error.errors()[0]
-            field = first["loc"][0] if first["loc"] else "url"
-            source = f"--{role}-{field}"
-            if not getattr(args, f"{role}_{field}", None) and getattr(args, "endpoints_file", None):
-                source = f"{args.endpoints_file}: {role}"
+            name = str(first["loc"][0]) if first["loc"] else "url"
+            source = f"--{role}-{name}"
+            if not flags.given(role, name) and flags.endpoints_file:
+                source = f"{flags.endpoints_file}: {role}"
             raise UserError(f"{source}: {str(first['msg']).removeprefix('Value error, ')}") from None
     return out

@@ -1,18 +1,15 @@
 """Planning a sweep from the command line: flags + configs → a SweepPlan, and the files that record it.
 
-Reads flags, configs, the environment (MLE_SEED) and git; writes launch.json and agent-config.yaml
+Reads a SweepRequest (the checked flags), configs and git; writes launch.json and agent-config.yaml
 (`write_plan_files`). Prints nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,12 +18,12 @@ import yaml
 
 from mle_world import __version__, layout
 from mle_world.cli.checks import ensure_dir
-from mle_world.cli.kapso import resolve_mode
 from mle_world.cli.options import (
     default_config_path,
     default_data_dir,
     endpoint_overrides,
 )
+from mle_world.cli.request import SweepRequest
 from mle_world.errors import UserError
 from mle_world.plan.config import (
     PaperConfig,
@@ -101,16 +98,6 @@ def package_sha256(package: Path) -> str:
     return digest.hexdigest()
 
 
-def check_selection(args: argparse.Namespace, config: PaperConfig) -> None:
-    """--tasks/--configs given empty and --seeds outside the config's are refused (the sweep and
-    `estimate` select the same way: an empty list meant "everything" there)."""
-    for flag, value in (("--tasks", args.tasks), ("--configs", args.configs)):
-        if value is not None and not value:
-            raise UserError(f"{flag}: nothing given (leave the flag out to use the config's list)")
-    if args.seeds is not None:
-        check_seeds(args.seeds, config.seeds)
-
-
 def check_seeds(seeds: tuple[int, ...], known: tuple[int, ...]) -> None:
     """--seeds selects among the config's seeds; a new seed belongs in the config (and its identity)."""
     if not seeds:
@@ -124,7 +111,7 @@ def check_seeds(seeds: tuple[int, ...], known: tuple[int, ...]) -> None:
 
 
 def _runtime(
-    args: argparse.Namespace,
+    request: SweepRequest,
     endpoints: dict[Role, EndpointSettings],
     cluster_env: tuple[str, ...],
     mounts: tuple[tuple[str, str], ...] = (),
@@ -133,10 +120,10 @@ def _runtime(
     names = ["CUDA_VISIBLE_DEVICES"]
     names += [e.key_env for e in endpoints.values() if e.key_env and e.key_env not in names]
     names += [n for n in cluster_env if n not in names]
-    if args.runtime != "process":
+    if request.runtime != "process":
         return RuntimeSpec(
-            runtime=args.runtime,
-            image=str(args.enroot_image.absolute()) if args.enroot_image else None,
+            runtime=request.runtime,
+            image=str(request.enroot_image.absolute()) if request.enroot_image else None,
             env_names=tuple(names),
             mounts=mounts,
             gpus=gpus,
@@ -148,7 +135,7 @@ def _runtime(
     python_bin = str(Path(sys.executable).parent)
     return RuntimeSpec(
         runtime="process",
-        sandbox=not args.no_sandbox,
+        sandbox=not request.no_sandbox,
         python=sys.executable,
         host_paths=tuple(prefixes),
         env_names=tuple(names),
@@ -157,77 +144,54 @@ def _runtime(
     )
 
 
-def _selection(args: argparse.Namespace, config: PaperConfig) -> tuple[Selection, Regime]:
+def _selection(request: SweepRequest, config: PaperConfig) -> Selection:
     """The trials the flags select; `-c COMPETITION` is one trial (seed from --seed, $MLE_SEED, or the first)."""
-    regime: Regime | None = args.regime
-    if args.competition:
-        given = [flag for flag in ("tasks", "configs", "seeds") if getattr(args, flag) is not None]
-        if given:
-            # They would be ignored: `-c X --configs wm-point` ran the first configuration.
-            raise UserError(
-                f"--{given[0]} does not combine with -c COMPETITION (one trial: use -m/--configuration, --seed)"
-            )
-        seed = args.seed
-        if seed is None and os.environ.get("MLE_SEED"):
-            try:
-                seed = int(os.environ["MLE_SEED"])
-            except ValueError:
-                raise UserError(f"MLE_SEED={os.environ['MLE_SEED']!r} is not an integer") from None
-        configuration = args.configuration or next(iter(config.configurations))
-        selection = Selection(
-            tasks=(args.competition,),
-            configurations=(configuration,),
+    if request.competition:
+        seed = request.one_trial_seed
+        return Selection(
+            tasks=(request.competition,),
+            configurations=(request.configuration_name or next(iter(config.configurations)),),
             seeds=(seed if seed is not None else config.seeds[0],),
-            max_steps=args.iterations,
+            max_steps=request.iterations,
         )
-        return selection, regime or "gated"
-    if args.configuration or args.seed is not None:
-        raise UserError(
-            "-m/--configuration and --seed need -c COMPETITION (use --configs/--seeds for sweeps)"
-        )
-    if regime is None:
-        raise UserError("--regime is required (gated or ungated)")
-    selection = Selection(
-        tasks=args.tasks, configurations=args.configs, seeds=args.seeds, max_steps=args.iterations
+    if request.seeds is not None:
+        check_seeds(request.seeds, config.seeds)
+    return Selection(
+        tasks=request.tasks, configurations=request.configs, seeds=request.seeds, max_steps=request.iterations
     )
-    return selection, regime
 
 
-def _output_dir(args: argparse.Namespace, selection: Selection, regime: Regime) -> Path:
+def _output_dir(request: SweepRequest, selection: Selection, regime: Regime) -> Path:
     """--output-dir, or for `-c` runs/<competition>-<configuration>-<regime>[-minimal]."""
-    if args.output_dir is not None:
-        return Path(args.output_dir).absolute()
-    if not args.competition or not selection.configurations:
+    if request.output_dir is not None:
+        return request.output_dir.absolute()
+    if not selection.configurations:  # the request refused a sweep without --output-dir; `-c` has one
         raise UserError("--output-dir is required")
     # `-m MINIMAL` is another config with the same configuration names: its own dir, not a refused mix.
-    mode = "-minimal" if getattr(args, "kapso_mode", None) == "MINIMAL" else ""
-    return (Path("runs") / f"{args.competition}-{selection.configurations[0]}-{regime}{mode}").absolute()
+    mode = "-minimal" if request.kapso_mode == "MINIMAL" else ""
+    return (Path("runs") / f"{request.competition}-{selection.configurations[0]}-{regime}{mode}").absolute()
 
 
-def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[SweepPlan, PaperConfig, list[str]]:
-    """Resolve flags + configs into a SweepPlan (pure apart from reading configs, the environment and
-    git; `args` is not changed)."""
-    args = resolve_mode(args)
-    registry = load_registry(list(args.competitions_dir))
-    config_path = args.config or default_config_path("paper.yaml")
-    config = load_paper_config(config_path, registry.__contains__)
-    cluster_path = args.cluster_config or default_config_path("cluster.yaml")
-    cluster = load_cluster_config(cluster_path if (args.cluster_config or cluster_path.exists()) else None)
+def plan_sweep(request: SweepRequest) -> tuple[SweepPlan, PaperConfig, list[str]]:
+    """Resolve a request + its configs into a SweepPlan (pure apart from reading configs and git)."""
+    registry = load_registry(list(request.competitions_dirs))
+    config = load_paper_config(request.config_path(), registry.__contains__)
+    cluster_path = request.cluster_config or default_config_path("cluster.yaml")
+    cluster = load_cluster_config(cluster_path if (request.cluster_config or cluster_path.exists()) else None)
 
     warnings: list[str] = []
-    if args.competition and args.competition not in registry:
+    if request.competition and request.competition not in registry:
         raise UserError(
-            f"-c/--competition: unknown competition '{args.competition}' (see `run_paper.py --list`)"
+            f"-c/--competition: unknown competition '{request.competition}' (see `run_paper.py --list`)"
         )
-    if args.configuration and args.configuration not in config.configurations:
+    name = request.configuration_name
+    if name and name not in config.configurations:
         raise UserError(
-            f"-m/--configuration: unknown configuration '{args.configuration}' "
-            f"(choose from: {', '.join(config.configurations)})"
+            f"-m/--configuration: unknown configuration '{name}' (choose from: {', '.join(config.configurations)})"
         )
-    if not args.competition:
-        check_selection(args, config)
-    selection, regime = _selection(args, config)
-    if args.competition and selection.seeds and selection.seeds[0] not in config.seeds:
+    selection = _selection(request, config)
+    regime = request.sweep_regime
+    if request.competition and selection.seeds and selection.seeds[0] not in config.seeds:
         # A one-off seed (Kapso's MLE_SEED defaults to 1) is part of the sweep's identity, so a
         # later run with the config's seeds cannot mix into the same output dir unnoticed.
         config = replace(config, seeds=selection.seeds)
@@ -236,19 +200,15 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         # not only each trial's spec.json.
         budget = config.budget.model_copy(update={"max_steps": selection.max_steps})
         config = replace(config, budget=budget)
-    output_dir = _output_dir(args, selection, regime)
-    if args.no_sandbox:
-        if args.runtime != "process":
-            raise UserError("--no-sandbox applies to --runtime process only")
+    output_dir = _output_dir(request, selection, regime)
+    if request.no_sandbox:
         warnings.append(NO_SANDBOX_WARNING)
-    if args.summary and not args.dry_run:
-        raise UserError("--summary needs --dry-run")
 
-    data_dir = (args.data_dir or default_data_dir()).absolute()
-    endpoints = endpoint_overrides(config, args)
+    data_dir = (request.data_dir or default_data_dir()).absolute()
+    endpoints = endpoint_overrides(config, request.endpoints)
     config = replace(config, endpoints=endpoints)
     runtime = _runtime(
-        args,
+        request,
         endpoints,
         cluster.container.env,
         cluster.container.mount_pairs(),
@@ -257,7 +217,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
 
     if not cluster.sandbox.enabled:
         raise UserError(f"{cluster_path}: sandbox.enabled: turn the sandbox off with --no-sandbox only")
-    sandbox = cluster.sandbox.model_copy(update={"enabled": not args.no_sandbox})
+    sandbox = cluster.sandbox.model_copy(update={"enabled": not request.no_sandbox})
     trials = expand(
         config,
         regime,
@@ -276,7 +236,7 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
     config_hash = regime_hash(config, regime, tuple(config.configurations))
     git_sha, git_dirty, git_diff = _git_state()
     record = LaunchRecord(
-        argv=tuple(argv),
+        argv=request.argv,
         launch_id=uuid.uuid4().hex[:8],
         harness_version=__version__,
         git_sha=git_sha,
@@ -288,15 +248,15 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         config_path=str(config.path.absolute()),
         config_hash=config_hash,
         cluster_path=str(cluster_path.absolute()) if cluster_path.exists() else None,
-        backend=args.backend,
-        runtime=args.runtime,
-        dry_run=bool(args.dry_run),
+        backend=request.backend,
+        runtime=request.runtime,
+        dry_run=request.dry_run,
         sandbox=runtime.sandbox,
         warnings=tuple(warnings),
         data_dir=str(data_dir),
-        competitions_dirs=tuple(str(Path(d).absolute()) for d in args.competitions_dir),
+        competitions_dirs=tuple(str(d.absolute()) for d in request.competitions_dirs),
         image_path=runtime.image,
-        endpoints_file=str(args.endpoints_file.absolute()) if args.endpoints_file else None,
+        endpoints_file=str(file.absolute()) if (file := request.endpoints.endpoints_file) else None,
         endpoints=tuple(
             EndpointRecord(role=role, url=url, key_env=e.key_env, served_models=(e.model,) if e.model else ())
             for role, e in endpoints.items()

@@ -12,6 +12,7 @@ from rich.console import Console
 from mle_world.cli.checks import check_writable_dir
 from mle_world.cli.display import RichDisplay
 from mle_world.cli.options import (
+    EndpointFlags,
     add_endpoint_flags,
     csv_list,
     default_config_path,
@@ -78,5 +79,5 @@ def cmd_check_endpoints(args: argparse.Namespace, console: Console) -> int:
 
     registry = load_registry()
     config = load_paper_config(args.config or default_config_path("paper.yaml"), registry.__contains__)
-    check_endpoints(endpoint_overrides(config, args), RichDisplay(console))
+    check_endpoints(endpoint_overrides(config, EndpointFlags.from_args(args)), RichDisplay(console))
     return 0

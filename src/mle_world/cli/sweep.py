@@ -31,7 +31,8 @@ from mle_world.cli.options import (
     positive_int,
     seed_list,
 )
-from mle_world.cli.planning import plan_from_args, write_plan_files
+from mle_world.cli.planning import plan_sweep, write_plan_files
+from mle_world.cli.request import SweepRequest
 from mle_world.errors import ConfigError, UserError
 from mle_world.escapes import printable_line
 from mle_world.identity import ALLOW_PROVENANCE_FLAG, check_provenance, check_sweep_identity
@@ -184,42 +185,44 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     if registry_only:
         _print_listing(load_registry(list(args.competitions_dir)), args.lite, console)
         return 0
-    plan, config, warnings = plan_from_args(args, argv)
+    # The flags are checked together once, here; nothing below reads `args`.
+    request = SweepRequest.from_args(args, tuple(argv), os.environ)
+    plan, config, warnings = plan_sweep(request)
     # A dry run validates every flag a real run would, before anything is written.
-    options = launch_options(args)
+    options = launch_options(request)
     check_writable_dir(plan.output_dir, "--output-dir")
-    if args.backend == "slurm":
+    if request.backend == "slurm":
         from mle_world.launch.mounts import lock_warning
         from mle_world.launch.slurm import check_log_folder
 
         check_log_folder(plan.output_dir)
         if shared := lock_warning(plan.output_dir.absolute()):
             warnings = [*warnings, shared]
-    prices_path = _load_prices_flag(args)
+    prices_path = _load_prices_flag(request.prices)
     warnings = [*warnings, *served_gpu_warnings(config, prices_path)]
     for warning in warnings:
         err.print(f"WARNING: {warning}", style="bold red", markup=False, highlight=False, soft_wrap=True)
-    if args.dry_run:
-        _print_dry_run(plan, write_plan_files(plan, config), args.summary, console)
-        if args.backend == "slurm":
+    if request.dry_run:
+        _print_dry_run(plan, write_plan_files(plan, config), request.summary, console)
+        if request.backend == "slurm":
             from mle_world.launch.slurm import write_sbatch_preview
 
             for path in write_sbatch_preview(plan, options):
                 print(f"\n# sbatch script that would be submitted ({path}):")
                 print(path.read_text())
         return 0
-    return execute_plan(plan, config, args, console, err, prices_path)
+    return execute_plan(plan, config, request, console, err, prices_path)
 
 
-def _load_prices_flag(args: argparse.Namespace) -> Path:
+def _load_prices_flag(prices: Path | None) -> Path:
     """Read and validate the price table now: a bad one must not surface after trials have run."""
     from mle_world.costs.prices import load_prices
 
-    path = (args.prices or default_config_path("prices.yaml")).absolute()
+    path = (prices or default_config_path("prices.yaml")).absolute()
     try:
         load_prices(path)
     except ConfigError as exc:
-        raise UserError(f"--prices: {exc}" if args.prices else str(exc)) from None
+        raise UserError(f"--prices: {exc}" if prices else str(exc)) from None
     return path
 
 
@@ -238,47 +241,35 @@ def served_gpu_warnings(config: PaperConfig, prices_path: Path) -> list[str]:
     ]
 
 
-def gpus_from_env(args: argparse.Namespace) -> bool:
-    """Whether $CUDA_DEVICE gives the GPUs: one-trial runs (`-c`) without --gpu-device honour it, like
-    the Kapso-style scripts they replace."""
-    return args.gpu_device is None and bool(args.competition and os.environ.get("CUDA_DEVICE"))
-
-
-def launch_options(args: argparse.Namespace) -> LaunchOptions:
+def launch_options(request: SweepRequest) -> LaunchOptions:
     from mle_world.launch.local import parse_gpu_devices
 
-    if args.no_wait and args.backend != "slurm":
-        raise UserError(
-            "--no-wait: only with --backend slurm (the local pool runs its trials in this process)"
-        )
-
-    from_env = gpus_from_env(args)
-    text = os.environ["CUDA_DEVICE"] if from_env else args.gpu_device or "0"
+    text = request.gpu_text
     # "none": a machine without GPUs; trials get an empty CUDA_VISIBLE_DEVICES and no GPU-hours.
     try:
         gpus = () if text.strip().lower() == "none" else parse_gpu_devices(text)
     except UserError as exc:
-        if not from_env:
+        if not request.gpus_from_env:
             raise
         raise UserError(
             str(exc).replace("--gpu-device", f"CUDA_DEVICE={text!r} (or --gpu-device)", 1)
         ) from None
     return LaunchOptions(
-        backend=args.backend,
-        n_workers=args.n_workers,
+        backend=request.backend,
+        n_workers=request.n_workers,
         gpu_devices=gpus,
-        trials_per_gpu=args.trials_per_gpu,
-        grade=args.grade,
-        retry_failed=args.retry_failed,
-        show_progress=not args.no_progress,
-        wait=not args.no_wait,
+        trials_per_gpu=request.trials_per_gpu,
+        grade=request.grade,
+        retry_failed=request.retry_failed,
+        show_progress=not request.no_progress,
+        wait=not request.no_wait,
     )
 
 
 def execute_plan(
     plan: SweepPlan,
     config: PaperConfig,
-    args: argparse.Namespace,
+    request: SweepRequest,
     console: Console,
     err: Console,
     prices: Path,
@@ -297,13 +288,15 @@ def execute_plan(
         check_prepared,
     )
 
-    options = launch_options(args)
-    gpu_flag = "CUDA_DEVICE=" if gpus_from_env(args) else "--gpu-device "
-    check_host_gpus(plan.runtime.runtime, args.backend, options.gpu_devices, plan.runtime.path_env, gpu_flag)
+    options = launch_options(request)
+    gpu_flag = "CUDA_DEVICE=" if request.gpus_from_env else "--gpu-device "
+    check_host_gpus(
+        plan.runtime.runtime, request.backend, options.gpu_devices, plan.runtime.path_env, gpu_flag
+    )
     check_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     grader = None
-    if args.grade:
+    if request.grade:
         grader = check_grading([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     record = plan.record.model_copy(
         update={
@@ -311,11 +304,11 @@ def execute_plan(
             "mlebench_version": grader,
         }
     )
-    check_container_runtime(plan.runtime.runtime, args.backend)
+    check_container_runtime(plan.runtime.runtime, request.backend)
     if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:
         info = check_image(plan.runtime.image)
         record = record.model_copy(update={"image_sha256": info.sha256})
-    if args.no_endpoint_check:
+    if request.no_endpoint_check:
         err.print("WARNING: --no-endpoint-check: endpoints not probed", highlight=False)
     else:
         probes = check_endpoints(dict(config.endpoints), RichDisplay(console), prefix="launch")
@@ -324,10 +317,12 @@ def execute_plan(
 
     def check_launch() -> None:
         # Under the launcher lock: a running launcher may be rewriting launch.json.
-        for change in check_provenance(plan.output_dir / layout.LAUNCH, record, args.allow_provenance_change):
+        for change in check_provenance(
+            plan.output_dir / layout.LAUNCH, record, request.allow_provenance_change
+        ):
             err.print(f"WARNING: {ALLOW_PROVENANCE_FLAG}: {change}", highlight=False, markup=False)
 
-    finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, args.grade, plan.local_competitions)
+    finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, request.grade, plan.local_competitions)
     # launch.json is written under the launcher lock: a launcher refused by it writes nothing.
     code = run_sweep(
         plan,
