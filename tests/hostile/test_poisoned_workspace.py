@@ -64,8 +64,11 @@ print('planted at', parent)
 
 LOOK = """
 import json, os
-shown, canary = {shown!r}, {canary!r}
-print('look:', json.dumps({{'shown': sorted(os.listdir(shown)), 'tmp': sorted(os.listdir('/tmp'))}}))
+shown, private = {shown!r}, {private!r}
+seen = {{'shown': sorted(os.listdir(shown)), 'tmp': sorted(os.listdir('/tmp'))}}
+seen['input'] = sorted(os.listdir('input'))
+seen['private'] = [path for path in (private, '/oldroot' + private) if os.path.exists(path)]
+print('look:', json.dumps(seen))
 """
 
 
@@ -131,7 +134,10 @@ def test_what_a_run_plants_under_tmp_cannot_break_or_steer_the_next_sandbox(
         jail.probe(sys.executable, child_environment(layout.workspace, os.environ, tmpdir="/tmp"))
         return ProcessRunner(layout.workspace, jail=jail, writable=writable, kill_grace_s=1.0)
 
-    names = {"parent": str(shown.parent), "shown": str(shown), "canary": str(canary)}
+    private = root / "private"
+    private.mkdir()
+    (private / "answers.csv").write_text("id,y\n1,3\n")
+    names = {"parent": str(shown.parent), "shown": str(shown), "canary": str(canary), "private": str(private)}
     planting = PLANT.format(plant=PLANTS[plant], **names)
     look = LOOK.format(**names)
     runner = session()
@@ -144,7 +150,7 @@ def test_what_a_run_plants_under_tmp_cannot_break_or_steer_the_next_sandbox(
         assert sorted(os.listdir(canary)) == ["kept"]  # nothing made in a host dir
         assert after.ok, after.term_out
         [seen] = _looks(after.term_out)
-        assert seen["shown"] == ["marker"], seen
+        assert seen["shown"] == ["marker"] and seen["input"] == ["train.csv"] and not seen["private"], seen
         assert "moved-by-the-script" not in seen["tmp"], seen  # each run's /tmp starts empty
 
 
@@ -159,6 +165,10 @@ shutil.rmtree('working')
 os.mkfifo('working')
 shutil.rmtree('submission')
 os.symlink(canary, 'submission')
+try:  # the data view, for every later run
+    os.rename('input', 'input-moved')
+except OSError as error:
+    print('input stays:', error)
 print('planted the workspace')
 """
 
@@ -209,9 +219,14 @@ def test_a_trial_whose_scripts_poison_every_set_up_path_proceeds_and_resumes(
     ).stdout.strip()
     root = Path(tempfile.mkdtemp(dir=outside_tmp))
     root.chmod(0o755)
-    public, _ = make_competition(root / "competition")
+    public, private = make_competition(root / "competition")
     canary = _canary(root)
-    names = {"parent": str(Path(prefix).parent), "shown": prefix, "canary": str(canary)}
+    names = {
+        "parent": str(Path(prefix).parent),
+        "shown": prefix,
+        "canary": str(canary),
+        "private": str(private),
+    }
     look = LOOK.format(**names)
     # Each script first looks at what its run was given, then plants for the next run.
     scripts = [look + PLANT.format(plant=PLANTS[name], **names) for name in sorted(PLANTS)]
@@ -236,11 +251,12 @@ def test_a_trial_whose_scripts_poison_every_set_up_path_proceeds_and_resumes(
     journal = json.loads((trial / "journal.json").read_text())
     outputs = [node["term_out"] for node in journal["nodes"]]
     assert len(outputs) == len(scripts) + 2
-    venv = sorted(os.listdir(prefix))
+    venv, data = sorted(os.listdir(prefix)), sorted(os.listdir(public))
     for output in outputs:
         assert "Traceback" not in output and "sandbox" not in output, output
         looks = _looks(output)
         assert looks and all(seen["shown"] == venv for seen in looks), output
+        assert all(seen["input"] == data and not seen["private"] for seen in looks), output
         # /tmp starts empty each run: not the host dir tmp/ was linked to, nor what a script moved.
         assert all(not {"kept", "moved-by-the-script"} & set(seen["tmp"]) for seen in looks), output
     assert sum("planted" in output for output in outputs) == len(scripts), outputs
