@@ -130,7 +130,8 @@ def set_up_trial_dir(layout: TrialLayout) -> None:
 def restore_dirs(paths: Sequence[Path]) -> None:
     """Make each path a real directory again, keeping what it holds: a script may have removed it or
     left a link, file or FIFO in its place, which is removed, never followed. Before every run (with
-    no script alive): the sandbox binds `tmp/` on /tmp, and bubblewrap follows a link it is given."""
+    no script alive), for `working/` and `submission/`; `tmp/`, which the sandbox binds, is emptied
+    (`empty_dir`): bubblewrap follows a link it is given."""
     for path in paths:
         try:
             if stat.S_ISDIR(os.lstat(path).st_mode):
