@@ -15,6 +15,7 @@ import pytest
 from mle_world.agent.workspace import (
     RUN_DIR_MODE,
     TrialLayout,
+    empty_dir,
     link_atomic,
     reset_run_submission,
     set_up_trial_dir,
@@ -29,6 +30,36 @@ def _layout(tmp_path: Path) -> TrialLayout:
     layout = TrialLayout(tmp_path / "trial", data)
     set_up_trial_dir(layout)
     return layout
+
+
+def test_tmp_is_made_empty_whatever_a_run_left_there_or_in_it(tmp_path: Path) -> None:
+    """tmp/ (each run's /tmp, where the sandbox makes mount points) is emptied in place, its links,
+    FIFOs and locked-up trees removed and never followed; a link, FIFO or file in its place is
+    replaced by a real directory."""
+    layout = _layout(tmp_path)
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "keep").write_text("precious")
+    tmp = layout.tmp
+    os.symlink(outside, tmp / "dirlink")
+    os.symlink(tmp / "loop", tmp / "loop")
+    os.mkfifo(tmp / "fifo")
+    (tmp / "a" / "b").mkdir(parents=True)
+    os.symlink(outside / "sub", tmp / "a" / "b" / "venv")
+    os.chmod(tmp / "a", 0)
+    os.chmod(tmp, 0o1700)
+    empty_dir(tmp)
+    assert list(tmp.iterdir()) == [] and stat.S_IMODE(tmp.lstat().st_mode) == RUN_DIR_MODE
+    for planted in ("link", "fifo", "file"):
+        os.rmdir(tmp)
+        {"link": lambda: os.symlink(outside, tmp), "fifo": lambda: os.mkfifo(tmp)}.get(
+            planted, lambda: tmp.write_text("x")
+        )()
+        empty_dir(tmp)
+        assert stat.S_ISDIR(tmp.lstat().st_mode) and list(tmp.iterdir()) == [], planted
+    os.rmdir(tmp)
+    empty_dir(tmp)  # removed by the run
+    assert tmp.is_dir() and (outside / "sub" / "keep").read_text() == "precious"
 
 
 def _run_writes(layout: TrialLayout, text: str) -> None:

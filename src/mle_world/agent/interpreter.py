@@ -30,7 +30,7 @@ from mle_world.agent.process_tree import (
 )
 from mle_world.agent.redaction import Redactor
 from mle_world.agent.sandbox import SEARCH_PATHS, Jail, SandboxUnavailable, absolute_entries
-from mle_world.agent.workspace import DATA_VIEW, remove_entry, restore_dirs
+from mle_world.agent.workspace import DATA_VIEW, SCRATCH, empty_dir, remove_entry, restore_dirs
 
 CEILING_POLL_S = 0.02
 """How often a run's ceilings are checked (process_tree.TaskCeiling, disk_quota.DiskCeiling)."""
@@ -226,9 +226,11 @@ class ProcessRunner:
     def run(self, code: str, *, args: Sequence[str], timeout_s: float, log_path: Path) -> ExecResult:
         check_reserve(self.workspace, self.disk_reserve)
         write_script(self.workspace, self.file_name, code)
-        # The last run may have removed tmp/ or working/ or left a link there (tmp/ -> the trial dir or
-        # the agent's /proc would become the next run's /tmp): real directories again, before any bind.
-        restore_dirs([p for p in self.writable if p != self.workspace])
+        # The last run may have removed working/ or left a link there: a real directory again. tmp/ is
+        # bound on /tmp and /dev/shm, and bubblewrap makes mount points inside it (for what it shows
+        # under /tmp), following what a script left there: empty, before any bind.
+        empty_dir(self.workspace / SCRATCH)
+        restore_dirs([p for p in self.writable if p not in (self.workspace, self.workspace / SCRATCH)])
         if self.jail is not None:
             self.jail.grant(self.writable)
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mle_world.agent.syscall_filter import CORE_LIMIT, INSTALL, KEYCTL, NATIVE_MACHINES, script_filter
-from mle_world.agent.workspace import DATA_VIEW
+from mle_world.agent.workspace import DATA_VIEW, SCRATCH
 from mle_world.records import SandboxSettings
 
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt")
@@ -169,7 +169,7 @@ class Jail:
             # Binding workspace/tmp over /tmp would hide what lies below it.
             cmd += ["--perms", "1777", "--tmpfs", "/tmp"]
         else:
-            cmd += ["--bind", f"{ws}/tmp", "/tmp"]
+            cmd += ["--bind", f"{ws}/{SCRATCH}", "/tmp"]
         # bubblewrap would create missing parents of mount points private (0700) to the uid it runs as.
         for parent in _parents([*self.read_only, data, ws]):
             cmd += ["--perms", "0755", "--dir", parent]
@@ -185,7 +185,7 @@ class Jail:
         for device in GPU_DEVICES:
             cmd += ["--dev-bind-try", device, device]
         # Shared memory on disk in the workspace: counted in its usage, not in the node's RAM.
-        cmd += ["--bind", f"{ws}/tmp", "/dev/shm"]
+        cmd += ["--bind", f"{ws}/{SCRATCH}", "/dev/shm"]
         cmd += ["--ro-bind", data, data, "--bind", ws, ws]
         # The data view lies in the writable workspace; as a mount point it can be neither renamed nor
         # replaced, and read-only it cannot be chmod'ed or written where the script's host uid owns it

@@ -20,6 +20,8 @@ from mle_world.storage import sync_directory
 
 DATA_VIEW = "input"
 """The workspace's read-only view of the task's public data."""
+SCRATCH = "tmp"
+"""The workspace's scratch dir: a run's /tmp and /dev/shm, made empty by the agent before every run."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class TrialLayout:
 
     @property
     def tmp(self) -> Path:
-        return self.workspace / "tmp"
+        return self.workspace / SCRATCH
 
 
 def build_data_view(data_dir: Path, view: Path) -> None:
@@ -118,7 +120,8 @@ def set_up_trial_dir(layout: TrialLayout) -> None:
     """Create the trial's directories and a fresh data view (idempotent, also on resume)."""
     for path in (layout.logs, layout.node_logs, layout.workspace):
         path.mkdir(parents=True, exist_ok=True)
-    restore_dirs((layout.working, layout.tmp))
+    restore_dirs((layout.working,))
+    empty_dir(layout.tmp)
     layout.submission_csv.parent.mkdir(parents=True, exist_ok=True)
     build_data_view(layout.data_dir, layout.input)
     reset_run_submission(layout)
@@ -127,7 +130,8 @@ def set_up_trial_dir(layout: TrialLayout) -> None:
 def restore_dirs(paths: Sequence[Path]) -> None:
     """Make each path a real directory again, keeping what it holds: a script may have removed it or
     left a link, file or FIFO in its place, which is removed, never followed. Before every run (with
-    no script alive): the sandbox binds `tmp/` on /tmp, and bubblewrap follows a link it is given."""
+    no script alive), for `working/` and `submission/`; `tmp/`, which the sandbox binds, is emptied
+    (`empty_dir`): bubblewrap follows a link it is given."""
     for path in paths:
         try:
             if stat.S_ISDIR(os.lstat(path).st_mode):
@@ -136,6 +140,27 @@ def restore_dirs(paths: Sequence[Path]) -> None:
         except FileNotFoundError:
             pass
         os.mkdir(path, 0o755)
+
+
+def empty_dir(path: Path) -> None:
+    """Make `path` an empty real directory of mode 0755, whatever a script left there or in it (links,
+    FIFOs, files, trees nested past PATH_MAX), which is removed, never followed. Before every run, with
+    no script alive: `tmp/` is bound on the run's /tmp, and bubblewrap, with the agent's privileges,
+    makes the mount points of the paths it shows under /tmp inside it, following any link it meets
+    there (docs/threat-model.md)."""
+    try:
+        fd = os.open(path, DIR_FLAGS)
+    except OSError:  # missing, a link, file or FIFO in its place, or a directory the agent cannot open
+        remove_entry(path)
+        os.mkdir(path, RUN_DIR_MODE)
+        return
+    try:
+        os.fchmod(fd, stat.S_IRWXU)
+        for name in _unlink_files(fd):
+            _remove_tree(fd, name)
+        os.fchmod(fd, RUN_DIR_MODE)
+    finally:
+        os.close(fd)
 
 
 def remove_entry(path: Path) -> None:
