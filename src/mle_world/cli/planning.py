@@ -36,6 +36,7 @@ from mle_world.plan.config import (
     resolved_regime,
 )
 from mle_world.plan.render import Renderer, RuntimeSpec, render_command, view_paths
+from mle_world.plan.runtimes.registry import listed, on_host, runtime_named
 from mle_world.plan.sweep import Selection, expand
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import (
@@ -133,7 +134,7 @@ def _runtime(
     names = ["CUDA_VISIBLE_DEVICES"]
     names += [e.key_env for e in endpoints.values() if e.key_env and e.key_env not in names]
     names += [n for n in cluster_env if n not in names]
-    if args.runtime != "process":
+    if not runtime_named(args.runtime).on_host:
         return RuntimeSpec(
             runtime=args.runtime,
             image=str(args.enroot_image.absolute()) if args.enroot_image else None,
@@ -147,7 +148,7 @@ def _runtime(
     prefixes = sorted({sys.prefix, sys.base_prefix, str(package_root)})
     python_bin = str(Path(sys.executable).parent)
     return RuntimeSpec(
-        runtime="process",
+        runtime=args.runtime,
         sandbox=not args.no_sandbox,
         python=sys.executable,
         host_paths=tuple(prefixes),
@@ -238,8 +239,8 @@ def plan_from_args(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Sweep
         config = replace(config, budget=budget)
     output_dir = _output_dir(args, selection, regime)
     if args.no_sandbox:
-        if args.runtime != "process":
-            raise UserError("--no-sandbox applies to --runtime process only")
+        if not runtime_named(args.runtime).on_host:
+            raise UserError(f"--no-sandbox applies to --runtime {listed(on_host())} only")
         warnings.append(NO_SANDBOX_WARNING)
     if args.summary and not args.dry_run:
         raise UserError("--summary needs --dry-run")
