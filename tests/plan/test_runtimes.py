@@ -1,11 +1,15 @@
 """The runtime registry: each runtime one class under its name, the CLI's --runtime choices and rules
-taken from it.
+taken from it, and a one-trial dry run of `--runtime apptainer` on both backends against golden files.
 
+Golden files live in tests/plan/golden/; set UPDATE_GOLDEN=1 to re-record them (a missing one fails).
 Runs the CLI in-process; writes only under pytest's tmp paths.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,23 +17,36 @@ import pytest
 from mle_world.cli import main
 from mle_world.errors import UserError
 from mle_world.plan.config import load_cluster_config
-from mle_world.plan.runtimes.registry import NAMES, RUNTIMES, listed, on_host, runtime_named, with_image
+from mle_world.plan.runtimes.registry import (
+    NAMES,
+    RUNTIMES,
+    image_help,
+    listed,
+    on_host,
+    runtime_named,
+    with_image,
+)
 
+GOLDEN = Path(__file__).parent / "golden"
 ONE_TRIAL = ["-c", "spooky-author-identification", "--data-dir", "/data", "--dry-run", "--no-progress"]
 
 
 def test_each_runtime_is_registered_once_under_its_own_name() -> None:
-    assert NAMES == ("enroot", "pyxis", "process")
+    assert NAMES == ("enroot", "pyxis", "process", "apptainer")
     for name in NAMES:
         assert runtime_named(name) is RUNTIMES[name] and RUNTIMES[name].name == name
-    assert with_image() == ("enroot", "pyxis") and on_host() == ("process",)
-    assert listed(with_image()) == "enroot and pyxis" and listed(on_host()) == "process"
+    assert with_image() == ("enroot", "pyxis", "apptainer") and on_host() == ("process",)
+    assert listed(with_image()) == "enroot, pyxis and apptainer" and listed(on_host()) == "process"
+    assert image_help() == ".sqsh for enroot and pyxis, .sif for apptainer"
 
 
 def test_an_unknown_runtime_is_one_line_naming_the_flag_and_the_choices() -> None:
     with pytest.raises(UserError) as caught:
         runtime_named("docker")
-    assert str(caught.value) == "--runtime: unknown runtime 'docker' (choose from: enroot, pyxis, process)"
+    assert (
+        str(caught.value)
+        == "--runtime: unknown runtime 'docker' (choose from: enroot, pyxis, process, apptainer)"
+    )
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -53,8 +70,8 @@ def test_a_bad_runtime_flag_is_one_line_exit_2_listing_the_registry(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--runtime", "pyxis", "--no-sandbox"], "--no-sandbox applies to --runtime process only"),
-        (["--runtime", "pyxis"], "--enroot-image is required with --runtime pyxis"),
+        (["--runtime", "apptainer", "--no-sandbox"], "--no-sandbox applies to --runtime process only"),
+        (["--runtime", "apptainer"], "--enroot-image is required with --runtime apptainer"),
     ],
 )
 def test_the_registry_rules_reach_the_cli(
@@ -77,3 +94,28 @@ def test_a_cluster_mount_must_be_expressible_in_every_runtime(tmp_path: Path) ->
     with pytest.raises(UserError) as caught:
         load_cluster_config(path)
     assert "'/pip,cache:/root/.cache/pip': pyxis --container-mounts cannot express ','" in str(caught.value)
+
+
+@pytest.mark.parametrize("backend", ["local", "slurm"])
+def test_an_apptainer_dry_run_of_one_trial_matches_golden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], backend: str
+) -> None:
+    """The command launch.json records for the trial (the same on both backends: the runtime decides
+    --nv when the trial starts) and, for Slurm, the sbatch script that would run it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLE_SEED", raising=False)  # -c's seed would come from it
+    out = tmp_path / "o"
+    argv = [*ONE_TRIAL, "--runtime", "apptainer", "--enroot-image", "/images/aide.sif", "--backend", backend]
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    capsys.readouterr()
+    [trial] = json.loads((out / "launch.json").read_text())["trials"]
+    text = trial["command"] + "\n"
+    for preview in sorted((out / "slurm" / "preview").glob("*.sbatch")):
+        text += f"\n# {preview.name}\n" + preview.read_text()
+    assert ("sbatch" in text) == (backend == "slurm")
+    text = text.replace(str(out), "<OUT>").replace(sys.executable, "<PYTHON>")
+    golden = GOLDEN / f"apptainer-dry-run-{backend}.txt"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.exists(), f"{golden} is missing: record it with UPDATE_GOLDEN=1 and review the diff"
+    assert text == golden.read_text()

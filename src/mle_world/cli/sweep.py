@@ -38,7 +38,7 @@ from mle_world.identity import ALLOW_PROVENANCE_FLAG, check_provenance, check_sw
 from mle_world.plan.config import (
     PaperConfig,
 )
-from mle_world.plan.runtimes.registry import DEFAULT, NAMES, RUNTIMES, listed, on_host, with_image
+from mle_world.plan.runtimes.registry import DEFAULT, NAMES, RUNTIMES, image_help, listed, on_host
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.tasks.registry import TaskRegistry, load_registry
 
@@ -104,7 +104,7 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     r.add_argument(
         "--enroot-image",
         type=path_arg,
-        help=f"the AIDE .sqsh image (required with {listed(with_image())})",
+        help=f"the AIDE image ({image_help()}; required with those)",
     )
     r.add_argument(
         "--no-sandbox",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mle_world.errors import NotPreparedError, UserError, not_a_dir
 from mle_world.grading.isolation import IsolatedGrader
-from mle_world.launch.image import ImageInfo, verify_image
+from mle_world.launch.image import ImageInfo, verify_image, verify_sif
 from mle_world.plan.runtimes.base import Host, RuntimeSpec
 from mle_world.plan.runtimes.registry import runtime_named
 from mle_world.plan.sweep import PlannedTrial
@@ -43,6 +43,9 @@ class LocalHost:
 
     def squashfs_image(self, path: str) -> str | None:
         return check_image(path).sha256
+
+    def sif_image(self, path: str) -> str:
+        return verify_sif(path)
 
 
 def check_container_runtime(spec: RuntimeSpec, backend: str, host: Host | None = None) -> str | None:

@@ -103,6 +103,10 @@ class Host(Protocol):
         """The sha256 of a verified squashfs image; UserError naming the flag when it is none."""
         ...
 
+    def sif_image(self, path: str) -> str:
+        """The sha256 of a verified SIF image; UserError naming the flag when it is none."""
+        ...
+
 
 class Runtime(Protocol):
     """One way of starting a trial's agent. The registry holds one instance of each; nothing else
@@ -113,6 +117,8 @@ class Runtime(Protocol):
     """What `--runtime NAME` does, for the flag's help."""
     needs_image: ClassVar[bool]
     """The trial runs from `--enroot-image`, which is then required."""
+    image_suffix: ClassVar[str]
+    """The image file it takes (".sqsh", ".sif"), for the flag's help."""
     on_host: ClassVar[bool]
     """The agent runs with the host's Python and no image; only such a runtime takes --no-sandbox."""
     inexpressible: ClassVar[str]
@@ -142,6 +148,7 @@ class ContainerRuntime:
     GPU check on the launching host (the agent checks its GPUs at the start of a trial)."""
 
     needs_image: ClassVar[bool] = True
+    image_suffix: ClassVar[str] = ".sqsh"
     on_host: ClassVar[bool] = False
     inexpressible: ClassVar[str] = ""
     mount_syntax: ClassVar[str] = ""

@@ -34,6 +34,7 @@ class Process:
     name: ClassVar[str] = "process"
     summary: ClassVar[str] = "no container, under bubblewrap"
     needs_image: ClassVar[bool] = False
+    image_suffix: ClassVar[str] = ""
     on_host: ClassVar[bool] = True
     inexpressible: ClassVar[str] = ""
     mount_syntax: ClassVar[str] = "bubblewrap binds"
