@@ -5,7 +5,6 @@ Renders a command (writes nothing); its preflight reads PATH and the image throu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
 from mle_world.errors import UserError
@@ -40,6 +39,3 @@ class Enroot(ContainerRuntime):
                     "with it (Debian/Ubuntu: apt-get install squashfuse fuse-overlayfs)"
                 )
         return host.squashfs_image(spec.image) if spec.image else None
-
-    def check_gpus(self, backend: str, gpus: Sequence[str], spec: RuntimeSpec, flag: str, host: Host) -> None:
-        return None
