@@ -17,7 +17,7 @@ set -euo pipefail
 case ${1:-} in
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
     --force | --check | "") ;;
-    *) echo "install_runtimes.sh: unknown argument $1 (it takes --force or --check: see --help)" >&2; exit 2 ;;
+    *) echo "install_runtimes.sh: unknown argument $1 (it takes none but --force or --check: set its environment variables, see --help)" >&2; exit 2 ;;
 esac
 ((${#} <= 1)) || { echo "install_runtimes.sh: one argument at most (got $#)" >&2; exit 2; }
 

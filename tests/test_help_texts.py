@@ -49,8 +49,9 @@ def test_script_help_and_stray_argument(script: str) -> None:
     assert not any(line.startswith(("#", "set ")) for line in shown.stdout.splitlines())
     stray = subprocess.run(["bash", str(path), "--bogus"], capture_output=True, text=True, timeout=30)
     assert stray.returncode == 2
-    # install_llama.sh also takes --print-cmake-args, and says so in the same line.
-    only = " but --print-cmake-args" if path.name == "install_llama.sh" else ""
+    # install_llama.sh and install_runtimes.sh take a flag or two, and say so in the same line.
+    only = {"install_llama.sh": " but --print-cmake-args", "install_runtimes.sh": " but --force or --check"}
+    only = only.get(path.name, "")
     assert stray.stderr.strip() == (
         f"{path.name}: unknown argument --bogus (it takes none{only}: set its environment variables, see --help)"
     )

@@ -27,6 +27,7 @@ KEYS = ("CUDA_VISIBLE_DEVICES", "CODER_API_KEY", "WORLD_API_KEY", "FEEDBACK_API_
 RUNTIMES = {
     "enroot": RuntimeSpec("enroot", image="/images/aide x86.sqsh", env_names=KEYS),
     "pyxis": RuntimeSpec("pyxis", image="/images/aide.sqsh", env_names=KEYS),
+    "apptainer": RuntimeSpec("apptainer", image="/images/aide x86.sif", env_names=KEYS),
     "process-sandbox": RuntimeSpec(
         "process",
         python="/opt/py/bin/python",
@@ -120,6 +121,8 @@ def test_sandboxed_process_command_runs_with_keys_only_by_reference(tmp_path: Pa
         ("enroot", Path("/a:b"), "enroot mounts cannot express ':'"),
         ("pyxis", Path("/a,b"), "pyxis --container-mounts cannot express"),
         ("pyxis", Path("/a:b"), "pyxis --container-mounts cannot express"),
+        ("apptainer", Path("/a,b"), "apptainer --bind cannot express ',' or ':'"),
+        ("apptainer", Path("/a:b"), "apptainer --bind cannot express ',' or ':'"),
     ],
 )
 def test_inexpressible_paths_are_refused(runtime: str, out: Path, message: str) -> None:
@@ -178,3 +181,63 @@ def test_inside_is_the_lexical_parents_rule(root: str) -> None:
     for text in paths:
         path = Path(text)
         assert _inside(path, root) == (path == Path(root) or Path(root) in path.parents), (text, root)
+
+
+STAND_IN = """#!/bin/sh
+# a stand-in container runtime: what it was started with, one item a line
+echo "program $(basename "$0")"
+for arg in "$@"; do echo "arg $arg"; done
+env | sed 's/^/env /'
+"""
+
+
+def _run_apptainer(tmp_path: Path, program: str, **env: str) -> list[str]:
+    """The rendered apptainer command executed with a stand-in `program` first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stand_in = bin_dir / program
+    stand_in.write_text(STAND_IN)
+    stand_in.chmod(0o755)
+    runtime = RUNTIMES["apptainer"]
+    command = render_command(_trial(runtime), runtime)
+    assert "sk-live-123" not in command
+    out = subprocess.run(
+        ["bash", "-c", command],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_apptainer_passes_keys_by_name_and_gpus_only_when_the_launcher_gave_some(tmp_path: Path) -> None:
+    """--cleanenv passes nothing of the host: keys cross as APPTAINERENV_/SINGULARITYENV_ variables set
+    from the environment at start (never in the command), a user's APPTAINER_BIND is dropped, and
+    --nv is asked for only when NVIDIA_VISIBLE_DEVICES (launch/gpus.py) names GPUs."""
+    env = {"CODER_API_KEY": "sk-live-123", "APPTAINER_BIND": "/data", "NVIDIA_VISIBLE_DEVICES": "void"}
+    lines = _run_apptainer(tmp_path, "apptainer", **env)
+    assert lines[0] == "program apptainer"
+    assert "env APPTAINERENV_CODER_API_KEY=sk-live-123" in lines
+    assert "env SINGULARITYENV_CODER_API_KEY=sk-live-123" in lines
+    assert "env APPTAINERENV_NVIDIA_VISIBLE_DEVICES=void" in lines
+    assert not [line for line in lines if line.startswith("env APPTAINER_BIND")]
+    assert not [line for line in lines if "WORLD_API_KEY" in line]  # unset: not passed at all
+    args = [line.removeprefix("arg ") for line in lines if line.startswith("arg ")]
+    assert args[:5] == ["exec", "--containall", "--cleanenv", "--no-mount", "bind-paths"]
+    assert "--nv" not in args
+    trial_dir = str(HOSTILE_OUT / "runs/wm-rank4/spooky-author-identification_seed34")
+    assert args[args.index(f"{trial_dir}:/home/trial") - 1] == "--bind"
+    tail = ["--pwd", "/home/trial", "/images/aide x86.sif", "python3", "-m", "mle_world.agent", "--spec"]
+    assert args[-8:] == [*tail, "/home/trial/spec.json"]
+    given = [
+        line.removeprefix("arg ")
+        for line in _run_apptainer(tmp_path, "apptainer", NVIDIA_VISIBLE_DEVICES="2,3")
+        if line.startswith("arg ")
+    ]
+    assert "--nv" in given
+
+
+def test_apptainer_falls_back_to_singularity(tmp_path: Path) -> None:
+    lines = _run_apptainer(tmp_path, "singularity", NVIDIA_VISIBLE_DEVICES="void")
+    assert lines[0] == "program singularity"

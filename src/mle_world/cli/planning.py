@@ -33,6 +33,7 @@ from mle_world.plan.config import (
     resolved_regime,
 )
 from mle_world.plan.render import Renderer, RuntimeSpec, render_command, view_paths
+from mle_world.plan.runtimes.registry import runtime_named
 from mle_world.plan.sweep import Selection, expand
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import (
@@ -120,7 +121,7 @@ def _runtime(
     names = ["CUDA_VISIBLE_DEVICES"]
     names += [e.key_env for e in endpoints.values() if e.key_env and e.key_env not in names]
     names += [n for n in cluster_env if n not in names]
-    if request.runtime != "process":
+    if not runtime_named(request.runtime).on_host:
         return RuntimeSpec(
             runtime=request.runtime,
             image=str(request.enroot_image.absolute()) if request.enroot_image else None,
@@ -134,7 +135,7 @@ def _runtime(
     prefixes = sorted({sys.prefix, sys.base_prefix, str(package_root)})
     python_bin = str(Path(sys.executable).parent)
     return RuntimeSpec(
-        runtime="process",
+        runtime=request.runtime,
         sandbox=not request.no_sandbox,
         python=sys.executable,
         host_paths=tuple(prefixes),

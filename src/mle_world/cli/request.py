@@ -9,15 +9,13 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from mle_world.cli.kapso import MODES
 from mle_world.cli.options import EndpointFlags, default_config_path
 from mle_world.errors import UserError
+from mle_world.plan.runtimes.registry import DEFAULT, listed, on_host, runtime_named
 from mle_world.records import Regime
-
-if TYPE_CHECKING:
-    from mle_world.plan.render import Runtime
 
 
 def check_lists(
@@ -61,7 +59,8 @@ class SweepRequest:
     allow_provenance_change: bool = False
     endpoints: EndpointFlags = field(default_factory=EndpointFlags)
     backend: Literal["local", "slurm"] = "local"
-    runtime: Runtime = "enroot"
+    runtime: str = DEFAULT
+    """A name in the runtime registry (argparse offered only those)."""
     enroot_image: Path | None = None
     no_sandbox: bool = False
     n_workers: int = 1
@@ -149,8 +148,8 @@ class SweepRequest:
                 raise UserError("--regime is required (gated or ungated)")
             if self.output_dir is None:
                 raise UserError("--output-dir is required")
-        if self.no_sandbox and self.runtime != "process":
-            raise UserError("--no-sandbox applies to --runtime process only")
+        if self.no_sandbox and not runtime_named(self.runtime).on_host:
+            raise UserError(f"--no-sandbox applies to --runtime {listed(on_host())} only")
         if self.summary and not self.dry_run:
             raise UserError("--summary needs --dry-run")
         if self.no_wait and self.backend != "slurm":

@@ -39,7 +39,7 @@ from mle_world.identity import ALLOW_PROVENANCE_FLAG, check_provenance, check_sw
 from mle_world.plan.config import (
     PaperConfig,
 )
-from mle_world.plan.render import RUNTIMES
+from mle_world.plan.runtimes.registry import DEFAULT, NAMES, RUNTIMES, image_help, listed, on_host
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.tasks.registry import TaskRegistry, load_registry
 
@@ -98,17 +98,19 @@ def build_run_parser(subcommands: Sequence[str]) -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--runtime",
-        choices=list(RUNTIMES),
-        default="enroot",
-        help="enroot start (default), srun with pyxis, or process: no container, under bubblewrap",
+        choices=list(NAMES),
+        default=DEFAULT,
+        help="; ".join(f"{name}: {runtime.summary}" for name, runtime in RUNTIMES.items()),
     )
     r.add_argument(
-        "--enroot-image", type=path_arg, help="the AIDE .sqsh image (required with enroot and pyxis)"
+        "--enroot-image",
+        type=path_arg,
+        help=f"the AIDE image ({image_help()}; required with those)",
     )
     r.add_argument(
         "--no-sandbox",
         action="store_true",
-        help="process runtime without bubblewrap nor the scripts' inner sandbox (unsafe; recorded)",
+        help=f"{listed(on_host())} runtime without bubblewrap nor the scripts' inner sandbox (unsafe; recorded)",
     )
     r.add_argument("--n-workers", type=positive_int, default=1, help="trials at once in the local pool (1)")
     r.add_argument(
@@ -284,15 +286,12 @@ def execute_plan(
         check_container_runtime,
         check_grading,
         check_host_gpus,
-        check_image,
         check_prepared,
     )
 
     options = launch_options(request)
     gpu_flag = "CUDA_DEVICE=" if request.gpus_from_env else "--gpu-device "
-    check_host_gpus(
-        plan.runtime.runtime, request.backend, options.gpu_devices, plan.runtime.path_env, gpu_flag
-    )
+    check_host_gpus(plan.runtime, request.backend, options.gpu_devices, gpu_flag)
     check_sweep_identity(plan.output_dir, plan.config_hash, plan.regime)
     check_prepared([r.trial for r in plan.commands], plan.data_dir, plan.local_competitions)
     grader = None
@@ -304,10 +303,9 @@ def execute_plan(
             "mlebench_version": grader,
         }
     )
-    check_container_runtime(plan.runtime.runtime, request.backend)
-    if plan.runtime.runtime in ("enroot", "pyxis") and plan.runtime.image:
-        info = check_image(plan.runtime.image)
-        record = record.model_copy(update={"image_sha256": info.sha256})
+    image_sha256 = check_container_runtime(plan.runtime, request.backend)
+    if image_sha256 is not None:
+        record = record.model_copy(update={"image_sha256": image_sha256})
     if request.no_endpoint_check:
         err.print("WARNING: --no-endpoint-check: endpoints not probed", highlight=False)
     else:

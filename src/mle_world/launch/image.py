@@ -1,7 +1,7 @@
-"""Verification of the Enroot squashfs image passed as `--enroot-image`.
+"""Verification of the image passed as `--enroot-image`: Enroot's squashfs, or Apptainer's SIF.
 
-Reads the image (superblock, then a streamed sha256) and its optional `IMAGE.manifest.json`
-written by scripts/image/build_aide_enroot.sh; writes nothing.
+Reads the image (superblock or SIF header, then a streamed sha256) and its optional
+`IMAGE.manifest.json` written by scripts/image/build_aide_enroot.sh; writes nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ SQUASHFS_MAGIC = b"hsqs"
 SUPERBLOCK_SIZE = 96
 """Size of the squashfs 4.0 superblock; a smaller file cannot be an image."""
 COMPRESSION_IDS: dict[int, str] = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
+SIF_MAGIC = b"SIF_MAGIC"
+SIF_MAGIC_AT = 32
+"""A SIF file starts with a 32-byte launch script (`#!/usr/bin/env run-singularity`), then this magic."""
+SIF_HEADER = SIF_MAGIC_AT + len(SIF_MAGIC)
 HASH_CHUNK = 8 * 1024 * 1024
 FLAG = "--enroot-image"
 
@@ -57,6 +61,33 @@ def _fail(path: Path, reason: str, flag: str) -> UserError:
     return UserError(f"{flag} {path}: {reason}")
 
 
+def _head(image: Path, n: int, flag: str, build_hint: str) -> tuple[int, bytes]:
+    """The file's size and first `n` bytes; one line naming `flag` when it is no readable file."""
+    if not image.exists():
+        raise _fail(image, f"does not exist ({build_hint})", flag)
+    if not image.is_file():
+        raise _fail(image, "is not a regular file", flag)
+    if not os.access(image, os.R_OK):
+        raise _fail(image, "is not readable (check its permissions)", flag)
+    try:
+        size = image.stat().st_size
+        with open(image, "rb") as handle:
+            return size, handle.read(n)
+    except OSError as exc:
+        raise _fail(image, f"cannot be read: {exc.strerror or exc}", flag) from exc
+
+
+def verify_sif(path: str | os.PathLike[str], *, flag: str = FLAG) -> str:
+    """The sha256 of `path` once its header is a SIF's (Apptainer and Singularity images); else one
+    UserError line naming `flag` and the path. The image's contents are not checked."""
+    image = Path(path).expanduser()
+    _, head = _head(image, SIF_HEADER, flag, "build it from the .sqsh: docs/image-and-servers.md, Apptainer")
+    if head[SIF_MAGIC_AT : SIF_MAGIC_AT + len(SIF_MAGIC)] != SIF_MAGIC:
+        found = head[SIF_MAGIC_AT : SIF_MAGIC_AT + len(SIF_MAGIC)]
+        raise _fail(image, f"is not a SIF image (bytes 32-40 {found!r}, expected {SIF_MAGIC!r})", flag)
+    return sha256_file(image)
+
+
 def verify_image(path: str | os.PathLike[str], *, compute_sha256: bool = True, flag: str = FLAG) -> ImageInfo:
     """Check that `path` is a readable squashfs 4.x image and return its facts.
 
@@ -65,18 +96,7 @@ def verify_image(path: str | os.PathLike[str], *, compute_sha256: bool = True, f
     With `compute_sha256=False` (e.g. for a dry run) the file is not hashed.
     """
     image = Path(path).expanduser()
-    if not image.exists():
-        raise _fail(image, "does not exist (build it with scripts/image/build_aide_enroot.sh)", flag)
-    if not image.is_file():
-        raise _fail(image, "is not a regular file", flag)
-    if not os.access(image, os.R_OK):
-        raise _fail(image, "is not readable (check its permissions)", flag)
-    try:
-        size = image.stat().st_size
-        with open(image, "rb") as handle:
-            head = handle.read(SUPERBLOCK_SIZE)
-    except OSError as exc:
-        raise _fail(image, f"cannot be read: {exc.strerror or exc}", flag) from exc
+    size, head = _head(image, SUPERBLOCK_SIZE, flag, "build it with scripts/image/build_aide_enroot.sh")
     if head[:4] != SQUASHFS_MAGIC:
         raise _fail(image, f"is not a squashfs image (first bytes {head[:4]!r}, expected b'hsqs')", flag)
     if len(head) < SUPERBLOCK_SIZE:

@@ -1,9 +1,9 @@
 """Checks on the launching host before a sweep starts: the selected tasks' data and graders, the runtime.
 
-Reads the tasks' folders under --data-dir (and, with --grade, their answers and leaderboards), PATH (enroot,
-squashfuse, nvidia-smi), `srun --help`, the image and its manifest (launch/image.py);
+Reads the tasks' folders under --data-dir (and, with --grade, their answers and leaderboards) and, for the
+runtime's own checks (plan/runtimes/), PATH, `srun --help`, the image and its manifest (launch/image.py);
 writes nothing. Each problem is one UserError line naming what to prepare, install or fix. On the Slurm
-backend the compute nodes are not checked from here: the docs say what they need (enroot, squashfuse, pyxis).
+backend the compute nodes are not checked from here: the docs say what they need.
 """
 
 from __future__ import annotations
@@ -12,40 +12,46 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from mle_world.errors import NotPreparedError, UserError, not_a_dir
 from mle_world.grading.isolation import IsolatedGrader
-from mle_world.launch.image import ImageInfo, verify_image
+from mle_world.launch.image import ImageInfo, verify_image, verify_sif
+from mle_world.plan.runtimes.base import Host, RuntimeSpec
+from mle_world.plan.runtimes.registry import runtime_named
 from mle_world.plan.sweep import PlannedTrial
 
-Which = Callable[[str], str | None]
+Which = Callable[..., str | None]
+HELP_TIMEOUT_S = 60
 
 
-def check_container_runtime(runtime: str, backend: str, which: Which = shutil.which) -> None:
-    """`enroot start IMAGE.sqsh` needs enroot and squashfuse here; pyxis needs srun with --container-image."""
-    if runtime == "enroot" and backend == "local":
-        if which("enroot") is None:
-            raise UserError(
-                "--runtime enroot: enroot not found on PATH (install NVIDIA enroot; check with `enroot version`)"
-            )
-        if which("squashfuse") is None:
-            raise UserError(
-                "--runtime enroot: squashfuse not found on PATH; `enroot start IMAGE.sqsh` mounts the image "
-                "with it (Debian/Ubuntu: apt-get install squashfuse fuse-overlayfs)"
-            )
-    if runtime == "pyxis":
-        if which("srun") is None:
-            raise UserError("--runtime pyxis: srun not found on PATH (pyxis runs through Slurm)")
+@dataclass(frozen=True)
+class LocalHost:
+    """This host, as the runtimes' preflight checks see it (plan.runtimes.base.Host)."""
+
+    which_program: Which = shutil.which
+
+    def which(self, name: str, path: str | None = None) -> str | None:
+        return self.which_program(name, path=path)
+
+    def output(self, argv: Sequence[str]) -> str:
         try:
-            helptext = subprocess.run(["srun", "--help"], capture_output=True, text=True, timeout=60).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise UserError(f"--runtime pyxis: `srun --help` failed: {exc}") from None
-        if "--container-image" not in helptext:
-            raise UserError(
-                "--runtime pyxis: srun has no --container-image option (the pyxis plugin is not enabled "
-                "in plugstack.conf; check with `srun --help | grep container-image`)"
-            )
+            return subprocess.run(list(argv), capture_output=True, text=True, timeout=HELP_TIMEOUT_S).stdout
+        except subprocess.SubprocessError as exc:  # a timeout: said as the OSError the contract names
+            raise OSError(str(exc)) from None
+
+    def squashfs_image(self, path: str) -> str | None:
+        return check_image(path).sha256
+
+    def sif_image(self, path: str) -> str:
+        return verify_sif(path)
+
+
+def check_container_runtime(spec: RuntimeSpec, backend: str, host: Host | None = None) -> str | None:
+    """The runtime's own preflight (plan/runtimes/): what it needs on this host, then its image;
+    returns the image's sha256 for launch.json (None without an image)."""
+    return runtime_named(spec.runtime).preflight(spec, backend, host or LocalHost())
 
 
 def check_image(path: str) -> ImageInfo:
@@ -60,19 +66,17 @@ def check_image(path: str) -> ImageInfo:
 
 
 def check_host_gpus(
-    runtime: str, backend: str, gpus: Sequence[str], trial_path: str, flag: str = "--gpu-device "
+    spec: RuntimeSpec,
+    backend: str,
+    gpus: Sequence[str],
+    flag: str = "--gpu-device ",
+    host: Host | None = None,
 ) -> None:
-    """A local pool of `--runtime process` trials runs them on this host with its PATH: without nvidia-smi there,
-    every trial given a GPU fails its GPU check at once (a machine without GPUs and the default --gpu-device 0).
+    """The runtime's check that this host can give its trials the GPUs (e.g. `--runtime process` on a
+    local pool: this host's nvidia-smi on the trials' PATH).
 
     `flag`: what gave the GPUs, as the message names it ("--gpu-device " or "CUDA_DEVICE=")."""
-    if runtime != "process" or backend != "local" or not gpus:
-        return
-    if shutil.which("nvidia-smi", path=trial_path) is None:
-        raise UserError(
-            f"{flag}{','.join(gpus)}: this host has no nvidia-smi (on {trial_path}), so every trial given "
-            "a GPU would fail at once; without GPUs pass --gpu-device none"
-        )
+    runtime_named(spec.runtime).check_gpus(backend, gpus, spec, flag, host or LocalHost())
 
 
 def check_prepared(trials: Sequence[PlannedTrial], data_dir: Path, local: Collection[str] = ()) -> None:

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mle_world.plan.runtimes.registry import RUNTIMES
 from mle_world.records import SandboxSettings
 
 
@@ -89,8 +90,11 @@ class ContainerSettings(_File):
             src, sep, dst = entry.partition(":")
             if not sep or not src.startswith("/") or not dst.startswith("/") or ":" in dst:
                 raise ValueError(f"{entry!r}: expected SRC:DST with two absolute paths")
-            if "," in entry:
-                raise ValueError(f"{entry!r}: pyxis --container-mounts cannot express ','")
+            for runtime in RUNTIMES.values():  # a mount reaches every runtime: each must carry it
+                bad = [char for char in runtime.inexpressible if char in src + dst]
+                if bad:
+                    chars = " or ".join(map(repr, bad))
+                    raise ValueError(f"{entry!r}: {runtime.mount_syntax} cannot express {chars}")
         return value
 
     def mount_pairs(self) -> tuple[tuple[str, str], ...]:
