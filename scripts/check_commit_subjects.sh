@@ -3,13 +3,13 @@
 # changed, then (if there is a body) one blank line. The why, the test and the figures go in the body.
 #
 # Usage: bash scripts/check_commit_subjects.sh [REVISION_RANGE]   (default: SINCE..HEAD)
-# Reads git history only; exits 1 naming each offending commit, 0 when all conform.
+# Reads the history of the repository holding the working directory; exits 1 naming each offending
+# commit, 0 when all conform.
 set -euo pipefail
 # --help prints the header above.
 case ${1:-} in
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
 esac
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # The last commit made before CONTRIBUTING.md set the rule; its ancestors keep their paragraph subjects.
 SINCE=799617446d19d49efa360962c38db083c45326ce
@@ -19,9 +19,9 @@ if [[ -z $range ]]; then
     if git rev-parse -q --verify "$SINCE^{commit}" >/dev/null; then
         range="$SINCE..HEAD"
     else
-        # A shallow clone without the rule's first commit: check what it has.
-        range=HEAD
-        echo "check_commit_subjects: $SINCE is not in this clone; checking HEAD's history as far as it goes" >&2
+        # A shallow clone without the rule's first commit: its older commits may predate the rule.
+        range="--max-count=1 HEAD"
+        echo "check_commit_subjects: ${SINCE:0:10} is not in this clone; checking the newest commit only" >&2
     fi
 fi
 
@@ -40,5 +40,6 @@ while IFS= read -r sha; do
             bad=1
         fi
     fi
-done < <(git rev-list --no-merges "$range")
+# shellcheck disable=SC2086  # the range may be two words
+done < <(git rev-list --no-merges $range)
 exit "$bad"

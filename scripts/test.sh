@@ -16,6 +16,9 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+log "commit subjects (CONTRIBUTING.md)"
+bash scripts/check_commit_subjects.sh
+
 log "pip install -e .[dev]"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 # The warm environment above may hold packages pyproject.toml never names: a fresh venv with only the
