@@ -14,13 +14,13 @@ esac
 # The last commit made before CONTRIBUTING.md set the rule; its ancestors keep their paragraph subjects.
 SINCE=799617446d19d49efa360962c38db083c45326ce
 MAX=72
-range=${1:-}
-if [[ -z $range ]]; then
+range=("$@")
+if ((${#range[@]} == 0)); then
     if git rev-parse -q --verify "$SINCE^{commit}" >/dev/null; then
-        range="$SINCE..HEAD"
+        range=("$SINCE..HEAD")
     else
         # A shallow clone without the rule's first commit: its older commits may predate the rule.
-        range="--max-count=1 HEAD"
+        range=(--max-count=1 HEAD)
         echo "check_commit_subjects: ${SINCE:0:10} is not in this clone; checking the newest commit only" >&2
     fi
 fi
@@ -40,6 +40,5 @@ while IFS= read -r sha; do
             bad=1
         fi
     fi
-# shellcheck disable=SC2086  # the range may be two words
-done < <(git rev-list --no-merges $range)
+done < <(git rev-list --no-merges "${range[@]}")
 exit "$bad"
