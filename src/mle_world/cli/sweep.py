@@ -198,7 +198,8 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     prices_path = _load_prices_flag(args)
     warnings = [*warnings, *served_gpu_warnings(config, prices_path)]
     for warning in warnings:
-        err.print(f"WARNING: {warning}", style="bold red", markup=False, highlight=False, soft_wrap=True)
+        line = f"WARNING: {printable_line(warning)}"
+        err.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
     if args.dry_run:
         _print_dry_run(plan, write_plan_files(plan, config), args.summary, console)
         if args.backend == "slurm":
@@ -325,7 +326,9 @@ def execute_plan(
     def check_launch() -> None:
         # Under the launcher lock: a running launcher may be rewriting launch.json.
         for change in check_provenance(plan.output_dir / layout.LAUNCH, record, args.allow_provenance_change):
-            err.print(f"WARNING: {ALLOW_PROVENANCE_FLAG}: {change}", highlight=False, markup=False)
+            err.print(
+                f"WARNING: {ALLOW_PROVENANCE_FLAG}: {printable_line(change)}", highlight=False, markup=False
+            )
 
     finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, args.grade, plan.local_competitions)
     # launch.json is written under the launcher lock: a launcher refused by it writes nothing.
