@@ -1,7 +1,8 @@
 """Model ids a hostile server names (an <img> beacon, OSC 52 and OSC 0 escapes, a right-to-left override,
 a spreadsheet formula), followed from /v1/models to every output that shows them.
 
-Real commands against the scripted servers on loopback: `check-endpoints`; a sweep continued with the
+Real commands against the scripted servers on loopback: `check-endpoints` (one server's error text
+quoting the id, too); a sweep continued with the
 hostile servers (`--allow-provenance-change`, so the warning names their ids); `status`; `audit`
 (report.md, the CSVs, index.html). launch.json keeps each id exactly. Writes only under pytest's tmp
 paths.
@@ -20,7 +21,7 @@ import pytest
 import scripted
 import yaml
 from e2ekit import REPO, cli
-from fakeserver import HOSTILE_FORMULA_ID, HOSTILE_MODEL_ID, FakeOpenAIServer
+from fakeserver import HOSTILE_FORMULA_ID, HOSTILE_MODEL_ID, FakeOpenAIServer, Reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -78,6 +79,9 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         check = ("check-endpoints", "--config", str(config), *urls)
         runs["check"] = cli(*check, env=WIDE)
         runs["unserved"] = cli(*check, "--coder-model", "other", env=WIDE)
+        refusal = Reply(status=400, error_message=HOSTILE_MODEL_ID)  # an error text that quotes the id
+        with FakeOpenAIServer(HOSTILE_MODEL_ID, default=refusal) as erring:
+            runs["erring"] = cli(*check, "--coder-url", erring.url, env=WIDE)
         runs["refused"] = launch(TASKS[1], urls)
         runs["continued"] = launch(TASKS[1], urls, "--allow-provenance-change")
     assert runs["continued"].returncode == 0, runs["continued"].stderr[-3000:]
@@ -98,7 +102,7 @@ def test_launch_json_keeps_the_exact_ids(sweep):
 
 
 @pytest.mark.parametrize(
-    "command", ["check", "unserved", "refused", "continued", "status", "status_trial", "audit"]
+    "command", ["check", "unserved", "erring", "refused", "continued", "status", "status_trial", "audit"]
 )
 def test_terminal_output_shows_the_ids_escaped(sweep, command):
     proc = sweep[command]
@@ -112,6 +116,9 @@ def test_the_ids_are_shown_as_text_where_they_are_named(sweep):
     assert shown in sweep["check"].stdout, sweep["check"].stdout
     assert sweep["unserved"].returncode == 2 and shown in sweep["unserved"].stderr, sweep["unserved"].stderr
     assert sweep["refused"].returncode == 2 and shown in sweep["refused"].stderr, sweep["refused"].stderr
+    erring = sweep["erring"]
+    assert erring.returncode == 2 and "completion failed: HTTP 400: <img" in erring.stderr, erring.stderr
+    assert shown in erring.stderr, erring.stderr
     warning = " ".join(sweep["continued"].stderr.split())  # rich wraps a line at word boundaries
     expected = "WARNING: --allow-provenance-change: coder model coder-model -> <img src=http://127.0.0.1:9/x>"
     assert expected + shown in warning, warning
