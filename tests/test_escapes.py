@@ -1,4 +1,5 @@
-"""escapes.py: one function per kind of output, each leaving untrusted text inert there.
+"""escapes.py: one function per kind of output, each leaving untrusted text inert there; the terminal's
+displays (rich and plain) applying it to news.
 
 Reads and writes nothing. Markdown is rendered by markdown-it-py (CommonMark with raw HTML allowed, as
 GitHub parses it) when installed; GitHub's bare-URL autolinks are checked by the escaped `://`.
@@ -11,9 +12,12 @@ import io
 
 import pytest
 from fakeserver import HOSTILE_FORMULA_ID, HOSTILE_MODEL_ID
+from rich.console import Console
 
 from mle_world.audit.pages import environment
+from mle_world.cli.display import RichDisplay
 from mle_world.escapes import csv_cell, markdown_text
+from mle_world.launch.display import PlainDisplay
 
 RAW = ("\x1b", "\x07", "\u202e", "\n")
 
@@ -43,3 +47,14 @@ def test_csv_cell_is_inert_and_stable_when_read_back_and_written_again() -> None
 def test_html_pages_show_controls_escaped_after_autoescape() -> None:
     page = environment().from_string("<p>{{ model }}</p>").render(model=HOSTILE_MODEL_ID)
     assert page.startswith("<p>&lt;img src=http://127.0.0.1:9/x&gt;\\x1b]52;c;") and "\u202e" not in page
+
+
+def test_news_is_one_line_on_either_display() -> None:
+    """A cause quoted in news with a newline could forge a `[launch]` line below it."""
+    cause = "failed: " + HOSTILE_MODEL_ID + "\n[launch] 1 trials: succeeded 1"
+    plain, rich = io.StringIO(), io.StringIO()
+    PlainDisplay(plain).say(cause)
+    RichDisplay(Console(file=rich, width=1000)).say(cause)
+    for shown in (plain.getvalue(), rich.getvalue()):
+        assert shown.count("\n") == 1 and shown.endswith("\\n[launch] 1 trials: succeeded 1\n"), shown
+        assert not [c for c in RAW[:3] if c in shown], shown
