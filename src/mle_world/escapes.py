@@ -3,7 +3,7 @@ read with cat/less/tail (`printable`), markdown (`markdown_text`) and a CSV cell
 
 Reads and writes nothing; every place that puts untrusted text (trial causes, grader and server errors,
 model replies, server-named model ids) on a terminal, in a log, in report.md or in a CSV passes it
-through one of these (HTML is jinja2's autoescape; stored JSON keeps the exact value). See
+through one of these (HTML: `printable`, then jinja2's autoescape; stored JSON keeps the exact value). See
 docs/threat-model.md, "Output escaping".
 """
 
