@@ -1,8 +1,10 @@
-"""Untrusted text made inert for where it is shown: a terminal or a log read with cat/less/tail
-(`printable`: control bytes shown as escapes) and a spreadsheet opening a CSV (`spreadsheet_cell`).
+"""Untrusted text made inert for where it is shown, one function per kind of output: a terminal or a log
+read with cat/less/tail (`printable`), markdown (`markdown_text`) and a CSV cell (`csv_cell`).
 
 Reads and writes nothing; every place that puts untrusted text (trial causes, grader and server errors,
-model replies, server-named model ids) on a terminal, in a log or in a CSV passes it through one of these.
+model replies, server-named model ids) on a terminal, in a log, in report.md or in a CSV passes it
+through one of these (HTML: `printable`, then jinja2's autoescape; stored JSON keeps the exact value). See
+docs/threat-model.md, "Output escaping".
 """
 
 from __future__ import annotations
@@ -33,6 +35,28 @@ def printable_line(text: str) -> str:
     return printable(text).replace("\n", "\\n")
 
 
+_MARKDOWN = str.maketrans(
+    {
+        **{c: "\\" + c for c in "\\`[]|@"},
+        **{"<": "&lt;", ">": "&gt;", "&": "&amp;"},
+    }
+)
+"""What makes text more than text in GitHub markdown: HTML tags (an <img> beacons out when the report is
+opened), links and images ([..](..)), code spans, table cell ends, e-mail autolinks (@), and the backslash
+that escapes them."""
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z0-9])(:)(?=//)|(?<![a-z0-9])(www)(\.)")
+"""A bare URL or www. name is a link in GitHub markdown (its extended autolinks): the colon of `://` and
+the dot of `www.` escaped, it stays text."""
+
+
+def markdown_text(text: str) -> str:
+    """`text` as inert markdown on one line: no tag, link, image, autolink, code span or table-cell break;
+    control and bidi characters shown as escapes (report.md is also read with cat). Causes, errors and
+    served model ids in the report are what hostile scripts and endpoints said."""
+    escaped = printable_line(text).translate(_MARKDOWN)
+    return _AUTOLINK.sub(lambda m: "\\:" if m.group(1) else m.group(2) + "\\.", escaped)
+
+
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -47,3 +71,11 @@ def spreadsheet_cell(text: str) -> str:
     except ValueError:
         return "'" + text
     return text
+
+
+def csv_cell(text: str) -> str:
+    """`text` as a CSV cell that is inert both in a spreadsheet and on a terminal (`cat costs/*.csv`):
+    control and bidi characters and newlines shown as escapes (`printable_line`), then no formula
+    (`spreadsheet_cell`). A server-named model id reached the cost CSVs' model column with its OSC 52
+    clipboard escape intact."""
+    return spreadsheet_cell(printable_line(text))

@@ -54,10 +54,11 @@ def test_one_definition_gives_the_same_cells_everywhere() -> None:
 
 
 def test_html_escapes_every_cell_and_filled_drops_empty_columns() -> None:
-    """Cells are escaped together for speed; a cell holding the separator used for that (a NUL) or markup
-    still comes out as its own escaped text, and columns empty in every row can be dropped."""
+    """Cells are escaped together for speed; a cell holding the separator used for that (U+E000), markup or
+    a control character still comes out as its own escaped text (the NUL shown as \\x00), and columns empty
+    in every row can be dropped."""
     rows = [
-        {"name": "a\x00<b>", "value": MeanSem(1.0, 0.5, 2), "delta": 0.0, "href": None},
+        {"name": "a\ue000\x00<b>", "value": MeanSem(1.0, 0.5, 2), "delta": 0.0, "href": None},
         {"name": "x & 'y'", "value": MeanSem(None, None, 0), "delta": 1.0, "href": 'b".html'},
     ]
     plain = [c for c in COLUMNS if c.tone is None]
@@ -65,7 +66,7 @@ def test_html_escapes_every_cell_and_filled_drops_empty_columns() -> None:
         page = html(build("demo", "Demo", columns, rows, links=lambda r: r["href"]))
         cells = re.findall(r"<td[^>]*>(.*?)</td>", page)
         assert (
-            cells[0] == "a\x00&lt;b&gt;"
+            cells[0] == "a\ue000\\x00&lt;b&gt;"
             and cells[len(columns)] == '<a href="b&#34;.html">x &amp; &#39;y&#39;</a>'
         )
         assert len(cells) == 2 * len(columns) and "<b>" not in page

@@ -84,9 +84,7 @@ def test_changed_served_model_is_refused_then_recorded_and_flagged(
     assert "different provenance: coder model coder-model -> coder-model-v2" in audit.stdout
     report = (out / "audit" / "report.md").read_text()
     assert "models coder=coder-model-v2, feedback=feedback-model, world=world-model" in report
-    [per_launch] = [
-        line for line in report.splitlines() if line.startswith(f"- `{out}`: {first_id} (launch 1")
-    ]
+    [per_launch] = [line for line in report.splitlines() if line.startswith(f"- {out}: {first_id} (launch 1")]
     assert f"{second_id} (launch 2 of 2, " in per_launch
     assert per_launch.count(": 1 trial(s)") == 2
     shown = cli("show", str(trials["diabetes-progression"]))

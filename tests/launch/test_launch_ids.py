@@ -48,7 +48,7 @@ def test_a_retried_trial_records_both_launches_and_a_skipped_one_only_its_own(
     assert launches == [("aaaa1111",), ("aaaa1111", "bbbb2222")]
     history = [provenance("aaaa1111", 1), provenance("bbbb2222", 2)]
     assert trials_per_launch(out, history, [*launches, ()]) == (
-        f"`{out}`: aaaa1111 (launch 1 of 2, 2026-12-01 01:00 UTC, code 0123456789ab): 1 trial(s); "
+        f"{out}: aaaa1111 (launch 1 of 2, 2026-12-01 01:00 UTC, code 0123456789ab): 1 trial(s); "
         "bbbb2222 (launch 2 of 2, 2026-12-01 02:00 UTC, code 0123456789ab with uncommitted changes): 1 "
         "trial(s), 1 resumed from an earlier launch; 1 trial(s) without a recorded launch (not started, or "
         "from before launches had ids)"

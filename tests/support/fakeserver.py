@@ -13,7 +13,8 @@ Each role normally gets its own server (as in production, one URL per role). A r
 `Reply`, a plain string (content), or a callable `(request_json) -> Reply | str` set as `default`.
 `outage(...)` scripts an outage (HTTP 500s, 429s with Retry-After, or refused connections) that
 starts at a given chat request and lasts some seconds or for good; `Reply(garbage=...)` answers
-with a broken body (protocol garbage).
+with a broken body (protocol garbage). `HOSTILE_MODEL_ID` and `HOSTILE_FORMULA_ID` are model ids a
+hostile server names, for the output-escaping tests.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 DEFAULT_USAGE = (10, 5)
+TERMINAL_ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b]0;OWNED\x07\u202e"
+"""OSC 52 (writes the clipboard), OSC 0 (the window title) and a right-to-left override."""
+HOSTILE_FORMULA = '=HYPERLINK("http://127.0.0.1:9/f","x")'
+HOSTILE_MODEL_ID = "<img src=http://127.0.0.1:9/x>" + TERMINAL_ESCAPES + HOSTILE_FORMULA
+"""A model id a hostile server serves (`FakeOpenAIServer(HOSTILE_MODEL_ID)`): an HTML beacon, terminal
+escapes and a spreadsheet formula; every output must show it inert, and stored JSON keep it exactly."""
+HOSTILE_FORMULA_ID = HOSTILE_FORMULA + TERMINAL_ESCAPES + "<img src=http://127.0.0.1:9/y>"
+"""The same, starting as a formula (a CSV cell a spreadsheet would evaluate)."""
 Garbage = Literal["html", "truncated", "no_choices", "no_usage", "bad_tool_args", "wrong_content_type"]
 OutageKind = Literal["500", "429", "refuse"]
 BILLED: tuple[Garbage | None, ...] = (None, "no_choices", "bad_tool_args")

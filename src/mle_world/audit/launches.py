@@ -58,7 +58,7 @@ def trial_launch_fact(trial_dir: Path, launches: Sequence[str]) -> str | None:
 def trials_per_launch(
     directory: Path, history: Sequence[LaunchProvenance], trials: Iterable[Sequence[str]]
 ) -> str | None:
-    """One line for report.md: per launch of the dir, the trials whose latest attempt it ran (each
+    """One plain line for report.md (which escapes it): per launch of the dir, the trials whose latest attempt it ran (each
     trial's `launches`), how many of those resumed from an earlier launch, and the trials without a
     recorded launch. None when no trial records one."""
     counts: dict[str, int] = {}
@@ -82,4 +82,4 @@ def trials_per_launch(
         parts.append(
             f"{unknown} trial(s) without a recorded launch (not started, or from before launches had ids)"
         )
-    return f"`{directory}`: " + "; ".join(parts)
+    return f"{directory}: " + "; ".join(parts)

@@ -1,6 +1,7 @@
 """The audit's one-line notes beside its tables: endpoint downtime, each input dir's provenance, problems.
 
-Reads a collected sweep; writes strings (report.md, the terminal and index.html show them).
+Reads a collected sweep; writes plain strings, which quote what endpoints and scripts said (served model
+ids, causes): report.md, the terminal and index.html each escape them their own way.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def provenance_lines(sweep: Sweep) -> list[str]:
         image = f"sha256 {p.image_sha256[:12]}" if p.image_sha256 else "none"
         grader = f"; MLE-bench {p.mlebench_version}" if p.mlebench_version else ""
         lines.append(
-            f"`{directory}`: harness {p.harness_version}, code {code}; models {models}; image {image}{grader}; "
+            f"{directory}: harness {p.harness_version}, code {code}; models {models}; image {image}{grader}; "
             f"launched {p.created_at:%Y-%m-%d %H:%M} UTC"
         )
     versions = mlebench_versions(t.report for t in sweep.trials)

@@ -34,6 +34,7 @@ from mle_world.audit.report import (
 )
 from mle_world.audit.tables import Column, Table, filled, html
 from mle_world.audit.trialview import TrialView, load_trial_view
+from mle_world.escapes import printable
 from mle_world.storage import write_text_atomic
 
 if TYPE_CHECKING:
@@ -48,18 +49,27 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 @cache
 def environment() -> jinja2.Environment:
-    """Templates shipped as package data; every value is escaped unless a template says otherwise."""
+    """Templates shipped as package data; every value is escaped unless a template says otherwise, and its
+    control and bidi characters shown as escapes (`shown`)."""
     import jinja2
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("mle_world.audit", "templates"),
         autoescape=True,
+        finalize=shown,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
     env.filters["duration"] = duration
     return env
+
+
+def shown(value: object) -> object:
+    """A template's value as shown: text with its control and bidi characters as escapes (a served model
+    id's U+202E reordered the page's text; `cat` on the page ran its ESC sequences), then autoescaped.
+    Markup is HTML built here: the tables, whose cells `tables.html` escapes the same way."""
+    return printable(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 def duration(seconds: float | None) -> str:

@@ -34,13 +34,13 @@ from mle_world.audit.tables import (
     Table,
     build,
     markdown,
-    markdown_text,
     mean_sem,
     num,
     show,
     sign_tone,
     signed_mean_sem,
 )
+from mle_world.escapes import markdown_text
 from mle_world.launch.display import Display
 from mle_world.storage import write_text_atomic
 
@@ -313,15 +313,15 @@ SUPERSEDED_NOTE = (
 
 
 def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
-    """`audit/report.md`."""
+    """`audit/report.md`; each line quoting paths, ids or endpoints goes through `markdown_text`."""
     sweep = result.sweep
-    parts = ["# Audit report", "", "Inputs: " + ", ".join(f"`{d}`" for d in sweep.dirs), ""]
+    parts = ["# Audit report", "", "Inputs: " + ", ".join(markdown_text(str(d)) for d in sweep.dirs), ""]
     provenance = provenance_lines(sweep)
     if provenance:
         parts += [
             "Provenance (each dir's latest launch; launch.json):",
             "",
-            *(f"- {line}" for line in provenance),
+            *(f"- {markdown_text(line)}" for line in provenance),
             "",
         ]
     per_launch = [
@@ -335,7 +335,7 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     ]
     if per_launch:
         parts += ["Trials per launch (the launch that ran each trial's latest attempt; status.json):", ""]
-        parts += [*(f"- {line}" for line in per_launch), ""]
+        parts += [*(f"- {markdown_text(line)}" for line in per_launch), ""]
     parts += ["## Completeness", "", markdown(completeness_table(sweep))]
     if sweep.superseded:
         parts += ["", SUPERSEDED_NOTE]

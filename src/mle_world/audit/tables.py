@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 from markupsafe import escape as markup_escape
 
 from mle_world.audit.stats import MeanSem
-from mle_world.escapes import printable_line, spreadsheet_cell
+from mle_world.escapes import csv_cell, markdown_text, printable
 from mle_world.launch.display import Display
 
 R = TypeVar("R")
@@ -135,19 +135,6 @@ def csv_value(value: object) -> str:
 # --------------------------------------------------------------------------- renderers
 
 
-_MARKDOWN = str.maketrans(
-    {"\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;"}
-)
-"""What makes text more than text in GitHub markdown: HTML tags (an <img> beacons out when the report is
-opened), links and images ([..](..)), code spans, table cell ends, and the backslash that escapes them."""
-
-
-def markdown_text(text: str) -> str:
-    """`text` as inert markdown on one line: no tag, link, image or cell break; control bytes shown as
-    escapes (report.md is also read with cat). Causes and errors in the report quote hostile replies."""
-    return printable_line(text).translate(_MARKDOWN)
-
-
 def markdown(table: Table) -> str:
     """A GitHub markdown table (no trailing newline); every cell is inert text (`markdown_text`)."""
     lines = ["| " + " | ".join(map(markdown_text, table.headers)) + " |", "|" + "---|" * len(table.columns)]
@@ -156,17 +143,17 @@ def markdown(table: Table) -> str:
 
 
 def csv_text(table: Table) -> str:
-    """CSV with a header line, '\\n' line ends, minimal quoting."""
+    """CSV with a header line, '\\n' line ends, minimal quoting; every cell inert (`csv_cell`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(table.headers)
-    writer.writerows([spreadsheet_cell(cell) for cell in row] for row in table.rows)
+    writer.writerows([csv_cell(cell) for cell in row] for row in table.rows)
     return buffer.getvalue()
 
 
 def _escape(text: str) -> str:
-    """HTML-escaped text (markupsafe's C escape)."""
-    return str(markup_escape(text))
+    """HTML-escaped text (markupsafe's C escape), control and bidi characters shown as escapes."""
+    return str(markup_escape(printable(text)))
 
 
 def _escape_all(cells: list[str]) -> list[str]:
@@ -174,12 +161,13 @@ def _escape_all(cells: list[str]) -> list[str]:
     holds (the trial table has tens of thousands of cells; one call each was most of its cost)."""
     joined = _SEPARATOR.join(cells)
     if len(cells) > 1 and joined.count(_SEPARATOR) == len(cells) - 1:
-        return str(markup_escape(joined)).split(_SEPARATOR)
+        return str(markup_escape(printable(joined))).split(_SEPARATOR)
     return [_escape(cell) for cell in cells]
 
 
-_SEPARATOR = "\x00"
-"""Between cells escaped together; escaping leaves it alone (and _escape_all checks no cell holds it)."""
+_SEPARATOR = "\ue000"
+"""Between cells escaped together: a private-use character both escapes leave alone (and _escape_all
+checks no cell holds it)."""
 
 
 def html(table: Table) -> str:

@@ -26,9 +26,10 @@ class RichDisplay:
     def say(self, text: str) -> None:
         # soft_wrap: a line naming a path or URL stays one line where output is no terminal (a log, a
         # pipe: rich would break it at 80 columns, mid-path); a terminal wraps it for the eye.
-        # printable: news quotes trial causes and grader/server errors, which a hostile script or
-        # reply can fill with escape sequences (OSC 52 clipboard writes, titles, lines rewritten).
-        self.console.print(printable(text), markup=False, highlight=False, soft_wrap=True)
+        # printable_line: news quotes trial causes and grader/server errors, which a hostile script or
+        # reply can fill with escape sequences (OSC 52 clipboard writes, titles, lines rewritten) or
+        # with a newline and a forged `[launch] ...` line below.
+        self.console.print(printable_line(text), markup=False, highlight=False, soft_wrap=True)
 
     def start_progress(self, total: int) -> None:
         self._progress = Progress(

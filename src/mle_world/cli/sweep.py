@@ -203,7 +203,8 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     prices_path = _load_prices_flag(request.prices)
     warnings = [*warnings, *served_gpu_warnings(config, prices_path)]
     for warning in warnings:
-        err.print(f"WARNING: {warning}", style="bold red", markup=False, highlight=False, soft_wrap=True)
+        line = f"WARNING: {printable_line(warning)}"
+        err.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
     if request.dry_run:
         _print_dry_run(plan, write_plan_files(plan, config), request.summary, console)
         if request.backend == "slurm":
@@ -318,7 +319,9 @@ def execute_plan(
         for change in check_provenance(
             plan.output_dir / layout.LAUNCH, record, request.allow_provenance_change
         ):
-            err.print(f"WARNING: {ALLOW_PROVENANCE_FLAG}: {change}", highlight=False, markup=False)
+            err.print(
+                f"WARNING: {ALLOW_PROVENANCE_FLAG}: {printable_line(change)}", highlight=False, markup=False
+            )
 
     finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, request.grade, plan.local_competitions)
     # launch.json is written under the launcher lock: a launcher refused by it writes nothing.

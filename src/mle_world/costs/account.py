@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mle_world import layout
 from mle_world.costs.prices import Prices
-from mle_world.escapes import spreadsheet_cell
+from mle_world.escapes import csv_cell
 from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, Role, TrialSpec
 from mle_world.storage import write_text_atomic
 from mle_world.trial_events import TrialEvents, read_events
@@ -77,7 +77,7 @@ def _cell(value: str | float | None) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
-        return spreadsheet_cell(value)
+        return csv_cell(value)
     if isinstance(value, int):
         return str(value)
     return repr(round(value, 6))

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
-from mle_world.escapes import printable, printable_line
+from mle_world.escapes import printable_line
 
 
 class Display(Protocol):
@@ -45,7 +45,7 @@ class PlainDisplay:
     stream: TextIO = field(default_factory=lambda: sys.stderr)
 
     def say(self, text: str) -> None:
-        print(printable(text), file=self.stream, flush=True)
+        print(printable_line(text), file=self.stream, flush=True)  # one line: see RichDisplay.say
 
     def start_progress(self, total: int) -> None:
         pass
