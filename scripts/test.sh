@@ -25,6 +25,18 @@ t0=$SECONDS
 bash scripts/install_runtimes.sh
 echo "runtimes: $((SECONDS - t0)) s"
 
+log "MLE-bench from ../shared/vendor into a fresh venv (its own: it pins kaggle<1.7)"
+# From scratch on every run, so a regression in the install path fails CI on a warm machine too; kept
+# until the next run starts it afresh (rerun pytest against it with MLEBENCH_VENV=$MLEBENCH_CI_PREFIX/venv).
+t0=$SECONDS
+MLEBENCH_CI_PREFIX="${MLEBENCH_CI_PREFIX:-${TMPDIR:-/tmp}/mle-world-ci-mlebench}"
+rm -rf "$MLEBENCH_CI_PREFIX/mle-bench" "$MLEBENCH_CI_PREFIX/venv"
+MLEBENCH_ARCHIVE=../shared/vendor/mle-bench-783b15a.tar.gz MLEBENCH_DEPS=grading \
+  MLEBENCH_DIR="$MLEBENCH_CI_PREFIX/mle-bench" MLEBENCH_VENV="$MLEBENCH_CI_PREFIX/venv" \
+  bash scripts/install_mlebench.sh
+export MLEBENCH_VENV="$MLEBENCH_CI_PREFIX/venv" MLEBENCH_DIR="$MLEBENCH_CI_PREFIX/mle-bench"
+echo "mlebench: $((SECONDS - t0)) s (from scratch into $MLEBENCH_CI_PREFIX)"
+
 log "ruff"
 ruff check src tests benchmarks run_paper.py scripts
 ruff format --check src tests benchmarks run_paper.py scripts
