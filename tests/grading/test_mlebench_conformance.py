@@ -5,7 +5,8 @@ scripts/test.sh installs one from ../shared/vendor on every run). Without it the
 and are skipped elsewhere. MLE-bench's `grade_csv` grades the same files, of the same competition folders
 (with their own leaderboards: the archive's are Git LFS pointers), as `BuiltinGrader`; its
 `Grader.rank_score` ranks the same scores on the same leaderboards as `medals.rank_score`; a registry
-competition graded by `VenvMLEBenchGrader` on a leaderboard the test supplies. Writes only pytest's tmp paths.
+competition graded by `VenvMLEBenchGrader` on a leaderboard the test supplies; the audit's rates are
+`experiments/aggregate_grading_reports.py`'s numbers. Writes only pytest's tmp paths.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from auditkit import tid, write_launch, write_report
 from gradekit import write_custom_competition, write_leaderboard
 
+from mle_world.audit import audit
 from mle_world.errors import UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.medals import is_lower_better, rank_score
@@ -330,3 +333,77 @@ def test_a_registry_competition_grades_through_the_venv_on_a_supplied_leaderboar
     assert report.median_threshold == th.median and report.silver_medal  # 300 teams: silver is the top 20 %
     flags = (report.gold_medal, report.silver_medal, report.bronze_medal, report.above_median)
     assert flags == (rank.gold_medal, rank.silver_medal, rank.bronze_medal, rank.above_median)
+
+
+AGGREGATED = {  # MLE-bench's aggregate_grading_reports.py's metric: the audit's rate
+    "valid_submissions_percentage": "valid_submission",
+    "any_medal_percentage": "any_medal",
+    "gold_medal_percentage": "gold_medal",
+    "silver_medal_percentage": "silver_medal",
+    "bronze_medal_percentage": "bronze_medal",
+    "above_median_percentage": "above_median",
+}
+
+
+def test_the_audits_rates_are_mlebench_aggregate_grading_reports_numbers(tmp_path: Path) -> None:
+    """Per configuration, the audit's rates (mean ± SEM over seeds of the % of tasks) are what MLE-bench's
+    own experiments/aggregate_grading_reports.py gives for the same reports: medals of every kind,
+    invalid submissions, above-median without a medal."""
+    aggregator = (
+        Path(str(installed_source()["file"])).parent.parent / "experiments" / "aggregate_grading_reports.py"
+    )
+    rng = random.Random(0)
+    out, tasks, configs, seeds = tmp_path / "sweep", ["A", "B", "C", "D"], ["aide", "wm-point"], range(5)
+    ids, paths = [], {cfg: [] for cfg in configs}
+    for cfg in configs:
+        for task in tasks:
+            for seed in seeds:
+                medal = rng.choice(["gold", "silver", "bronze", "none", "none", "none"])
+                valid = medal != "none" or rng.random() < 0.6
+                above = medal != "none" or (valid and rng.random() < 0.5)
+                paths[cfg].append(
+                    write_report(
+                        out,
+                        "gated",
+                        cfg,
+                        task,
+                        seed,
+                        score=0.5 if valid else None,
+                        medal=medal,
+                        above_median=above,
+                    )
+                )
+                ids.append(tid("gated", cfg, task, seed))
+    write_launch(out, "gated", ids)
+    rates = {r.configuration: r.rates for r in audit([out]).rates}
+    split = tmp_path / "split.txt"
+    split.write_text("\n".join(tasks) + "\n")
+    for cfg in configs:
+        wrapped = []  # MLE-bench's run-group report: {"competition_reports": [...]}
+        for path in paths[cfg]:
+            wrapped.append(tmp_path / "mlebench" / cfg / path.name)
+            wrapped[-1].parent.mkdir(parents=True, exist_ok=True)
+            wrapped[-1].write_text(json.dumps({"competition_reports": [json.loads(path.read_text())]}))
+        assert MLEBENCH_PYTHON is not None
+        done = subprocess.run(
+            [
+                str(MLEBENCH_PYTHON),
+                str(aggregator),
+                "--grading-reports",
+                *map(str, wrapped),
+                "--split",
+                str(split),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+            check=True,
+        )
+        theirs = json.loads(done.stdout.split("Average metrics across seeds:", 1)[1])
+        assert theirs["num_seeds_averaged"] == len(seeds)
+        for metric, ours in AGGREGATED.items():
+            mean, sem, n = rates[cfg][ours]
+            assert n == len(seeds)
+            assert mean == pytest.approx(theirs["metrics"][metric]["mean"], abs=1e-9), (cfg, metric)
+            assert sem == pytest.approx(theirs["metrics"][metric]["standard_error"], abs=1e-9), (cfg, metric)
