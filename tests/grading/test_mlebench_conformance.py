@@ -5,8 +5,8 @@ scripts/test.sh installs one from ../shared/vendor on every run). Without it the
 and are skipped elsewhere. MLE-bench's `grade_csv` grades the same files, of the same competition folders
 (with their own leaderboards: the archive's are Git LFS pointers), as `BuiltinGrader`; its
 `Grader.rank_score` ranks the same scores on the same leaderboards as `medals.rank_score`; a registry
-competition graded by `VenvMLEBenchGrader` on a leaderboard the test supplies; the audit's rates are
-`experiments/aggregate_grading_reports.py`'s numbers. Writes only pytest's tmp paths.
+competition graded by `VenvMLEBenchGrader` on a leaderboard the test supplies (the audit against its
+aggregator: test_mlebench_aggregate.py). Writes only pytest's tmp paths.
 """
 
 from __future__ import annotations
@@ -17,20 +17,18 @@ import os
 import random
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from auditkit import tid, write_launch, write_report
 from gradekit import write_custom_competition, write_leaderboard
+from mlebenchkit import find_mlebench_python, installed_source, require_mlebench
 
-from mle_world.audit import audit
 from mle_world.errors import UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.medals import is_lower_better, rank_score
 from mle_world.grading.mlebench import VenvMLEBenchGrader
-from mle_world.grading.mlebench_version import SOURCE_CODE, describe
+from mle_world.grading.mlebench_version import describe
 from mle_world.tasks.local import prepare_local
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,39 +36,12 @@ SRC = REPO / "src"
 ARCHIVE = REPO.parent / "shared" / "vendor" / "mle-bench-783b15a.tar.gz"
 
 
-def _mlebench_python() -> tuple[Path | None, str]:
-    """The venv's python when `import mlebench.grade` works there, else None and why not."""
-    venv = os.environ.get("MLEBENCH_VENV")
-    if not venv:
-        return None, "MLEBENCH_VENV is not set"
-    python = Path(venv) / "bin" / "python"
-    if not python.is_file():
-        return None, f"MLEBENCH_VENV={venv}: no bin/python"
-    probe = subprocess.run(
-        [str(python), "-c", "import mlebench.grade"],
-        capture_output=True,
-        text=True,
-        cwd="/tmp",
-        timeout=120,
-        check=False,
-    )
-    if probe.returncode:
-        return None, f"MLEBENCH_VENV={venv}: import mlebench.grade failed: {probe.stderr.strip()[-300:]}"
-    return python, ""
-
-
-MLEBENCH_PYTHON, WHY_NOT = _mlebench_python()
+MLEBENCH_PYTHON, WHY_NOT = find_mlebench_python()
 
 
 @pytest.fixture(autouse=True)
-def _real_mlebench() -> Iterator[None]:
-    """CI installs MLE-bench on every run (scripts/test.sh): there a missing one fails, so the skip these
-    tests had for years cannot silently come back."""
-    if MLEBENCH_PYTHON is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no MLE-bench: {WHY_NOT} (scripts/test.sh installs it)")
-        pytest.skip(f"no MLE-bench: {WHY_NOT}")
-    yield
+def _real_mlebench() -> None:
+    require_mlebench(MLEBENCH_PYTHON, WHY_NOT)
 
 
 # Runs in MLE-bench's venv: a Competition built from one of our folders, graded by grade_csv.
@@ -254,27 +225,11 @@ def test_a_score_on_a_threshold_gets_that_medal_in_both(tmp_path: Path) -> None:
     assert medals == ["gold", "silver", "silver", "bronze", "bronze", "-", "-", "gold"]
 
 
-def installed_source(env: dict[str, str] | None = None) -> dict[str, str | None]:
-    assert MLEBENCH_PYTHON is not None
-    script = SOURCE_CODE + "import json; print(json.dumps(source))"
-    done = subprocess.run(
-        [str(MLEBENCH_PYTHON), "-c", script],
-        capture_output=True,
-        text=True,
-        cwd="/tmp",
-        timeout=120,
-        check=True,
-        env=env,
-    )
-    source: dict[str, str | None] = json.loads(done.stdout)
-    return source
-
-
 def test_the_mlebench_that_grades_is_recorded_as_version_and_commit() -> None:
     """What VenvMLEBenchGrader records with each report, from this MLE-bench: its package version and the
     commit it is installed from (scripts/install_mlebench.sh: pip install -e of a clone, or of the vendored
     `git archive`, whose header holds the commit)."""
-    source = installed_source()
+    source = installed_source(MLEBENCH_PYTHON)
     assert source["file"] is not None
     checkout = Path(source["file"]).parent.parent
     version = describe(source)
@@ -300,11 +255,13 @@ def test_a_registry_competition_grades_through_the_venv_on_a_supplied_leaderboar
     """The production path for MLE-bench's own competitions (VenvMLEBenchGrader, its registry and
     spaceship-titanic's grade.py): refused in one line while the leaderboard is a Git LFS pointer (as in
     the vendored archive), graded with MLE-bench's thresholds once the test supplies one."""
-    installed = Path(str(installed_source()["file"])).parent
+    installed = Path(str(installed_source(MLEBENCH_PYTHON)["file"])).parent
     copy = tmp_path / "mle-bench"  # a copy first on PYTHONPATH: the installed tree stays as it is
     shutil.copytree(installed, copy / "mlebench")
     monkeypatch.setenv("PYTHONPATH", str(copy))
-    assert installed_source(dict(os.environ))["file"] == str(copy / "mlebench" / "__init__.py")
+    assert installed_source(MLEBENCH_PYTHON, dict(os.environ))["file"] == str(
+        copy / "mlebench" / "__init__.py"
+    )
     board = copy / "mlebench" / "competitions" / "spaceship-titanic" / "leaderboard.csv"
     board.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:e071aca0\nsize 125841\n")
     data = tmp_path / "data"
@@ -333,77 +290,3 @@ def test_a_registry_competition_grades_through_the_venv_on_a_supplied_leaderboar
     assert report.median_threshold == th.median and report.silver_medal  # 300 teams: silver is the top 20 %
     flags = (report.gold_medal, report.silver_medal, report.bronze_medal, report.above_median)
     assert flags == (rank.gold_medal, rank.silver_medal, rank.bronze_medal, rank.above_median)
-
-
-AGGREGATED = {  # MLE-bench's aggregate_grading_reports.py's metric: the audit's rate
-    "valid_submissions_percentage": "valid_submission",
-    "any_medal_percentage": "any_medal",
-    "gold_medal_percentage": "gold_medal",
-    "silver_medal_percentage": "silver_medal",
-    "bronze_medal_percentage": "bronze_medal",
-    "above_median_percentage": "above_median",
-}
-
-
-def test_the_audits_rates_are_mlebench_aggregate_grading_reports_numbers(tmp_path: Path) -> None:
-    """Per configuration, the audit's rates (mean ± SEM over seeds of the % of tasks) are what MLE-bench's
-    own experiments/aggregate_grading_reports.py gives for the same reports: medals of every kind,
-    invalid submissions, above-median without a medal."""
-    aggregator = (
-        Path(str(installed_source()["file"])).parent.parent / "experiments" / "aggregate_grading_reports.py"
-    )
-    rng = random.Random(0)
-    out, tasks, configs, seeds = tmp_path / "sweep", ["A", "B", "C", "D"], ["aide", "wm-point"], range(5)
-    ids, paths = [], {cfg: [] for cfg in configs}
-    for cfg in configs:
-        for task in tasks:
-            for seed in seeds:
-                medal = rng.choice(["gold", "silver", "bronze", "none", "none", "none"])
-                valid = medal != "none" or rng.random() < 0.6
-                above = medal != "none" or (valid and rng.random() < 0.5)
-                paths[cfg].append(
-                    write_report(
-                        out,
-                        "gated",
-                        cfg,
-                        task,
-                        seed,
-                        score=0.5 if valid else None,
-                        medal=medal,
-                        above_median=above,
-                    )
-                )
-                ids.append(tid("gated", cfg, task, seed))
-    write_launch(out, "gated", ids)
-    rates = {r.configuration: r.rates for r in audit([out]).rates}
-    split = tmp_path / "split.txt"
-    split.write_text("\n".join(tasks) + "\n")
-    for cfg in configs:
-        wrapped = []  # MLE-bench's run-group report: {"competition_reports": [...]}
-        for path in paths[cfg]:
-            wrapped.append(tmp_path / "mlebench" / cfg / path.name)
-            wrapped[-1].parent.mkdir(parents=True, exist_ok=True)
-            wrapped[-1].write_text(json.dumps({"competition_reports": [json.loads(path.read_text())]}))
-        assert MLEBENCH_PYTHON is not None
-        done = subprocess.run(
-            [
-                str(MLEBENCH_PYTHON),
-                str(aggregator),
-                "--grading-reports",
-                *map(str, wrapped),
-                "--split",
-                str(split),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            timeout=300,
-            check=True,
-        )
-        theirs = json.loads(done.stdout.split("Average metrics across seeds:", 1)[1])
-        assert theirs["num_seeds_averaged"] == len(seeds)
-        for metric, ours in AGGREGATED.items():
-            mean, sem, n = rates[cfg][ours]
-            assert n == len(seeds)
-            assert mean == pytest.approx(theirs["metrics"][metric]["mean"], abs=1e-9), (cfg, metric)
-            assert sem == pytest.approx(theirs["metrics"][metric]["standard_error"], abs=1e-9), (cfg, metric)
