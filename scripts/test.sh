@@ -23,23 +23,57 @@ log "pip install -e .[dev]"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 # The warm environment above may hold packages pyproject.toml never names: a fresh venv with only the
 # declared dependencies must import every module and dry-run the paper sweep from another directory.
-log "the package from scratch: a fresh venv, its declared dependencies, every module imported"
-t0=$SECONDS
-fresh="$(mktemp -d "${TMPDIR:-/tmp}/mlew-fresh-install.XXXXXX")"
-python3 -m venv "$fresh/venv"
-"$fresh/venv/bin/python" -m pip install -q --disable-pip-version-check "$PWD"
-(cd "$fresh" && "$fresh/venv/bin/python" - <<'PY'
+fresh_install() {
+  local fresh
+  fresh="$(mktemp -d "${TMPDIR:-/tmp}/mlew-fresh-install.XXXXXX")"
+  python3 -m venv "$fresh/venv"
+  "$fresh/venv/bin/python" -m pip install -q --disable-pip-version-check "$PWD"
+  (cd "$fresh" && "$fresh/venv/bin/python" - <<'PY'
 import importlib, pkgutil, mle_world
 # Not the competitions' own grade.py files (loaded by path when graded) nor __main__ (it runs the CLI).
 for module in pkgutil.walk_packages(mle_world.__path__, "mle_world."):
     if not module.name.startswith("mle_world.tasks.competitions.") and not module.name.endswith("__main__"):
         importlib.import_module(module.name)
 PY
-)
-(cd "$fresh" && "$fresh/venv/bin/mle-world" --regime gated --output-dir out --enroot-image aide.sqsh \
-  --dry-run --summary >/dev/null)
-rm -rf "$fresh"
-echo "fresh install: $((SECONDS - t0)) s"
+  )
+  (cd "$fresh" && "$fresh/venv/bin/mle-world" --regime gated --output-dir out --enroot-image aide.sqsh \
+    --dry-run --summary >/dev/null)
+  rm -rf "$fresh"
+}
+
+# MLE-bench from ../shared/vendor into a fresh venv of its own (it pins kaggle<1.7), from scratch on every
+# run so a regression in the install path fails CI on a warm machine too; kept until the next run starts
+# it afresh (rerun pytest against it with MLEBENCH_VENV=$MLEBENCH_CI_PREFIX/venv).
+MLEBENCH_CI_PREFIX="${MLEBENCH_CI_PREFIX:-${TMPDIR:-/tmp}/mle-world-ci-mlebench}"
+mlebench_install() {
+  rm -rf "$MLEBENCH_CI_PREFIX/mle-bench" "$MLEBENCH_CI_PREFIX/venv"
+  MLEBENCH_ARCHIVE=../shared/vendor/mle-bench-783b15a.tar.gz MLEBENCH_DEPS=grading \
+    MLEBENCH_DIR="$MLEBENCH_CI_PREFIX/mle-bench" MLEBENCH_VENV="$MLEBENCH_CI_PREFIX/venv" \
+    bash scripts/install_mlebench.sh
+}
+
+# Both mostly wait on package downloads: they run beside the builds and checks below, each into its own
+# log, and pytest starts only once both succeeded.
+logs="$(mktemp -d "${TMPDIR:-/tmp}/mlew-ci-logs.XXXXXX")"
+background() { # NAME FUNCTION: run FUNCTION in the background, its output and time in $logs/NAME.log
+  local name=$1 fn=$2
+  (t0=$SECONDS; "$fn" >"$logs/$name.log" 2>&1; echo "$name: $((SECONDS - t0)) s" >>"$logs/$name.log") &
+  pids[$name]=$!
+}
+declare -A pids=()
+log "in the background: the package from scratch in a fresh venv, and MLE-bench from the vendored archive"
+background "fresh install" fresh_install
+background "mlebench" mlebench_install
+finish() { # NAME: wait for a background step; its log's last line, or the whole log and exit 1 if it failed
+  local name=$1
+  if wait "${pids[$name]}"; then
+    tail -n 1 "$logs/$name.log"
+  else
+    log "$name FAILED:"
+    cat "$logs/$name.log"
+    exit 1
+  fi
+}
 
 log "llama.cpp (portable build, checked by a real completion)"
 bash scripts/install_llama.sh
@@ -56,6 +90,7 @@ else
   bash scripts/install_runtimes.sh
 fi
 echo "runtimes built from scratch: $((SECONDS - t0)) s"
+
 
 log "ruff"
 ruff check src tests benchmarks run_paper.py scripts
@@ -77,6 +112,12 @@ log "CI image (the real scripts/image/build_aide_enroot.sh; cached by the recipe
 t0=$SECONDS
 bash scripts/image/build_ci_image.sh
 echo "CI image: $((SECONDS - t0)) s"
+
+log "background steps"
+finish "fresh install"
+finish "mlebench"
+export MLEBENCH_VENV="$MLEBENCH_CI_PREFIX/venv" MLEBENCH_DIR="$MLEBENCH_CI_PREFIX/mle-bench"
+rm -rf "$logs"
 
 log "pytest"
 python3 -m pytest "$@"

@@ -123,6 +123,7 @@ def test_local_tasks_are_graded_without_mlebench(
 
 
 def test_missing_mlebench_is_one_clear_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("MLEBENCH_VENV", raising=False)  # CI exports the one scripts/test.sh installs
     monkeypatch.setitem(sys.modules, "mlebench", None)  # import fails like an absent package
     monkeypatch.setitem(sys.modules, "mlebench.registry", None)
     with pytest.raises(UserError) as info:

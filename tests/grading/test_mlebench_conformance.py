@@ -1,9 +1,12 @@
 """The built-in grader and medal rules against MLE-bench's own code, when a real MLE-bench is installed.
 
-Needs `MLEBENCH_VENV` (a venv where `import mlebench` works, as scripts/install_mlebench.sh makes it);
-skipped without it (CI does not install MLE-bench: it is not on PyPI). MLE-bench's `grade_csv` grades
-the same files, of the same competition folders, as `BuiltinGrader`; its `Grader.rank_score` ranks the
-same scores on the same leaderboards as `medals.rank_score`. Writes only pytest's tmp paths.
+Needs `MLEBENCH_VENV` (a venv where `import mlebench` works, as scripts/install_mlebench.sh makes it;
+scripts/test.sh installs one from ../shared/vendor on every run). Without it the tests fail under CI=true
+and are skipped elsewhere. MLE-bench's `grade_csv` grades the same files, of the same competition folders
+(with their own leaderboards: the archive's are Git LFS pointers), as `BuiltinGrader`; its
+`Grader.rank_score` ranks the same scores on the same leaderboards as `medals.rank_score`; a registry
+competition graded by `VenvMLEBenchGrader` on a leaderboard the test supplies (the audit against its
+aggregator: test_mlebench_aggregate.py). Writes only pytest's tmp paths.
 """
 
 from __future__ import annotations
@@ -12,38 +15,34 @@ import gzip
 import json
 import os
 import random
+import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from gradekit import write_custom_competition
+from gradekit import write_custom_competition, write_leaderboard
+from mlebenchkit import find_mlebench_python, installed_source, require_mlebench
 
+from mle_world.errors import UserError
 from mle_world.grading.builtin import BuiltinGrader
 from mle_world.grading.medals import is_lower_better, rank_score
-from mle_world.grading.mlebench_version import SOURCE_CODE, describe
+from mle_world.grading.mlebench import VenvMLEBenchGrader
+from mle_world.grading.mlebench_version import describe
 from mle_world.tasks.local import prepare_local
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "src"
+ARCHIVE = REPO.parent / "shared" / "vendor" / "mle-bench-783b15a.tar.gz"
 
 
-def _mlebench_python() -> Path | None:
-    venv = os.environ.get("MLEBENCH_VENV")
-    python = Path(venv) / "bin" / "python" if venv else None
-    if python is None or not python.is_file():
-        return None
-    probe = subprocess.run(
-        [str(python), "-c", "import mlebench.grade"],
-        capture_output=True,
-        cwd="/tmp",
-        timeout=120,
-        check=False,
-    )
-    return python if probe.returncode == 0 else None
+MLEBENCH_PYTHON, WHY_NOT = find_mlebench_python()
 
 
-MLEBENCH_PYTHON = _mlebench_python()
-pytestmark = pytest.mark.skipif(MLEBENCH_PYTHON is None, reason="no MLE-bench in MLEBENCH_VENV")
+@pytest.fixture(autouse=True)
+def _real_mlebench() -> None:
+    require_mlebench(MLEBENCH_PYTHON, WHY_NOT)
+
 
 # Runs in MLE-bench's venv: a Competition built from one of our folders, graded by grade_csv.
 GRADE_WITH_MLEBENCH = """
@@ -228,19 +227,66 @@ def test_a_score_on_a_threshold_gets_that_medal_in_both(tmp_path: Path) -> None:
 
 def test_the_mlebench_that_grades_is_recorded_as_version_and_commit() -> None:
     """What VenvMLEBenchGrader records with each report, from this MLE-bench: its package version and the
-    commit of the checkout it is installed from (scripts/install_mlebench.sh: pip install -e of a clone)."""
-    assert MLEBENCH_PYTHON is not None
-    script = SOURCE_CODE + "import json; print(json.dumps(source))"
-    done = subprocess.run(
-        [str(MLEBENCH_PYTHON), "-c", script],
-        capture_output=True,
-        text=True,
-        cwd="/tmp",
-        timeout=120,
-        check=True,
-    )
-    source = json.loads(done.stdout)
+    commit it is installed from (scripts/install_mlebench.sh: pip install -e of a clone, or of the vendored
+    `git archive`, whose header holds the commit)."""
+    source = installed_source(MLEBENCH_PYTHON)
+    assert source["file"] is not None
     checkout = Path(source["file"]).parent.parent
-    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
     version = describe(source)
-    assert version.startswith(f"{source['version']} (git {head.stdout.strip()}") and version.endswith(")")
+    if (checkout / ".git").exists():
+        head = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        assert version.startswith(f"{source['version']} (git {head.stdout.strip()}") and version.endswith(")")
+        return
+    with ARCHIVE.open("rb") as packed:
+        commit = subprocess.run(
+            ["git", "get-tar-commit-id"],
+            input=gzip.decompress(packed.read()),
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    assert version == f"{source['version']} (git {commit.strip()} from a git archive)"
+
+
+def test_a_registry_competition_grades_through_the_venv_on_a_supplied_leaderboard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The production path for MLE-bench's own competitions (VenvMLEBenchGrader, its registry and
+    spaceship-titanic's grade.py): refused in one line while the leaderboard is a Git LFS pointer (as in
+    the vendored archive), graded with MLE-bench's thresholds once the test supplies one."""
+    installed = Path(str(installed_source(MLEBENCH_PYTHON)["file"])).parent
+    copy = tmp_path / "mle-bench"  # a copy first on PYTHONPATH: the installed tree stays as it is
+    shutil.copytree(installed, copy / "mlebench")
+    monkeypatch.setenv("PYTHONPATH", str(copy))
+    assert installed_source(MLEBENCH_PYTHON, dict(os.environ))["file"] == str(
+        copy / "mlebench" / "__init__.py"
+    )
+    board = copy / "mlebench" / "competitions" / "spaceship-titanic" / "leaderboard.csv"
+    board.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:e071aca0\nsize 125841\n")
+    data = tmp_path / "data"
+    private = data / "spaceship-titanic" / "prepared" / "private"
+    private.mkdir(parents=True)
+    ids = [f"{i:04d}_01" for i in range(200)]
+    truth = [i % 3 == 0 for i in range(200)]
+    pd.DataFrame({"PassengerId": ids, "Transported": truth}).to_csv(private / "test.csv", index=False)
+    guess = [t if i % 4 else not t for i, t in enumerate(truth)]  # every 4th wrong: accuracy 0.75
+    submission = tmp_path / "submission.csv"
+    pd.DataFrame({"PassengerId": ids, "Transported": guess}).to_csv(submission, index=False)
+    assert MLEBENCH_PYTHON is not None
+    grader = VenvMLEBenchGrader(data, MLEBENCH_PYTHON.parent.parent)
+    with pytest.raises(UserError) as refused:
+        grader.grade("spaceship-titanic", submission)
+    assert str(refused.value) == (
+        f"{board}: a Git LFS pointer, not a leaderboard: run `git lfs pull` in the MLE-bench checkout, "
+        "or put the real leaderboard.csv there"
+    )
+    scores = [round(0.81 - i * 0.002, 4) for i in range(300)]
+    write_leaderboard(board, scores)
+    report = grader.grade("spaceship-titanic", submission)
+    th, rank = rank_score(0.75, scores)
+    assert report.score == 0.75 and report.valid_submission and report.invalid_reason is None
+    assert (report.gold_threshold, report.silver_threshold, report.bronze_threshold) == th[:3]
+    assert report.median_threshold == th.median and report.silver_medal  # 300 teams: silver is the top 20 %
+    flags = (report.gold_medal, report.silver_medal, report.bronze_medal, report.above_median)
+    assert flags == (rank.gold_medal, rank.silver_medal, rank.bronze_medal, rank.above_median)

@@ -97,10 +97,16 @@ def write_custom_competition(root: Path, comp_id: str, scores: Sequence[float]) 
     (folder / "grade.py").write_text(CUSTOM_GRADE)
     (folder / "prepare.py").write_text(CUSTOM_PREPARE)
     (folder / "description.md").write_text(f"# {comp_id}\n")
+    write_leaderboard(folder / "leaderboard.csv", scores)
+    return folder
+
+
+def write_leaderboard(path: Path, scores: Sequence[float]) -> Path:
+    """A leaderboard.csv in Kaggle's export format (MLE-bench's), `scores` best to worst."""
     lines = ["scoreNullable,teamId,hasTeamName,submissionDate,score,hasScore"]
     lines += [f"{s},{i},True,2025-01-01 00:00:00,{s},True" for i, s in enumerate(scores)]
-    (folder / "leaderboard.csv").write_text("\n".join(lines) + "\n")
-    return folder
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def submit(path: Path, text: str, *, selected: bool = True) -> Path:

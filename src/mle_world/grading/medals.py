@@ -145,15 +145,36 @@ def build_report(
     )
 
 
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def refuse_lfs_pointer(path: Path) -> None:
+    """UserError when the leaderboard is a Git LFS pointer (MLE-bench cloned without `git lfs pull`, or
+    unpacked from a `git archive`): every grade against it would crash or rank against nothing."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(LFS_POINTER))
+    except OSError:
+        return  # unreadable: whoever reads it next says why
+    if head == LFS_POINTER:
+        raise UserError(lfs_pointer_message(path))
+
+
+def lfs_pointer_message(path: Path) -> str:
+    """What is wrong with a leaderboard that is a Git LFS pointer, and the fix."""
+    return (
+        f"{path}: a Git LFS pointer, not a leaderboard: run `git lfs pull` in the MLE-bench checkout, "
+        "or put the real leaderboard.csv there"
+    )
+
+
 def read_leaderboard_scores(path: Path) -> list[float]:
     """Scores of a Kaggle leaderboard export, best to worst; UserError when unusable."""
+    refuse_lfs_pointer(path)
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: cannot read leaderboard ({exc})") from exc
     if "score" not in frame.columns or len(frame) == 0:
-        raise UserError(
-            f"{path}: leaderboard must have a `score` column and at least one row "
-            "(a 3-line file is a git-lfs pointer: run `git lfs pull`)"
-        )
+        raise UserError(f"{path}: leaderboard must have a `score` column and at least one row")
     return [float(s) for s in frame["score"]]

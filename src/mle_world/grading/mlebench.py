@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
-from mle_world.grading.medals import build_report, normalise_score, not_finite_reason, read_leaderboard_scores
+from mle_world.grading.medals import (
+    build_report,
+    lfs_pointer_message,
+    normalise_score,
+    not_finite_reason,
+    read_leaderboard_scores,
+    refuse_lfs_pointer,
+)
 from mle_world.grading.mlebench_version import SOURCE_CODE, describe, installed_source
 from mle_world.grading.report import GraderReport
 from mle_world.grading.submission import missing_reason, submission_exists
@@ -138,6 +145,7 @@ class MLEBenchGrader:
                 raise UserError(f"unknown MLE-bench competition {task!r}") from exc
             if not self._mlebench["is_dataset_prepared"](competition, grading_only=True):
                 raise _not_prepared(task, Path(competition.private_dir))
+            refuse_lfs_pointer(Path(competition.leaderboard))
             raw, crash = None, None
             with _mlebench_says() as said:
                 try:
@@ -170,6 +178,14 @@ except FileNotFoundError:
     sys.exit(0)
 if not is_dataset_prepared(comp, grading_only=True):
     print("MLE_WORLD_RESULT " + json.dumps({"not_prepared": str(comp.private_dir)}))
+    sys.exit(0)
+try:
+    with open(comp.leaderboard, "rb") as board:
+        pointer = board.read(40) == b"version https://git-lfs.github.com/spec/"
+except OSError:
+    pointer = False  # grade_csv says what is wrong with it
+if pointer:
+    print("MLE_WORLD_RESULT " + json.dumps({"lfs_pointer": str(comp.leaderboard)}))
     sys.exit(0)
 import logging
 class Said(logging.Handler):
@@ -222,6 +238,8 @@ class VenvMLEBenchGrader:
             raise UserError(f"unknown MLE-bench competition {task!r}")
         if result.get("not_prepared"):
             raise _not_prepared(task, Path(result["not_prepared"]))
+        if result.get("lfs_pointer"):
+            raise UserError(lfs_pointer_message(Path(result["lfs_pointer"])))
         version = self._version(result.get("source") or {})
         if "report" in result:
             return _normalise_mlebench_report(result["report"], result.get("said") or [], version)

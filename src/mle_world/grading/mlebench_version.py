@@ -1,7 +1,7 @@
 """Which MLE-bench graded: its package version, the git commit of its checkout and any local changes.
 
-Reads the installed distribution's metadata (in the process that imports mlebench) and runs `git` in the
-checkout the package was imported from; writes nothing.
+Reads the installed distribution's metadata (in the process that imports mlebench), runs `git` in the
+checkout the package was imported from, or reads the `.git_archival.txt` of an unpacked archive; writes nothing.
 """
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+
+from mle_world.storage import read_regular
 
 SOURCE_CODE = """
 import importlib.metadata, mlebench
@@ -39,9 +42,13 @@ def installed_source(module_file: str | None) -> dict[str, str | None]:
 def describe(source: Mapping[str, str | None]) -> str:
     """`<version> (git <commit>)`, `… with local changes sha256 <12 hex>` when the checkout differs from its
     commit (`git diff HEAD`: an edited grade.py or leaderboard changes medals); the commit of a VCS install
-    from pip's direct_url.json when the package is no checkout; `unknown version` when metadata is absent."""
+    from pip's direct_url.json when the package is no checkout; `unknown version` when metadata is absent.
+    An unpacked `git archive` (scripts/install_mlebench.sh's MLEBENCH_ARCHIVE) gives `… from a git archive`:
+    its commit, with no way to see local changes."""
     version = source.get("version") or "unknown version"
     commit = _checkout_commit(source.get("file"))
+    if commit is None:
+        commit = _archive_commit(source.get("file"))
     if commit is None:
         commit = _vcs_commit(source.get("direct_url"))
     return f"{version} (git {commit})" if commit else version
@@ -78,6 +85,22 @@ def _checkout_commit(module_file: str | None) -> str | None:
         diff = _git(root, "diff", "HEAD") or b""
         commit += f" with local changes sha256 {hashlib.sha256(diff).hexdigest()[:12]}"
     return commit
+
+
+_ARCHIVAL_NODE = re.compile(r"^node: ([0-9a-f]{40}|[0-9a-f]{64})$", re.MULTILINE)
+
+
+def _archive_commit(module_file: str | None) -> str | None:
+    """The commit in `.git_archival.txt` (setuptools-scm's file; the install script writes it from the
+    archive's header) beside the `mlebench/` package; None without one, or with `$Format:%H$` unfilled."""
+    if not module_file:
+        return None
+    try:
+        data = read_regular(Path(module_file).resolve().parent.parent / ".git_archival.txt")
+    except OSError:
+        return None
+    found = _ARCHIVAL_NODE.search(data[:4096].decode(errors="replace"))
+    return f"{found.group(1)} from a git archive" if found else None
 
 
 def _vcs_commit(direct_url: str | None) -> str | None:
