@@ -315,8 +315,8 @@ def test_a_file_system_without_an_inode_count_is_not_short_of_inodes(tmp_path: P
     it would have failed as infra before its first run."""
     out = tmp_path / "fs"
     check = (
-        "import sys; from pathlib import Path; from mle_world.agent.disk_quota import Usage, check_reserve; "
-        f"check_reserve(Path({str(out)!r}), Usage(1 << 20, 10_000)); print('room')"
+        "import sys; from pathlib import Path; from mle_world.agent.disk_quota import DiskUsage, check_reserve; "
+        f"check_reserve(Path({str(out)!r}), DiskUsage(1 << 20, 10_000)); print('room')"
     )
     proc = in_private_tmpfs(out, [sys.executable, "-c", check], size="8m,nr_inodes=0")
     assert proc.returncode == 0 and proc.stdout.strip() == "room", proc.stderr[-2000:]

@@ -29,7 +29,7 @@ RESCAN_COST_FACTOR = 10
 """...but never spend more than a tenth of the time walking: a tree of a million files takes seconds."""
 
 
-class Usage(NamedTuple):
+class DiskUsage(NamedTuple):
     """What a tree takes: allocated bytes and inodes (each counted once). `complete` is False when a
     directory could not be listed (deeper than descriptors allow, unreadable): what it holds is unseen."""
 
@@ -38,7 +38,7 @@ class Usage(NamedTuple):
     complete: bool = True
 
 
-def measure(root: Path | str) -> Usage:
+def measure(root: Path | str) -> DiskUsage:
     """Bytes allocated under `root` (sparse files count what they use) and its inodes; each inode once
     (hard links), links never followed.
 
@@ -52,9 +52,9 @@ def measure(root: Path | str) -> Usage:
     try:
         top = os.open(root, DIR_FLAGS & ~os.O_NOFOLLOW)  # the agent's own path (as os.walk took it)
     except FileNotFoundError:
-        return Usage(0, 0)
+        return DiskUsage(0, 0)
     except OSError:  # e.g. made unreadable by a script running as the agent's uid
-        return Usage(0, 0, complete=False)
+        return DiskUsage(0, 0, complete=False)
     frames: list[tuple[int, list[str]]] = []
     fd: int | None = top
     try:
@@ -97,10 +97,10 @@ def measure(root: Path | str) -> Usage:
     finally:
         for parent, _ in frames:
             os.close(parent)
-    return Usage(total, inodes, complete)
+    return DiskUsage(total, inodes, complete)
 
 
-def held_deleted(root_pid: int, device: int, proc: str = "/proc") -> Usage:
+def held_deleted(root_pid: int, device: int, proc: str = "/proc") -> DiskUsage:
     """Files on `device` that `root_pid` or its descendants hold open after every name of them was
     removed: no walk finds them, yet their blocks stay taken until the last descriptor or mapping
     closes. Each inode once; processes, descriptors or mappings that vanish, or that may not be looked
@@ -130,19 +130,19 @@ def held_deleted(root_pid: int, device: int, proc: str = "/proc") -> Usage:
             seen.add(info.st_ino)
             total += info.st_blocks * 512
             inodes += 1
-    return Usage(total, inodes)
+    return DiskUsage(total, inodes)
 
 
-def filesystem_used(path: Path | str) -> Usage | None:
+def filesystem_used(path: Path | str) -> DiskUsage | None:
     """Bytes and inodes in use on the filesystem holding `path` (None when it cannot be asked)."""
     try:
         info = os.statvfs(path)
     except OSError:
         return None
-    return Usage((info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree)
+    return DiskUsage((info.f_blocks - info.f_bfree) * info.f_frsize, info.f_files - info.f_ffree)
 
 
-def filesystem_free(path: Path | str) -> Usage | None:
+def filesystem_free(path: Path | str) -> DiskUsage | None:
     """Bytes and inodes an unprivileged writer may still take on the filesystem holding `path`; a
     filesystem without a fixed inode count (btrfs, tmpfs with nr_inodes=0: statvfs says 0 of 0) has
     inodes without end."""
@@ -150,7 +150,7 @@ def filesystem_free(path: Path | str) -> Usage | None:
         info = os.statvfs(path)
     except OSError:
         return None
-    return Usage(info.f_bavail * info.f_frsize, info.f_favail if info.f_files else sys.maxsize)
+    return DiskUsage(info.f_bavail * info.f_frsize, info.f_favail if info.f_files else sys.maxsize)
 
 
 class DiskShortage(Exception):
@@ -158,7 +158,7 @@ class DiskShortage(Exception):
     trial fails as infrastructure (other writers filled it), no script is blamed."""
 
 
-def check_reserve(root: Path, reserve: Usage | None) -> None:
+def check_reserve(root: Path, reserve: DiskUsage | None) -> None:
     """Raise DiskShortage when the file system holding `root` has less than `reserve` free."""
     free = filesystem_free(root)
     if reserve is None or free is None or (free.bytes >= reserve.bytes and free.inodes >= reserve.inodes):
@@ -191,21 +191,21 @@ class DiskCeiling:
     max_inodes: int | None = None
     pid: int | None = None
     """The run's first process: files its tree holds open without a name count too."""
-    reserve: Usage | None = None
+    reserve: DiskUsage | None = None
     """Bytes and inodes the file system keeps free while the run lasts; None: not watched."""
-    peak: Usage = Usage(0, 0)
+    peak: DiskUsage = DiskUsage(0, 0)
     short: bool = False
     """Stopped because the file system fell below its reserve while the workspace grew."""
-    _scanned_fs: Usage | None = field(default=None, repr=False)
-    _scanned: Usage = field(default=Usage(0, 0), repr=False)
-    _start: Usage = field(default=Usage(0, 0), repr=False)
+    _scanned_fs: DiskUsage | None = field(default=None, repr=False)
+    _scanned: DiskUsage = field(default=DiskUsage(0, 0), repr=False)
+    _start: DiskUsage = field(default=DiskUsage(0, 0), repr=False)
     _next_scan: float = field(default=0.0, repr=False)
     _next_reserve_scan: float = field(default=0.0, repr=False)
 
     def __post_init__(self) -> None:
         self._start = self._scan()
 
-    def _scan(self) -> Usage:
+    def _scan(self) -> DiskUsage:
         started = time.monotonic()
         self._scanned_fs = filesystem_used(self.root)
         self._scanned = measure(self.root)
@@ -231,7 +231,7 @@ class DiskCeiling:
         if time.monotonic() < self._next_reserve_scan:  # walks cost at most a tenth of the time
             return False
         usage = self._scan()
-        grown = Usage(usage.bytes - self._start.bytes, usage.inodes - self._start.inodes)
+        grown = DiskUsage(usage.bytes - self._start.bytes, usage.inodes - self._start.inodes)
         self.short = grown.bytes > self.reserve.bytes // 2 or grown.inodes > self.reserve.inodes // 2
         return self.short
 
@@ -251,9 +251,9 @@ class DiskCeiling:
             return False
         return self.holds(self._scan())
 
-    def holds(self, usage: Usage) -> bool:
+    def holds(self, usage: DiskUsage) -> bool:
         """Whether `usage` (the workspace's, measured by the caller) is over a limit; kept as seen."""
-        self.peak = Usage(
+        self.peak = DiskUsage(
             max(self.peak.bytes, usage.bytes),
             max(self.peak.inodes, usage.inodes),
             self.peak.complete and usage.complete,

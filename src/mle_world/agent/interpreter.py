@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mle_world.agent.capture import BoundedCapture, truncate_output
-from mle_world.agent.disk_quota import DiskCeiling, Usage, check_reserve, measure
+from mle_world.agent.disk_quota import DiskCeiling, DiskUsage, check_reserve, measure
 from mle_world.agent.process_tree import (
     SANDBOX_REAPER,
     SCRIPT_ROOT,
@@ -180,7 +180,7 @@ class ProcessRunner:
         max_tasks: int | None = None,
         disk_limit: int | None = None,
         max_files: int | None = None,
-        disk_reserve: Usage | None = None,
+        disk_reserve: DiskUsage | None = None,
     ) -> None:
         self.workspace = workspace
         self.seed = seed
@@ -202,7 +202,7 @@ class ProcessRunner:
         self.max_files = max_files if max_files is not None or jail is None else jail.settings.max_files
         """Files and directories the workspace may hold (`sandbox.max_files`; watched with disk_limit)."""
         if disk_reserve is None and jail is not None and jail.settings.disk_reserve_mb is not None:
-            disk_reserve = Usage(jail.settings.disk_reserve_mb << 20, jail.settings.files_reserve or 0)
+            disk_reserve = DiskUsage(jail.settings.disk_reserve_mb << 20, jail.settings.files_reserve or 0)
         self.disk_reserve = disk_reserve
         """What the workspace's file system keeps free while a script runs (`sandbox.disk_reserve_mb`)."""
         self._current: subprocess.Popen[bytes] | None = None

@@ -61,7 +61,7 @@ MAX_RESAMPLES = 3
 """Replies with unusable tool-call arguments asked for again (next seed) before the last one is returned
 as it stands: the model's output, not an outage, so it neither waits nor pauses the budget, and the caller
 (the reviewer's JSON fallback) handles what is still unusable."""
-Usage = tuple[int | None, int | None]
+TokenCounts = tuple[int | None, int | None]
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class _Fault(Exception):
         retry_after_s: float | None = None,
         *,
         resample: bool = False,
-        usage: Usage = (None, None),
+        usage: TokenCounts = (None, None),
     ) -> None:
         super().__init__(cause)
         self.cause = cause
@@ -250,7 +250,7 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _usage_of(completion: Any) -> Usage:
+def _usage_of(completion: Any) -> TokenCounts:
     usage = getattr(completion, "usage", None)
     return _count(getattr(usage, "prompt_tokens", None)), _count(getattr(usage, "completion_tokens", None))
 
@@ -525,7 +525,7 @@ class EndpointClient:
         cause: str,
         retry_after: float | None,
         latency: float,
-        usage: Usage = (None, None),
+        usage: TokenCounts = (None, None),
     ) -> None:
         """Book a failed attempt against its replica and raise it for the retry policy."""
         cause = self._redactor.text(cause)
@@ -549,7 +549,7 @@ class EndpointClient:
         latency: float,
         outcome: Literal["ok", "retry", "error"],
         error: str | None = None,
-        usage: Usage = (None, None),
+        usage: TokenCounts = (None, None),
         finish_reason: str | None = None,
         served_model: str | None = None,
     ) -> None:

@@ -154,7 +154,7 @@ def delta_rows(sweep: Sweep) -> list[DeltaRow]:
 
 
 @dataclass
-class CostRow:
+class CostTableRow:
     """Cost per trial and per medal of one regime x configuration (trials with fully known cost)."""
 
     regime: str
@@ -174,7 +174,7 @@ class CostRow:
     """Trials whose GPU-hours/trial is averaged: cost rows with the executions' GPU-hours known."""
 
 
-def cost_rows(sweep: Sweep) -> list[CostRow]:
+def cost_rows(sweep: Sweep) -> list[CostTableRow]:
     """Cost per trial (mean ± SEM over trials with known cost) and total known cost / medals."""
     rows = []
     for (regime, cfg), trials in groups_of(sweep.trials).items():
@@ -187,7 +187,7 @@ def cost_rows(sweep: Sweep) -> list[CostRow]:
         tokens = [t.tokens for t in with_costs if t.tokens is not None]
         gpu = [t.gpu_hours for t in with_costs if t.gpu_hours is not None]
         rows.append(
-            CostRow(
+            CostTableRow(
                 regime=regime,
                 configuration=cfg,
                 trials=len(trials),
@@ -560,7 +560,7 @@ class AuditResult:
     sweep: Sweep
     rates: list[RateRow]
     deltas: list[DeltaRow]
-    costs: list[CostRow]
+    costs: list[CostTableRow]
     world: list[WorldRow]
     curves: list[Curve]
     pad_missing: bool

@@ -48,7 +48,7 @@ PLAIN_TEXT_SPECIALS = ('"', "\r", "\0")
 """Without these, a CSV's rows are its lines split on commas (no quoting, one line ending, no NUL)."""
 
 
-class CostRow(NamedTuple):
+class CostLine(NamedTuple):
     """One row's part of its trial's totals; None: unknown (an empty cell, or one that is no finite number).
 
     `tokens` (prompt + completion) is unknown when an LLM role's row lacks one (`costs.account` leaves both
@@ -67,7 +67,7 @@ class CostFile(NamedTuple):
     """The rows of one cost CSV, and whether it was readable to its end (its rows count either way)."""
 
     readable: bool
-    rows: list[CostRow]
+    rows: list[CostLine]
 
 
 class Columns(NamedTuple):
@@ -101,7 +101,7 @@ def _columns(header: list[str]) -> Columns | None:
 _HEADERS: dict[str, Columns | None] = {}
 """`_columns` of each plain header line seen (the harness writes one; bounded for odd files)."""
 _new_row = tuple.__new__
-"""Builds a CostRow (or CostFile) from its values in field order (its own __new__ is a Python call)."""
+"""Builds a CostLine (or CostFile) from its values in field order (its own __new__ is a Python call)."""
 
 
 def _finite(cell: str | None) -> float | None:
@@ -122,8 +122,8 @@ def cost_row(
     prompt: str | None,
     completion: str | None,
     gpu: str | None,
-) -> CostRow:
-    """One row's cells as its part of the trial's totals (see `CostRow` for what is unknown)."""
+) -> CostLine:
+    """One row's cells as its part of the trial's totals (see `CostLine` for what is unknown)."""
     if role == EXECUTION:
         tokens: int | None = int(_finite(prompt) or 0) + int(_finite(completion) or 0)
         hours = _finite(gpu)
@@ -131,10 +131,10 @@ def cost_row(
         p, c = _finite(prompt), _finite(completion)
         tokens = int(p) + int(c) if p is not None and c is not None else None
         hours = _finite(gpu) if gpu else 0.0
-    return CostRow(trial_id, _finite(cost), tokens, hours)
+    return CostLine(trial_id, _finite(cost), tokens, hours)
 
 
-def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> bool:
+def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostLine]) -> bool:
     """Append the rows under `header` to `out`; False when the header lacks a required column.
 
     The same cells `costs.summary.read_cost_rows` gives as dicts (blank rows skipped, short rows
@@ -156,7 +156,7 @@ def _rows(header: list[str], rows: Iterable[list[str]], out: list[CostRow]) -> b
     return True
 
 
-def _plain_rows(lines: list[str], columns: Columns, out: list[CostRow]) -> bool:
+def _plain_rows(lines: list[str], columns: Columns, out: list[CostLine]) -> bool:
     """`_rows` of a plain file's lines in one loop, for a header with every column (its usual shape);
     False (nothing appended) for another header."""
     width, at_id, at_role, at_cost, at_prompt, at_completion, at_gpu = columns
@@ -207,7 +207,7 @@ def cost_file_of(data: bytes) -> CostFile | None:
 
 
 def _parse_text(text: str) -> CostFile:
-    rows: list[CostRow] = []
+    rows: list[CostLine] = []
     lines = text.split("\n")
     if not lines[0] or '"' in text or "\r" in text or "\0" in text:  # PLAIN_TEXT_SPECIALS, inline
         # csv.reader's first row is the first non-blank line: let it decide (and read what is quoted)
@@ -231,7 +231,7 @@ def _parse_text(text: str) -> CostFile:
 
 
 def _parse_with_csv(path: str) -> CostFile:
-    rows: list[CostRow] = []
+    rows: list[CostLine] = []
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             reader = csv.reader(handle)
@@ -241,7 +241,7 @@ def _parse_with_csv(path: str) -> CostFile:
         return CostFile(False, rows)
 
 
-def add_rows(rows: Iterable[CostRow], totals: dict[str | None, CostTotal]) -> None:
+def add_rows(rows: Iterable[CostLine], totals: dict[str | None, CostTotal]) -> None:
     """Sum rows into `totals` by trial id, row by row (the float sums of read_cost_rows' order)."""
     for trial_id, cost, tokens, gpu in rows:
         total = totals.get(trial_id)
@@ -278,7 +278,7 @@ def encode(parsed: CostFile) -> Any:
 
 def decode(data: Any) -> CostFile:
     readable, rows = data
-    return CostFile(bool(readable), [CostRow(*row) for row in rows])
+    return CostFile(bool(readable), [CostLine(*row) for row in rows])
 
 
 def read_cost_totals(

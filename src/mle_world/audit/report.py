@@ -18,7 +18,7 @@ from mle_world.audit.analysis import (
     BaselineDeltaRow,
     BudgetRow,
     CalibrationRow,
-    CostRow,
+    CostTableRow,
     DeltaRow,
     RateRow,
     WorldRow,
@@ -98,7 +98,7 @@ DELTA_COLUMNS: list[Column[DeltaRow]] = [
     *(_delta(m) for m in DELTA_METRICS),
     Column("score better/worse/tie", lambda d: f"{d.gated_better}/{d.gated_worse}/{d.ties}"),
 ]
-COST_COLUMNS: list[Column[CostRow]] = [
+COST_COLUMNS: list[Column[CostTableRow]] = [
     REGIME,
     CONFIGURATION,
     _count("trials", "trials"),
@@ -178,7 +178,7 @@ def deltas_table(rows: Sequence[DeltaRow]) -> Table:
     return build("deltas", title, DELTA_COLUMNS, rows)
 
 
-def costs_table(rows: Sequence[CostRow]) -> Table:
+def costs_table(rows: Sequence[CostTableRow]) -> Table:
     """Cost per trial and per medal."""
     return build("costs", "Costs (USD; trials whose every cost row is priced)", COST_COLUMNS, rows)
 

@@ -12,20 +12,18 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from mle_world import layout
 from mle_world.costs.prices import Prices
 from mle_world.escapes import csv_cell
-from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, Role, TrialSpec
+from mle_world.records import ROLES, ExecutionEvent, LLMCallEvent, Record, Role, TrialSpec
 from mle_world.storage import write_text_atomic
 from mle_world.trial_events import TrialEvents, read_events
 
 
-class Amounts(BaseModel):
+class Amounts(Record):
     """What is counted and summed: calls, tokens and seconds (a trial's role, or a summary group)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     calls: int | None = None
     calls_unknown_usage: int | None = None

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from mle_world.errors import ConfigError
 from mle_world.plan.config import packaged_config, read_yaml
-from mle_world.records import Role
+from mle_world.records import Record, Role
 
 DEFAULT_PRICES = packaged_config("prices.yaml")
 
 
-class _PriceModel(BaseModel):
+class _PriceModel(Record):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf priced everything inf
 
 

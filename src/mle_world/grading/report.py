@@ -8,15 +8,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from mle_world.records import Regime
+from mle_world.records import Record, Regime
 
 
-class CompetitionReport(BaseModel):
+class CompetitionReport(Record):
     """MLE-bench's per-competition report: same fields, names, order and meanings."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     competition_id: str
     score: float | None

@@ -13,14 +13,12 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from mle_world import layout
 from mle_world.launch.next_command import launch_problem, next_commands
 from mle_world.launch.state import STATES
 from mle_world.launch.sweep_state import SweepStatus, configuration_of
 from mle_world.plan.estimate import makespan, measured_seconds, planned_times, trial_key
-from mle_world.records import TrialStatus
+from mle_world.records import Record, TrialStatus
 
 EXAMPLES = 3
 """Trial ids shown per failure cause."""
@@ -32,8 +30,8 @@ CAUSE_CHARS = 300
 _VARYING = re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b|\d+")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Model(Record):
+    """The parts of `status --json`: immutable, unknown keys rejected."""
 
 
 class FailureGroup(_Model):

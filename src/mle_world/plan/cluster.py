@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mle_world.plan.runtimes.registry import RUNTIMES
-from mle_world.records import SandboxSettings
+from mle_world.records import Record, SandboxSettings
 
 
-class _File(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _File(Record):
+    """cluster.yaml's sections: immutable, unknown keys rejected (a typo is an error)."""
 
 
 HARNESS_SBATCH: dict[str, str] = {

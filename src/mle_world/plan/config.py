@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from mle_world.errors import ConfigError, not_utf8
 from mle_world.identity import sweep_hash
@@ -24,6 +24,7 @@ from mle_world.records import (
     BudgetSettings,
     EndpointSettings,
     EndpointsFile,
+    Record,
     Regime,
     Role,
     SearchSettings,
@@ -34,8 +35,8 @@ from mle_world.records import (
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
-class _File(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _File(Record):
+    """paper.yaml's sections: immutable, unknown keys rejected (a typo is an error)."""
 
 
 class ServeSettings(_File):
