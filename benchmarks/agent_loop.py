@@ -30,11 +30,11 @@ from fakeserver import FakeOpenAIServer  # noqa: E402
 
 from mle_world.agent.budget import MonotonicClock  # noqa: E402
 from mle_world.agent.events import EventLog  # noqa: E402
-from mle_world.agent.fanout import fan_out  # noqa: E402
-from mle_world.agent.interpreter import ExecResult, ProcessRunner  # noqa: E402
-from mle_world.agent.llm import EndpointClient  # noqa: E402
+from mle_world.agent.llm.client import EndpointClient  # noqa: E402
+from mle_world.agent.llm.fanout import fan_out  # noqa: E402
 from mle_world.agent.loop import Agent, Services  # noqa: E402
-from mle_world.agent.workspace import TrialLayout  # noqa: E402
+from mle_world.agent.sandbox.interpreter import ExecResult, ProcessRunner  # noqa: E402
+from mle_world.agent.sandbox.workspace import TrialLayout  # noqa: E402
 from mle_world.records import BudgetSettings, EndpointSettings  # noqa: E402
 
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 from fakeserver import FakeOpenAIServer  # noqa: E402
 
 from mle_world.agent.events import MemorySink  # noqa: E402
-from mle_world.agent.llm import EndpointClient  # noqa: E402
+from mle_world.agent.llm.client import EndpointClient  # noqa: E402
 from mle_world.records import EndpointSettings  # noqa: E402
 
 MSG = [{"role": "user", "content": "hi"}]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.agent.workspace import copy_atomic, link_atomic
+from mle_world.agent.sandbox.workspace import copy_atomic, link_atomic
 from mle_world.storage import sync_directory, write_bytes_atomic
 
 

@@ -15,8 +15,13 @@ from fakeserver import FakeOpenAIServer
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.best import BestSolution
 from mle_world.agent.journal import Checkpoint, Journal, Node
-from mle_world.agent.llm import Backoff
-from mle_world.agent.workspace import TrialLayout, reset_run_submission, set_up_trial_dir, stage_submission
+from mle_world.agent.llm.client import Backoff
+from mle_world.agent.sandbox.workspace import (
+    TrialLayout,
+    reset_run_submission,
+    set_up_trial_dir,
+    stage_submission,
+)
 from mle_world.records import BudgetSettings
 
 

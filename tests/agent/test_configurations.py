@@ -19,7 +19,7 @@ from fakeserver import Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.journal import load_checkpoint
-from mle_world.agent.llm import Backoff
+from mle_world.agent.llm.client import Backoff
 from mle_world.plan.config import load_paper_config, packaged_config
 from mle_world.records import BudgetSettings, SearchSettings
 

@@ -18,10 +18,10 @@ import pytest
 from agent_helpers import sandbox_layout
 from private_tmpfs import in_private_tmpfs
 
-from mle_world.agent.disk_quota import DiskCeiling, measure
-from mle_world.agent.interpreter import ProcessRunner
-from mle_world.agent.sandbox import build_jail
-from mle_world.agent.workspace import remove_entry
+from mle_world.agent.sandbox.disk_quota import DiskCeiling, measure
+from mle_world.agent.sandbox.interpreter import ProcessRunner
+from mle_world.agent.sandbox.jail import build_jail
+from mle_world.agent.sandbox.workspace import remove_entry
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -211,7 +211,7 @@ def test_a_tree_deeper_than_the_agent_can_open_counts_as_over_the_limit(tmp_path
     code = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
-        "from mle_world.agent.disk_quota import DiskCeiling, measure\n"
+        "from mle_world.agent.sandbox.disk_quota import DiskCeiling, measure\n"
         "used = measure(sys.argv[1])\n"
         "ceiling = DiskCeiling(sys.argv[1], 1 << 40)\n"
         "print(used.complete, ceiling.holds(used), ceiling.error[1])\n"
@@ -315,7 +315,7 @@ def test_a_file_system_without_an_inode_count_is_not_short_of_inodes(tmp_path: P
     it would have failed as infra before its first run."""
     out = tmp_path / "fs"
     check = (
-        "import sys; from pathlib import Path; from mle_world.agent.disk_quota import DiskUsage, check_reserve; "
+        "import sys; from pathlib import Path; from mle_world.agent.sandbox.disk_quota import DiskUsage, check_reserve; "
         f"check_reserve(Path({str(out)!r}), DiskUsage(1 << 20, 10_000)); print('room')"
     )
     proc = in_private_tmpfs(out, [sys.executable, "-c", check], size="8m,nr_inodes=0")

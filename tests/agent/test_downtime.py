@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mle_world.agent.budget import Budget
-from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventLog, MemorySink
+from mle_world.agent.llm.downtime import Downtime
 from mle_world.launch.trial import recorded_downtime_s
 from mle_world.records import BudgetSettings, DowntimeEvent
 

@@ -13,9 +13,9 @@ import pytest
 from fakeserver import BILLED, DEFAULT_USAGE, FakeOpenAIServer, Reply
 
 from mle_world.agent.budget import Budget, MonotonicClock
-from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import MemorySink
-from mle_world.agent.llm import Backoff, EndpointClient, EndpointFailure
+from mle_world.agent.llm.client import Backoff, EndpointClient, EndpointFailure
+from mle_world.agent.llm.downtime import Downtime
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE
 from mle_world.records import BudgetSettings, DowntimeEvent, EndpointSettings, LLMCallEvent
 
@@ -76,7 +76,7 @@ def test_a_server_that_never_reports_usage_is_used_with_unknown_tokens_and_one_w
     garbage until the outage window ran out and the trial failed as infra. The completion is used; its
     tokens are unknown (None, never 0) and the endpoint is named in one warning, not one per call."""
     sink = MemorySink()
-    caplog.set_level("WARNING", logger="mle_world.agent.llm")
+    caplog.set_level("WARNING", logger="mle_world.agent.llm.client")
     with FakeOpenAIServer(default=Reply(content="fine", usage=None)) as server:
         client = make_client(server.url, sink, outage_window_s=0.5)
         replies = [client.chat(MSG, purpose="draft") for _ in range(3)]

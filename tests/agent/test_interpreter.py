@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.agent.capture import truncate_output
-from mle_world.agent.interpreter import ProcessRunner, child_environment, exception_of
-from mle_world.agent.process_tree import enable_subreaper, kill_leftovers
+from mle_world.agent.sandbox.capture import truncate_output
+from mle_world.agent.sandbox.interpreter import ProcessRunner, child_environment, exception_of
+from mle_world.agent.sandbox.process_tree import enable_subreaper, kill_leftovers
 
 pytestmark = pytest.mark.timeout(60)
 

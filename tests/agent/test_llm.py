@@ -11,9 +11,9 @@ import openai
 import pytest
 from fakeserver import FakeOpenAIServer, Reply
 
-from mle_world.agent import llm
+import mle_world.agent.llm.client as llm
 from mle_world.agent.events import MemorySink
-from mle_world.agent.llm import Backoff, EndpointClient, EndpointFailure, ToolsUnsupported
+from mle_world.agent.llm.client import Backoff, EndpointClient, EndpointFailure, ToolsUnsupported
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE
 from mle_world.records import EndpointSettings, LLMCallEvent
 

@@ -9,7 +9,7 @@ import pytest
 from fakeserver import FakeOpenAIServer, Reply
 
 from mle_world.agent.events import MemorySink
-from mle_world.agent.llm import ContextOverflow, EndpointClient
+from mle_world.agent.llm.client import ContextOverflow, EndpointClient
 from mle_world.records import EndpointSettings
 
 pytestmark = pytest.mark.timeout(30)

@@ -25,10 +25,10 @@ from agent_helpers import (
 from fakeserver import FakeOpenAIServer, Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
-from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, load_checkpoint
-from mle_world.agent.llm import Backoff
-from mle_world.agent.sandbox import SandboxUnavailable
+from mle_world.agent.llm.client import Backoff
+from mle_world.agent.sandbox.interpreter import CodeRunner, ExecResult
+from mle_world.agent.sandbox.jail import SandboxUnavailable
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices

@@ -34,10 +34,10 @@ from agent_helpers import (
 from fakeserver import FakeOpenAIServer, Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
-from mle_world.agent.disk_quota import DiskShortage
 from mle_world.agent.journal import Checkpoint, Node, load_checkpoint
-from mle_world.agent.llm import Backoff
+from mle_world.agent.llm.client import Backoff
 from mle_world.agent.loop import Agent
+from mle_world.agent.sandbox.disk_quota import DiskShortage
 from mle_world.records import AgentResult, BudgetSettings, SearchSettings, TrialSpec, WorldModelSettings
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,7 +18,7 @@ from auditkit import prediction, tid, write_events, write_launch, write_report
 
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.journal import load_checkpoint
-from mle_world.agent.llm import Backoff
+from mle_world.agent.llm.client import Backoff
 from mle_world.audit import audit
 from mle_world.audit.analysis import calibration_rows
 from mle_world.audit.pages import render_trial_page

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from agent_helpers import sandbox_layout
 
-from mle_world.agent.interpreter import ProcessRunner
-from mle_world.agent.process_tree import parse_stat, system_tasks, tree_tasks
-from mle_world.agent.sandbox import build_jail
+from mle_world.agent.sandbox.interpreter import ProcessRunner
+from mle_world.agent.sandbox.jail import build_jail
+from mle_world.agent.sandbox.process_tree import parse_stat, system_tasks, tree_tasks
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)

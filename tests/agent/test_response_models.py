@@ -1,4 +1,4 @@
-"""The openai SDK's response classes are built before threads parse replies (agent/response_models.py).
+"""The openai SDK's response classes are built before threads parse replies (agent/llm/response_models.py).
 
 Each case runs in a fresh interpreter (in this one, other tests built the classes long ago); nothing is
 written. The race it guards against: two threads parsing the first reply of a class at once, one of
@@ -34,7 +34,7 @@ PARSED = [
 WARM = {
     "client": (
         "from mle_world.agent.events import MemorySink\n"
-        "from mle_world.agent.llm import EndpointClient\n"
+        "from mle_world.agent.llm.client import EndpointClient\n"
         "from mle_world.records import EndpointSettings\n"
         "EndpointClient('coder', EndpointSettings(url='http://127.0.0.1:9/v1'), MemorySink())\n"
     ),

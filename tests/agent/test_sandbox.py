@@ -18,18 +18,18 @@ from pathlib import Path
 import pytest
 from agent_helpers import sandbox_layout
 
-from mle_world.agent.capture import BoundedCapture
-from mle_world.agent.interpreter import ProcessRunner
-from mle_world.agent.redaction import Redactor
-from mle_world.agent.sandbox import (
+from mle_world.agent.llm.redaction import Redactor
+from mle_world.agent.sandbox.capture import BoundedCapture
+from mle_world.agent.sandbox.interpreter import ProcessRunner
+from mle_world.agent.sandbox.jail import (
     SIGPENDING,
     SandboxUnavailable,
     build_jail,
     effective_capabilities,
     is_mapped,
 )
-from mle_world.agent.syscall_filter import ABIS, CLONE_NEWUSER, KEYCTL, X32_SYSCALL_BIT, script_filter
-from mle_world.agent.workspace import TrialLayout, reset_run_submission, stage_submission
+from mle_world.agent.sandbox.syscall_filter import ABIS, CLONE_NEWUSER, KEYCTL, X32_SYSCALL_BIT, script_filter
+from mle_world.agent.sandbox.workspace import TrialLayout, reset_run_submission, stage_submission
 from mle_world.records import SandboxSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -163,7 +163,7 @@ def test_jail_is_not_built_without_bubblewrap(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path)}
     code = (
         "import sys; from pathlib import Path\n"
-        "from mle_world.agent.sandbox import build_jail, SandboxUnavailable\n"
+        "from mle_world.agent.sandbox.jail import build_jail, SandboxUnavailable\n"
         "from mle_world.records import SandboxSettings\n"
         "try:\n    build_jail(Path('/w/ws'), Path('/d'), SandboxSettings())\n"
         "except SandboxUnavailable as e:\n    print(e)\n"

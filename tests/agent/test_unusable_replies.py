@@ -16,7 +16,7 @@ from fakeserver import Reply, prompt_text
 
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.journal import load_checkpoint
-from mle_world.agent.llm import Backoff, storable_arguments
+from mle_world.agent.llm.client import Backoff, storable_arguments
 from mle_world.costs.account import role_row
 from mle_world.costs.prices import Prices
 from mle_world.records import AgentResult, BudgetSettings, LLMCallEvent, TrialSpec, WorldModelSettings

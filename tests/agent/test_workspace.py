@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mle_world.agent.workspace import (
+from mle_world.agent.sandbox.workspace import (
     RUN_DIR_MODE,
     TrialLayout,
     empty_dir,

@@ -15,7 +15,7 @@ from pathlib import Path
 from synthetic import make_sweep
 
 UNUSED = (
-    "mle_world.launch.slurm",
+    "mle_world.launch.slurm.backend",
     "mle_world.launch.trial",
     "mle_world.launch.launcher",
     "mle_world.plan",

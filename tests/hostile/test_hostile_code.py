@@ -29,7 +29,7 @@ import yaml
 from attacks import disk_fill_script, fork_bomb_script, hostile_script, link_script
 from fakeserver import FakeOpenAIServer, Reply
 
-from mle_world.agent.disk_quota import measure
+from mle_world.agent.sandbox.disk_quota import measure
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_USER = "mleworld-test"

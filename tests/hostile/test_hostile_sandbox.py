@@ -48,9 +48,9 @@ __attribute__((constructor)) static void owned(void) {
 DRIVER = r"""
 import glob, json, os, shutil, subprocess, sys
 from pathlib import Path
-from mle_world.agent.interpreter import ProcessRunner
-from mle_world.agent.sandbox import build_jail
-from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
+from mle_world.agent.sandbox.interpreter import ProcessRunner
+from mle_world.agent.sandbox.jail import build_jail
+from mle_world.agent.sandbox.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import SandboxSettings
 
 root = Path(sys.argv[1])

@@ -25,9 +25,9 @@ import pytest
 from agent_helpers import coder_reply, make_competition, make_spec, review_responder
 from fakeserver import FakeOpenAIServer
 
-from mle_world.agent.interpreter import ProcessRunner, child_environment
-from mle_world.agent.sandbox import build_jail
-from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
+from mle_world.agent.sandbox.interpreter import ProcessRunner, child_environment
+from mle_world.agent.sandbox.jail import build_jail
+from mle_world.agent.sandbox.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import AgentResult, BudgetSettings, SandboxSettings, SearchSettings
 
 pytestmark = [

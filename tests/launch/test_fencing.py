@@ -20,8 +20,8 @@ from launchkit import fast_cluster, make_plan, timelines, update_status
 from mle_world.errors import UserError
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher, make_job
-from mle_world.launch.slurm import SlurmTrial
-from mle_world.launch.slurm_queries import LiveTask, SlurmView
+from mle_world.launch.slurm.backend import SlurmTrial
+from mle_world.launch.slurm.queries import LiveTask, SlurmView
 from mle_world.launch.state import Start, read_status
 from mle_world.launch.trial import TrialSupervisor
 from mle_world.plan.sweep_plan import LaunchOptions
@@ -202,7 +202,7 @@ def test_reconcile_adopts_live_tasks_and_cancels_orphans(dirs: tuple[Path, Path]
     out, data = dirs
     plan = make_plan(out, data, 2, seconds=0.1)
     a, b = (r.trial for r in plan.commands)
-    from mle_world.launch.intents import SubmissionIntent
+    from mle_world.launch.slurm.intents import SubmissionIntent
     from mle_world.launch.state import utcnow
     from mle_world.storage import write_model
 

@@ -19,9 +19,10 @@ from launchkit import REPO, fast_cluster, make_plan, max_overlap, timelines, upd
 from private_tmpfs import in_private_tmpfs
 from rich.console import Console
 
+from mle_world.cli.status_view import show_status
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import check_sweep_identity
-from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep, show_status
+from mle_world.launch import check_prepared, parse_gpu_devices, run_sweep
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import make_job
 from mle_world.launch.liveness import launcher_lock
@@ -390,7 +391,7 @@ def test_a_recycled_pid_is_not_taken_for_the_trial_session() -> None:
     """status.json's pid may lead another session by now: only a leader started with the run counts."""
     from datetime import UTC, datetime, timedelta
 
-    from mle_world.launch.orphans import session_members
+    from mle_world.launch.local.orphans import session_members
 
     since = datetime.now(UTC)
     leader = subprocess.Popen(["sleep", "60"], start_new_session=True)

@@ -18,11 +18,11 @@ from pathlib import Path
 from launchkit import make_plan, update_status
 from rich.console import Console
 
+from mle_world.cli.status_view import read_sweep_status, status_view
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
-from mle_world.launch.slurm_queries import SlurmView
+from mle_world.launch.slurm.queries import SlurmView
 from mle_world.launch.state import read_status
-from mle_world.launch.status import read_sweep_status, status_view
 from mle_world.plan.sweep_plan import LaunchOptions
 
 LIMIT = 300 * 2**20

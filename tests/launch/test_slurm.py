@@ -20,7 +20,7 @@ from launchkit import fast_cluster, make_plan, max_overlap, release_requeued, ti
 from mle_world.launch import run_sweep, write_sbatch_preview
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import resume_action
-from mle_world.launch.slurm_queries import _expand
+from mle_world.launch.slurm.queries import _expand
 from mle_world.launch.state import read_status, utcnow
 from mle_world.launch.sweep_state import read_sweep_status
 from mle_world.launch.sweep_summary import summarise

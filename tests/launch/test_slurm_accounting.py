@@ -19,13 +19,13 @@ import pytest
 from launchkit import fast_cluster, make_plan
 from rich.console import Console
 
+from mle_world.cli.status_view import SweepStatus, status_view
 from mle_world.errors import UserError
 from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
-from mle_world.launch.intents import load_intents
-from mle_world.launch.slurm_limits import read_limits
+from mle_world.launch.slurm.intents import load_intents
+from mle_world.launch.slurm.limits import read_limits
 from mle_world.launch.state import read_status, utcnow
-from mle_world.launch.status import SweepStatus, status_view
 from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.sweep_plan import LaunchOptions
 from mle_world.records import TrialStatus

@@ -23,8 +23,8 @@ from mle_world.errors import UserError
 from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
-from mle_world.launch.slurm import array_chunks
-from mle_world.launch.slurm_queries import LiveTask, SlurmView, query_max_array_size, slurm_minutes
+from mle_world.launch.slurm.backend import array_chunks
+from mle_world.launch.slurm.queries import LiveTask, SlurmView, query_max_array_size, slurm_minutes
 from mle_world.launch.state import read_status
 from mle_world.plan.cluster import ClusterConfig
 from mle_world.plan.sweep_plan import LaunchOptions

@@ -18,9 +18,10 @@ import pytest
 from launchkit import fast_cluster, make_plan, release_requeued, timelines, wait_until
 from rich.console import Console
 
-from mle_world.launch import run_sweep, show_status
+from mle_world.cli.status_view import show_status
+from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
-from mle_world.launch.intents import KILL_AT_ENV
+from mle_world.launch.slurm.intents import KILL_AT_ENV
 from mle_world.launch.state import read_status
 from mle_world.plan.sweep_plan import LaunchOptions
 

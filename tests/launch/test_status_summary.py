@@ -18,7 +18,7 @@ import pytest
 from synthetic import add_statuses, make_sweep
 
 from mle_world import layout
-from mle_world.launch.status import render_summary
+from mle_world.cli.status_view import render_summary
 from mle_world.launch.sweep_state import SweepStatus
 from mle_world.launch.sweep_summary import SweepSummary, estimate_eta, group_failures, summarise
 from mle_world.plan.estimate import makespan

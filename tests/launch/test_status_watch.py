@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from mle_world.cli.status_view import watch_status
 from mle_world.errors import UserError
-from mle_world.launch.status import watch_status
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
@@ -92,8 +92,8 @@ def test_a_slurm_job_that_ended_unrecorded_is_shown_and_ends_the_watch(
     done instead of showing it running for ever."""
     from launchkit import wait_until
 
-    from mle_world.launch.slurm_queries import query_states
-    from mle_world.launch.status import show_status
+    from mle_world.cli.status_view import show_status
+    from mle_world.launch.slurm.queries import query_states
 
     def submit() -> str:
         argv = ["sbatch", "--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 300"]

@@ -15,7 +15,7 @@ HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "sklearn", "openai", "httpx2"
 # ...nor the packages of later stages
 LATER = (
     "mle_world.launch.launcher",
-    "mle_world.launch.slurm",
+    "mle_world.launch.slurm.backend",
     "mle_world.grading",
     "mle_world.audit",
     "mle_world.agent",

@@ -13,7 +13,7 @@ from typing import Any
 
 from fakeserver import FakeOpenAIServer, Reply, prompt_text
 
-from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
+from mle_world.agent.sandbox.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import (
     AgentSettings,
     BudgetSettings,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from agent_helpers import sandbox_layout
 
-from mle_world.agent.interpreter import ProcessRunner
-from mle_world.agent.sandbox import build_jail
+from mle_world.agent.sandbox.interpreter import ProcessRunner
+from mle_world.agent.sandbox.jail import build_jail
 from mle_world.records import SandboxSettings
 
 MEMFD = """

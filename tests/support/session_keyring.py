@@ -15,9 +15,9 @@ from pathlib import Path
 
 from agent_helpers import sandbox_layout
 
-from mle_world.agent.interpreter import ProcessRunner
-from mle_world.agent.sandbox import build_jail
-from mle_world.agent.syscall_filter import KEYCTL
+from mle_world.agent.sandbox.interpreter import ProcessRunner
+from mle_world.agent.sandbox.jail import build_jail
+from mle_world.agent.sandbox.syscall_filter import KEYCTL
 from mle_world.records import SandboxSettings
 
 ADD_KEY = {"x86_64": 248, "aarch64": 217}

@@ -19,8 +19,8 @@ from pathlib import Path
 from agent_helpers import coder_reply, good_script, make_competition, make_spec, sandbox_layout
 from fakeserver import FakeOpenAIServer
 
-from mle_world.agent.interpreter import ProcessRunner
-from mle_world.agent.sandbox import build_jail
+from mle_world.agent.sandbox.interpreter import ProcessRunner
+from mle_world.agent.sandbox.jail import build_jail
 from mle_world.records import SandboxSettings
 
 FILL = """

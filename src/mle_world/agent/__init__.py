@@ -1,6 +1,43 @@
 """The in-container agent: an AIDE-faithful loop with a world-model gate, time budget and resume.
 
 Reads a `TrialSpec` (spec.json); writes the trial dir's journal, events, best submission and result.
-The package imports nothing itself, so readers of its records (the audit reads `journal`) don't pay
-for the loop's HTTP client: import `mle_world.agent.loop` for `Agent`.
+This module is the agent's public face to host code (audit, grading, launch): the names below, each
+imported when first used, so readers of its records (the audit reads journals) don't pay for the
+loop's HTTP client. Everything else in the package is internal (an import-linter contract).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mle_world.agent.journal import Node as Node
+    from mle_world.agent.journal import load_journal_data as load_journal_data
+    from mle_world.agent.journal import log_path as log_path
+    from mle_world.agent.llm.redaction import Redactor as Redactor
+    from mle_world.agent.llm.response_models import build_response_models as build_response_models
+    from mle_world.agent.llm.transport import http_client as http_client
+    from mle_world.agent.llm.window import RESERVE_TOKENS as RESERVE_TOKENS
+    from mle_world.agent.sandbox.workspace import file_sha256 as file_sha256
+
+_EXPORTS = {
+    # the journal as the audit and grading read it
+    "Node": "mle_world.agent.journal",
+    "load_journal_data": "mle_world.agent.journal",
+    "log_path": "mle_world.agent.journal",
+    # the submission's fingerprint grading records
+    "file_sha256": "mle_world.agent.sandbox.workspace",
+    # the endpoint client's pieces check-endpoints probes with, so a probe talks as a trial does
+    "Redactor": "mle_world.agent.llm.redaction",
+    "build_response_models": "mle_world.agent.llm.response_models",
+    "http_client": "mle_world.agent.llm.transport",
+    "RESERVE_TOKENS": "mle_world.agent.llm.window",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

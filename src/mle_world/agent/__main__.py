@@ -23,17 +23,17 @@ from types import FrameType
 from pydantic import ValidationError
 
 from mle_world.agent.budget import MonotonicClock
-from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventLog
 from mle_world.agent.gpu import GpuUnusableError, check_gpu, gpus_given
-from mle_world.agent.interpreter import ProcessRunner, child_environment
 from mle_world.agent.journal import CorruptJournal
-from mle_world.agent.llm import Backoff, EndpointClient
+from mle_world.agent.llm.client import Backoff, EndpointClient
+from mle_world.agent.llm.downtime import Downtime
+from mle_world.agent.llm.redaction import RedactingFilter, Redactor
 from mle_world.agent.loop import Agent, CheckpointMismatch, Preempted, Services
-from mle_world.agent.process_tree import enable_subreaper, kill_leftovers
-from mle_world.agent.redaction import RedactingFilter, Redactor
-from mle_world.agent.sandbox import Jail, SandboxUnavailable, build_jail
-from mle_world.agent.workspace import TrialLayout, set_up_trial_dir
+from mle_world.agent.sandbox.interpreter import ProcessRunner, child_environment
+from mle_world.agent.sandbox.jail import Jail, SandboxUnavailable, build_jail
+from mle_world.agent.sandbox.process_tree import enable_subreaper, kill_leftovers
+from mle_world.agent.sandbox.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import SPEC_VERSION, AgentResult, GpuInfo, TrialSpec
 from mle_world.storage import read_model, write_model
 

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from mle_world.agent.journal import Checkpoint, Journal, Node
-from mle_world.agent.workspace import TrialLayout, file_sha256, link_atomic
+from mle_world.agent.sandbox.workspace import TrialLayout, file_sha256, link_atomic
 from mle_world.layout import KEPT_SUBMISSION_SUFFIX, kept_submission
 from mle_world.storage import write_text_atomic
 

@@ -12,9 +12,10 @@ import time
 import uuid
 
 from mle_world.agent.budget import Budget
-from mle_world.agent.fanout import fan_out
 from mle_world.agent.journal import Journal, Node
-from mle_world.agent.llm import ChatModel, ContextOverflow
+from mle_world.agent.llm.client import ChatModel, ContextOverflow
+from mle_world.agent.llm.fanout import fan_out
+from mle_world.agent.llm.window import SHRINK, prompt_chars, size
 from mle_world.agent.prompts import (
     PromptContext,
     debug_messages,
@@ -24,7 +25,6 @@ from mle_world.agent.prompts import (
     improve_messages,
 )
 from mle_world.agent.seeds import request_seed
-from mle_world.agent.window import SHRINK, prompt_chars, size
 from mle_world.records import AgentSettings, Stage
 
 log = logging.getLogger(__name__)

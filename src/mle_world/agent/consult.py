@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 
 from mle_world.agent import gate
 from mle_world.agent.budget import Budget
-from mle_world.agent.fanout import fan_out
 from mle_world.agent.journal import Journal, Node
-from mle_world.agent.llm import ChatModel
+from mle_world.agent.llm.client import ChatModel
+from mle_world.agent.llm.fanout import fan_out
+from mle_world.agent.llm.window import prompt_chars
 from mle_world.agent.prompts import WorldContext
 from mle_world.agent.seeds import request_seed, step_rng
-from mle_world.agent.window import prompt_chars
 from mle_world.agent.world import Comparison, WorldModel
 from mle_world.records import PairwiseMatch, Prediction, PredictionEvent, Regime, WorldModelSettings
 

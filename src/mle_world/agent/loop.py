@@ -24,23 +24,23 @@ from mle_world.agent.best import BestSolution
 from mle_world.agent.budget import Budget, Clock
 from mle_world.agent.coder import Coder
 from mle_world.agent.consult import Consultant, TaskFacts
-from mle_world.agent.disk_quota import DiskShortage
-from mle_world.agent.downtime import Downtime
 from mle_world.agent.events import EventSink
-from mle_world.agent.interpreter import CodeRunner, ExecResult
 from mle_world.agent.journal import Checkpoint, Journal, JournalWriter, Node, load_checkpoint
-from mle_world.agent.llm import ChatModel, ContextOverflow, EndpointFailure
+from mle_world.agent.llm.client import ChatModel, ContextOverflow, EndpointFailure
+from mle_world.agent.llm.downtime import Downtime
 from mle_world.agent.policy import select_parent, stage_of
 from mle_world.agent.preview import data_preview, task_description
 from mle_world.agent.review import Reviewer, printed_metric
-from mle_world.agent.sandbox import SandboxUnavailable
-from mle_world.agent.seeds import request_seed
-from mle_world.agent.workspace import (
+from mle_world.agent.sandbox.disk_quota import DiskShortage
+from mle_world.agent.sandbox.interpreter import CodeRunner, ExecResult
+from mle_world.agent.sandbox.jail import SandboxUnavailable
+from mle_world.agent.sandbox.workspace import (
     TrialLayout,
     reset_run_submission,
     set_up_trial_dir,
     stage_submission,
 )
+from mle_world.agent.seeds import request_seed
 from mle_world.records import AgentResult, ExecutionEvent, GateLabel, TrialSpec
 from mle_world.storage import write_model
 

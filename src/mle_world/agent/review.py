@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mle_world.agent.journal import Node, valid_metric
-from mle_world.agent.llm import ChatModel, ToolsUnsupported
+from mle_world.agent.llm.client import ChatModel, ToolsUnsupported
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE, review_messages, strip_think
 from mle_world.agent.world import decode_json, parse_json_object
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mle_world.agent.journal import Node
-from mle_world.agent.llm import ChatModel, ContextOverflow, storable
+from mle_world.agent.llm.client import ChatModel, ContextOverflow, storable
 from mle_world.agent.prompts import WorldContext, pairwise_messages, pointwise_messages, strip_think
 from mle_world.records import Prediction
 

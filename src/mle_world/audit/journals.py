@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mle_world.agent.journal import load_journal_data, log_path
+from mle_world.agent import load_journal_data, log_path
 from mle_world.audit.collect import Trial
 
 JOURNAL_LOG = log_path(Path("journal.json")).name

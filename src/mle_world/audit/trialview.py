@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mle_world.agent.journal import Node, load_journal_data
+from mle_world.agent import Node, load_journal_data
 from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.launches import trial_launch_fact
 from mle_world.audit.timeline import Timeline, budget_timeline

@@ -62,9 +62,9 @@ def add_cancel_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_cancel(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.launch.intents import cancel_sweep
-    from mle_world.launch.slurm import SubmititSubmitter
-    from mle_world.launch.slurm_queries import check_sbatch_available
+    from mle_world.launch.slurm.backend import SubmititSubmitter
+    from mle_world.launch.slurm.intents import cancel_sweep
+    from mle_world.launch.slurm.queries import check_sbatch_available
 
     output_dir = require_output_dir(args.output_dir, "cancel")
     check_sbatch_available()
@@ -134,7 +134,7 @@ def add_grade_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
-    from mle_world.launch.status import show_status, watch_status
+    from mle_world.cli.status_view import show_status, watch_status
 
     if not args.output_dir.is_dir():
         raise UserError(f"status: {args.output_dir}: {not_a_dir(args.output_dir)}")
@@ -150,7 +150,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     if args.costs and args.trial is not None:
         raise UserError("status: --costs is the sweep's spend: not with --trial")
     if args.trial is not None:
-        from mle_world.launch.status import show_trial
+        from mle_world.cli.status_view import show_trial
 
         output_dir = require_output_dir(args.output_dir.absolute(), "status")
         return show_trial(output_dir, args.trial, args.lines or 20, console)

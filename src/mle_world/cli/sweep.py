@@ -195,7 +195,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     check_writable_dir(plan.output_dir, "--output-dir")
     if request.backend == "slurm":
         from mle_world.launch.mounts import lock_warning
-        from mle_world.launch.slurm import check_log_folder
+        from mle_world.launch.slurm.backend import check_log_folder
 
         check_log_folder(plan.output_dir)
         if shared := lock_warning(plan.output_dir.absolute()):
@@ -208,7 +208,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str], console: Console, err
     if request.dry_run:
         _print_dry_run(plan, write_plan_files(plan, config), request.summary, console)
         if request.backend == "slurm":
-            from mle_world.launch.slurm import write_sbatch_preview
+            from mle_world.launch.slurm.backend import write_sbatch_preview
 
             for path in write_sbatch_preview(plan, options):
                 print(f"\n# sbatch script that would be submitted ({path}):")
@@ -245,7 +245,7 @@ def served_gpu_warnings(config: PaperConfig, prices_path: Path) -> list[str]:
 
 
 def launch_options(request: SweepRequest) -> LaunchOptions:
-    from mle_world.launch.local import parse_gpu_devices
+    from mle_world.launch.local.pool import parse_gpu_devices
 
     text = request.gpu_text
     # "none": a machine without GPUs; trials get an empty CUDA_VISIBLE_DEVICES and no GPU-hours.

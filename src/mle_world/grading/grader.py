@@ -14,8 +14,7 @@ from typing import Literal, NamedTuple
 from pydantic import ValidationError
 
 from mle_world import layout
-from mle_world.agent.journal import load_journal_data
-from mle_world.agent.workspace import file_sha256
+from mle_world.agent import file_sha256, load_journal_data
 from mle_world.errors import GraderUnavailableError, UserError
 from mle_world.grading.isolation import IsolatedGrader
 from mle_world.grading.multi import Grader as Grader

@@ -1,4 +1,4 @@
-"""Launching sweeps: per-trial state machine, local worker pool, Slurm job arrays via submitit, status.
+"""Launching sweeps: per-trial state machine, local worker pool, Slurm job arrays via submitit, status data.
 
 Re-exports the entry points the CLI calls, imported when first used (a dry run that only parses
 `--gpu-device` does not load the launcher); see docs/launching.md.
@@ -11,17 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mle_world.launch.launcher import run_sweep as run_sweep
-    from mle_world.launch.local import parse_gpu_devices as parse_gpu_devices
+    from mle_world.launch.local.pool import parse_gpu_devices as parse_gpu_devices
     from mle_world.launch.preflight import check_prepared as check_prepared
-    from mle_world.launch.slurm import write_sbatch_preview as write_sbatch_preview
-    from mle_world.launch.status import show_status as show_status
+    from mle_world.launch.slurm.backend import write_sbatch_preview as write_sbatch_preview
 
 _EXPORTS = {
-    "parse_gpu_devices": "mle_world.launch.local",
+    "parse_gpu_devices": "mle_world.launch.local.pool",
     "check_prepared": "mle_world.launch.preflight",
     "run_sweep": "mle_world.launch.launcher",
-    "write_sbatch_preview": "mle_world.launch.slurm",
-    "show_status": "mle_world.launch.status",
+    "write_sbatch_preview": "mle_world.launch.slurm.backend",
 }
 __all__ = list(_EXPORTS)
 

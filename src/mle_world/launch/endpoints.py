@@ -17,10 +17,7 @@ import openai
 from openai import OpenAI
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionNamedToolChoiceParam
 
-from mle_world.agent.redaction import Redactor
-from mle_world.agent.response_models import build_response_models
-from mle_world.agent.transport import http_client
-from mle_world.agent.window import RESERVE_TOKENS
+from mle_world.agent import RESERVE_TOKENS, Redactor, build_response_models, http_client
 from mle_world.errors import UserError
 from mle_world.launch.display import Display
 from mle_world.records import ROLES, EndpointRecord, EndpointSettings, Role

@@ -18,23 +18,24 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay, progress_bar
-from mle_world.launch.intents import reconcile, submit_arrays
 from mle_world.launch.liveness import agent_alive, launcher_lock
-from mle_world.launch.local import run_pool
-from mle_world.launch.orphans import find_leftover, stop_leftovers
+from mle_world.launch.local.orphans import find_leftover, stop_leftovers
+from mle_world.launch.local.pool import run_pool
 from mle_world.launch.signals import sigterm_as_interrupt
-from mle_world.launch.slurm import (
+from mle_world.launch.slurm.backend import (
     SlurmTrial,
     SubmititSubmitter,
     Submitter,
     check_log_folder,
 )
-from mle_world.launch.slurm_queries import (
+from mle_world.launch.slurm.intents import reconcile, submit_arrays
+from mle_world.launch.slurm.queries import (
     ALIVE_STATES,
     SlurmView,
     check_sbatch_available,
     ended_cause,
 )
+from mle_world.launch.slurm.watchdog import watch
 from mle_world.launch.state import (
     FINAL,
     is_retryable,
@@ -45,7 +46,6 @@ from mle_world.launch.state import (
     withdraw_attempt,
 )
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec, to_grade
-from mle_world.launch.watchdog import watch
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.records import TrialStatus
 

@@ -87,7 +87,7 @@ def ended_slurm_jobs(trials: Sequence[tuple[str | Path, TrialStatus]]) -> tuple[
         return ()
     # Here, not at the top: the Slurm backend (and the planner it imports) is 0.07 s CPU that
     # `audit` and `status` of a local sweep do not need (they import this module for is_output_dir).
-    from mle_world.launch.slurm_queries import ALIVE_STATES, query_states
+    from mle_world.launch.slurm.queries import ALIVE_STATES, query_states
 
     view = query_states(sorted({t.slurm_job_id or "" for _, t in active}))
     ended: list[tuple[str, str]] = []
@@ -113,7 +113,7 @@ def pending_in_slurm(trials: Sequence[TrialStatus]) -> tuple[tuple[str, int], ..
     ]
     if not jobs or shutil.which("squeue") is None:
         return ()
-    from mle_world.launch.slurm_queries import query_pending_reasons
+    from mle_world.launch.slurm.queries import query_pending_reasons
 
     reasons = query_pending_reasons(jobs)
     return tuple(reasons.most_common()) if reasons else ()

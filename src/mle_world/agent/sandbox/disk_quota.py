@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from mle_world.agent.process_tree import tree_threads
-from mle_world.agent.workspace import DIR_FLAGS
+from mle_world.agent.sandbox.process_tree import tree_threads
+from mle_world.agent.sandbox.workspace import DIR_FLAGS
 
 RESCAN_S = 5.0
 """Walk the workspace at least this often while a run lasts, whatever the filesystem says (space freed

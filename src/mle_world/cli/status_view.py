@@ -150,7 +150,7 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
         out.append(
             Text(printable_line(f"pending in Slurm: {sum(s.pending_in_slurm.values())} task(s): {why}"))
         )
-        from mle_world.launch.slurm_queries import PENDING_HINTS
+        from mle_world.launch.slurm.queries import PENDING_HINTS
 
         out.extend(
             Text(printable_line(f"  {r}: {PENDING_HINTS[r]}"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mle_world.agent.llm import ChatModel
+from mle_world.agent.llm.client import ChatModel
 
 CHARS_PER_TOKEN = 3.0
 """Conservative for code and English (tokenizers average 3.5-4): prompts stay under the window."""

@@ -19,9 +19,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mle_world.errors import UserError
-from mle_world.launch.slurm import SlurmTrial, Submitter, array_chunks, slurm_parameters
-from mle_world.launch.slurm_limits import check_wall, first_wave
-from mle_world.launch.slurm_queries import LiveTask
+from mle_world.launch.slurm.backend import SlurmTrial, Submitter, array_chunks, slurm_parameters
+from mle_world.launch.slurm.limits import check_wall, first_wave
+from mle_world.launch.slurm.queries import LiveTask
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import Record

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from mle_world.errors import UserError
-from mle_world.launch.slurm_queries import _run, slurm_minutes
+from mle_world.launch.slurm.queries import _run, slurm_minutes
 
 QOS_FIELDS = "Name,MaxWall,MaxSubmitPU,MaxSubmitPA,GrpSubmit,Flags"
 ASSOC_FIELDS = "Partition,QOS,DefaultQOS,MaxSubmit,GrpSubmit,MaxWall"

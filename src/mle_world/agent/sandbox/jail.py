@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mle_world.agent.syscall_filter import CORE_LIMIT, INSTALL, KEYCTL, NATIVE_MACHINES, script_filter
-from mle_world.agent.workspace import DATA_VIEW, SCRATCH
+from mle_world.agent.sandbox.syscall_filter import CORE_LIMIT, INSTALL, KEYCTL, NATIVE_MACHINES, script_filter
+from mle_world.agent.sandbox.workspace import DATA_VIEW, SCRATCH
 from mle_world.records import SandboxSettings
 
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt")

@@ -12,8 +12,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from mle_world.launch.slurm import Submitter
-from mle_world.launch.slurm_queries import ALIVE_STATES, SlurmView, ended_cause
+from mle_world.launch.slurm.backend import Submitter
+from mle_world.launch.slurm.queries import ALIVE_STATES, SlurmView, ended_cause
 from mle_world.launch.state import mark_failed_infra, read_status
 from mle_world.plan.sweep_plan import TrialCommand
 from mle_world.records import TrialStatus

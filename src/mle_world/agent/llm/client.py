@@ -28,10 +28,10 @@ from openai.types.chat import ChatCompletion
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from mle_world.agent.events import EventSink
-from mle_world.agent.redaction import Redactor
-from mle_world.agent.replicas import Backoff, Lease, ReplicaPool
-from mle_world.agent.response_models import build_response_models
-from mle_world.agent.transport import http_client
+from mle_world.agent.llm.redaction import Redactor
+from mle_world.agent.llm.replicas import Backoff, Lease, ReplicaPool
+from mle_world.agent.llm.response_models import build_response_models
+from mle_world.agent.llm.transport import http_client
 from mle_world.records import EndpointSettings, LLMCallEvent, Role
 
 _RAW_RESPONSE_HEADER: str | None

@@ -19,18 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from mle_world.agent.capture import BoundedCapture, truncate_output
-from mle_world.agent.disk_quota import DiskCeiling, DiskUsage, check_reserve, measure
-from mle_world.agent.process_tree import (
+from mle_world.agent.llm.redaction import Redactor
+from mle_world.agent.sandbox.capture import BoundedCapture, truncate_output
+from mle_world.agent.sandbox.disk_quota import DiskCeiling, DiskUsage, check_reserve, measure
+from mle_world.agent.sandbox.jail import SEARCH_PATHS, Jail, SandboxUnavailable, absolute_entries
+from mle_world.agent.sandbox.process_tree import (
     SANDBOX_REAPER,
     SCRIPT_ROOT,
     TaskCeiling,
     children_of,
     kill_group,
 )
-from mle_world.agent.redaction import Redactor
-from mle_world.agent.sandbox import SEARCH_PATHS, Jail, SandboxUnavailable, absolute_entries
-from mle_world.agent.workspace import DATA_VIEW, SCRATCH, empty_dir, remove_entry, restore_dirs
+from mle_world.agent.sandbox.workspace import DATA_VIEW, SCRATCH, empty_dir, remove_entry, restore_dirs
 
 CEILING_POLL_S = 0.02
 """How often a run's ceilings are checked (process_tree.TaskCeiling, disk_quota.DiskCeiling)."""

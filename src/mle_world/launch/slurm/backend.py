@@ -24,8 +24,8 @@ from types import FrameType, SimpleNamespace
 from typing import Any, Protocol
 
 from mle_world.errors import UserError
-from mle_world.launch.slurm_limits import AccountLimits, read_limits
-from mle_world.launch.slurm_queries import (
+from mle_world.launch.slurm.limits import AccountLimits, read_limits
+from mle_world.launch.slurm.queries import (
     DEFAULT_MAX_ARRAY_SIZE,
     LiveTask,
     SlurmView,
