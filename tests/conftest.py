@@ -103,3 +103,19 @@ def cli(capfd: pytest.CaptureFixture[str]) -> clikit.Cli:
     import clikit
 
     return clikit.Cli(capfd)
+
+
+# --- running in parallel (pytest-xdist, `-n N --dist loadgroup` in scripts/test.sh) ---
+
+SERIAL_GROUPS = ("slurm", "llama")
+"""Markers whose tests share one machine-wide resource and so run one at a time, on one worker: the
+local Slurm cluster (its one node, its queue and accounting, which the tests assert on), and the
+llama.cpp server's CPU (a real completion per test)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for group in SERIAL_GROUPS:
+            if item.get_closest_marker(group) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -2,7 +2,7 @@
 and a checkpointable trial callable that requeues on preemption/timeout.
 
 Writes `<output_dir>/slurm/` (submitit's folder: sbatch scripts, pickles, logs) and, for dry runs,
-`<output_dir>/slurm/preview/*.sbatch`; asks Slurm through `slurm_queries`.
+`<output_dir>/slurm/preview/*.sbatch`; asks Slurm through `launch.slurm.queries`.
 """
 
 from __future__ import annotations
