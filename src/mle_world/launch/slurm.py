@@ -257,7 +257,12 @@ class SubmititSubmitter:
 
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:
-    """The sbatch script submitit would write for this array (its own renderer, same parameters)."""
+    """The sbatch script submitit would write for this array (its own renderer, same parameters).
+
+    submitit's private API, pinned with submitit in pyproject.toml: not a speed trick but the only
+    renderer there is (the public executor renders only while submitting, and refuses to exist
+    without srun on PATH), so a dry run shows exactly the script a real launch submits.
+    """
     from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
 
     # submitit's own command line (its executor cannot be built without srun on PATH, as in a dry run
