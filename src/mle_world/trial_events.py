@@ -26,7 +26,7 @@ class TrialEvents:
     missing: bool = False
 
 
-_EVENT: TypeAdapter[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent] = TypeAdapter(
+EVENT: TypeAdapter[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent] = TypeAdapter(
     Annotated[LLMCallEvent | ExecutionEvent | PredictionEvent | DowntimeEvent, Field(discriminator="type")]
 )
 """One events.jsonl line, parsed and validated in one pass (a bad or unknown line raises ValidationError)."""
@@ -44,7 +44,7 @@ def read_events(path: Path) -> TrialEvents:
         if not line.strip():
             continue
         try:
-            event = _EVENT.validate_json(line)
+            event = EVENT.validate_json(line)
         except ValidationError:
             log.bad_lines += 1
             continue

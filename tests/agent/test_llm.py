@@ -11,7 +11,6 @@ import openai
 import pytest
 from fakeserver import FakeOpenAIServer, Reply
 
-import mle_world.agent.llm.client as llm
 from mle_world.agent.events import MemorySink
 from mle_world.agent.llm.client import Backoff, EndpointClient, EndpointFailure, ToolsUnsupported
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE
@@ -115,12 +114,8 @@ def test_tool_call_arguments_are_returned():
         assert server.chat_requests[0]["tool_choice"] == REVIEW_TOOL_CHOICE
 
 
-@pytest.mark.parametrize("raw_header", ["private", "moved"])
-def test_chat_sends_the_body_the_sdks_create_sends(raw_header, monkeypatch):
-    """chat() posts its body without the SDK's parameter transform: the server must see the same request.
-    "moved": an openai release without the private raw-response header constant (create() is used)."""
-    if raw_header == "moved":
-        monkeypatch.setattr(llm, "_RAW_RESPONSE_HEADER", None)
+def test_chat_sends_the_body_the_sdks_create_sends():
+    """chat()'s request is the one the SDK's create() sends for the same parameters (tools, seed)."""
     messages = [
         {"role": "system", "content": "You are a Kaggle grandmaster. \u00e9\u4e2d"},
         {"role": "user", "content": "Review this:\n```python\nprint(1)\n```"},

@@ -1,6 +1,5 @@
 """The process's entry point (`run_paper.py`, `python -m mle_world`): main's exit code, its output flushed
-and atexit handlers run, although what the process built is frozen out of the GC before it exits (or,
-after an audit, left to the OS by os._exit).
+and atexit handlers run, although what the process built is frozen out of the GC before it exits.
 
 Runs the CLI in real subprocesses; writes a small synthetic sweep and its audit under tmp_path.
 """
@@ -37,9 +36,9 @@ def test_run_paper_exits_with_mains_code_and_flushes(tmp_path: Path) -> None:
     ]
 
 
-def test_audit_ending_at_once_keeps_its_code_output_and_atexit(tmp_path: Path) -> None:
-    # The audit's process ends with os._exit (its objects left to the OS): the exit code of --strict, every
-    # line of its output into a file (block-buffered, not a terminal) and the atexit handlers must survive.
+def test_audit_keeps_its_code_output_and_atexit(tmp_path: Path) -> None:
+    # The exit code of --strict, every line of its output into a file (block-buffered, not a terminal)
+    # and the atexit handlers survive the frozen GC's exit.
     dirs = make_sweep(tmp_path, 20, events=True)
     next((dirs[0] / "runs").glob("*/*_grading_report.json")).unlink()
     audit = [str(REPO / "run_paper.py"), "audit", *map(str, dirs), "--out", str(tmp_path / "audit")]
@@ -57,7 +56,7 @@ def test_audit_ending_at_once_keeps_its_code_output_and_atexit(tmp_path: Path) -
     assert "Completeness" in text
     assert text.rstrip().splitlines()[-1].startswith("wrote "), text[-500:]
 
-    # A thread still running when the audit is done: the normal exit, which waits for it.
+    # A thread still running when the audit is done: the exit waits for it.
     with_thread = WITH_ATEXIT.replace(
         "sys.argv = ",
         "import threading, time; threading.Thread(target=time.sleep, args=(2,)).start(); sys.argv = ",

@@ -87,13 +87,11 @@ def run_audit(
     out_dir: Path | None = None,
     plots: bool = True,
     trial_pages: bool = True,
-    keep: list[object] | None = None,
 ) -> int:
     """Audit `dirs`, write outputs, show the tables on `display`; exit code 1 under `strict` if anything is off.
 
     "Off" means a missing, invalid or duplicate trial report, or an unreadable/missing launch.json.
-    Raises UserError when an input dir does not exist. `keep`: a list that gets what the audit built
-    (the CLI's, whose process ends right after: it leaves the memory to the OS); else it is freed here.
+    Raises UserError when an input dir does not exist.
     """
     if not dirs:
         raise UserError("audit: give at least one output dir")
@@ -103,8 +101,6 @@ def run_audit(
     target = out_dir if out_dir is not None else default_out_dir(dirs)
     parsed = open_parsed_inputs(target)
     result = audit(dirs, pad_missing=pad_missing, parsed=parsed)
-    if keep is not None:
-        keep.append((result, parsed))
     from mle_world.audit.pages import write_pages
 
     with no_cyclic_gc():

@@ -100,8 +100,6 @@ def _columns(header: list[str]) -> Columns | None:
 
 _HEADERS: dict[str, Columns | None] = {}
 """`_columns` of each plain header line seen (the harness writes one; bounded for odd files)."""
-_new_row = tuple.__new__
-"""Builds a CostLine (or CostFile) from its values in field order (its own __new__ is a Python call)."""
 
 
 def _finite(cell: str | None) -> float | None:
@@ -162,14 +160,13 @@ def _plain_rows(lines: list[str], columns: Columns, out: list[CostLine]) -> bool
     width, at_id, at_role, at_cost, at_prompt, at_completion, at_gpu = columns
     if at_prompt is None or at_completion is None or at_gpu is None:
         return False
-    keep = out.append
     for line in islice(lines, 1, None):
         if not line:
             continue
         row: list[Any] = line.split(",")
         if len(row) < width:
             row += [None] * (width - len(row))
-        keep(
+        out.append(
             cost_row(row[at_id], row[at_role], row[at_cost], row[at_prompt], row[at_completion], row[at_gpu])
         )
     return True
@@ -227,7 +224,7 @@ def _parse_text(text: str) -> CostFile:
         return CostFile(False, rows)
     if not _plain_rows(lines, columns, rows):
         _rows(head.split(","), (line.split(",") if line else [] for line in lines[1:]), rows)
-    return _new_row(CostFile, (True, rows))
+    return CostFile(True, rows)
 
 
 def _parse_with_csv(path: str) -> CostFile:

@@ -9,7 +9,6 @@ through the same pydantic validator `read_events` uses.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -19,7 +18,7 @@ from pydantic import ValidationError
 from mle_world.audit.cache import read_stamped, text_of
 from mle_world.audit.shapes import shape_of
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, Prediction, PredictionEvent
-from mle_world.trial_events import _EVENT as EVENT_VALIDATOR  # the validator read_events uses, per line
+from mle_world.trial_events import EVENT as EVENT_VALIDATOR  # the validator read_events uses, per line
 
 
 class PredictionLine(NamedTuple):
@@ -53,33 +52,21 @@ for _model, _names in ((PredictionEvent, OWN_FIELDS), (Prediction, SAID_FIELDS))
         )
 
 
-_new_line = tuple.__new__
-"""Builds a PredictionLine from its values in field order (its own __new__ costs a Python call per line)."""
-assert PredictionLine._fields == (
-    "stage", "mode", "valid", "gate", "executed", "counterfactual_gate", "p_improves", "p_bug",
-    "actual_improved", "actual_buggy",
-), "_line lists PredictionLine's fields in this order"  # fmt: skip
-
-
 def _line(data: dict[str, Any]) -> PredictionLine:
     """The PredictionLine of a vouched-for line (integers in float fields as floats, as validated)."""
-    get: Callable[[str], Any] = data.get
-    said: Callable[[str], Any] = data["prediction"].get
-    p_improves, p_bug = said("p_improves"), said("p_bug")
-    return _new_line(
-        PredictionLine,
-        (
-            get("stage"),
-            said("mode"),
-            said("valid"),
-            get("gate"),
-            get("executed"),
-            said("counterfactual_gate"),
-            float(p_improves) if type(p_improves) is int else p_improves,
-            float(p_bug) if type(p_bug) is int else p_bug,
-            get("actual_improved"),
-            get("actual_buggy"),
-        ),
+    said = data["prediction"]
+    p_improves, p_bug = said.get("p_improves"), said.get("p_bug")
+    return PredictionLine(
+        stage=data["stage"],  # required: present in a vouched-for line
+        mode=said.get("mode"),
+        valid=said.get("valid"),
+        gate=data["gate"],
+        executed=data["executed"],
+        counterfactual_gate=said.get("counterfactual_gate"),
+        p_improves=float(p_improves) if type(p_improves) is int else p_improves,
+        p_bug=float(p_bug) if type(p_bug) is int else p_bug,
+        actual_improved=data.get("actual_improved"),
+        actual_buggy=data.get("actual_buggy"),
     )
 
 
@@ -110,21 +97,20 @@ class PredictionLines:
 def parse_predictions(text: str) -> PredictionLines:
     """The valid prediction events of events.jsonl text, in file order, and the bad lines."""
     out = PredictionLines()
-    loads, shapes, keep = orjson.loads, SHAPES, out.predictions.append
     for line in text.splitlines():
-        if not line or line.isspace():  # blank (what `not line.strip()` tells, without a copy)
+        if not line.strip():
             continue
         try:
-            data = loads(line)
+            data = orjson.loads(line)
         except orjson.JSONDecodeError:
             data = None
         if isinstance(data, dict):
             kind = data.get("type")
-            shape = shapes.get(kind) if type(kind) is str else None
+            shape = SHAPES.get(kind) if type(kind) is str else None
             admitted = shape.admit(data) if shape is not None else None
             if admitted is not None:
                 if kind == "prediction":
-                    keep(_line(admitted))
+                    out.predictions.append(_line(admitted))
                 continue
         try:
             event = EVENT_VALIDATOR.validate_json(line)
@@ -132,7 +118,7 @@ def parse_predictions(text: str) -> PredictionLines:
             out.bad_lines += 1
             continue
         if isinstance(event, PredictionEvent):
-            keep(_from_event(event))
+            out.predictions.append(_from_event(event))
     return out
 
 

@@ -6,13 +6,11 @@ Reads argv; writes nothing itself (each command's module does). User errors prin
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import importlib
 import os
 import select
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -52,12 +50,11 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def dispatch(name: str, rest: list[str], console: Console, left: list[object] | None = None) -> int:
+def dispatch(name: str, rest: list[str], console: Console) -> int:
     add_flags, run = COMMANDS[name].load()
     parser = Parser(prog=f"{PROG} {name}")
     add_flags(parser)
     args = parser.parse_args(rest)
-    args.left_at_exit = left  # see main's `left`
     return run(args, console)
 
 
@@ -84,12 +81,8 @@ def _stdout_closed() -> bool:
     return gone
 
 
-def main(argv: Sequence[str] | None = None, left: list[object] | None = None) -> int:
-    """Entry point: user errors print one line and return 2; Ctrl-C returns 130.
-
-    `left`: where a command may put what it built instead of freeing it, when the process ends right
-    after (`run`); None (a caller that goes on) frees everything as usual.
-    """
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: user errors print one line and return 2; Ctrl-C returns 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # Piped output (CI logs, `| tee`) gets wide tables instead of rich's 80-column default.
     width = None if sys.stdout.isatty() else 160
@@ -97,7 +90,7 @@ def main(argv: Sequence[str] | None = None, left: list[object] | None = None) ->
     err = _Console(stderr=True, highlight=False, width=width)
     try:
         if argv and argv[0] in COMMANDS:
-            return dispatch(argv[0], argv[1:], console, left)
+            return dispatch(argv[0], argv[1:], console)
         if argv and not argv[0].startswith("-"):
             # The sweep takes no positional argument: a word first is a mistyped subcommand.
             raise UserError(
@@ -135,32 +128,7 @@ def run() -> NoReturn:
     mostly matplotlib's, numpy's and pydantic's), memory the OS takes back at once. Teardown still
     flushes the streams, runs atexit handlers and joins threads; only objects left in reference cycles
     are not finalized, which Python never promises at exit.
-
-    A command that left what it built in `left` (the audit: a million objects, 0.07 s of CPU to free
-    one by one, and the teardown after) ends the process at once when that is safe (`exit_now`).
     """
-    left: list[object] = []
-    code = main(left=left)
-    if left:
-        exit_now(code)
+    code = main()
     gc.freeze()
     sys.exit(code)
-
-
-def exit_now(code: int) -> None:
-    """End the process with `code` without the interpreter's teardown (os._exit): the atexit handlers
-    run and the standard streams are flushed first, as a normal exit does; the OS takes the memory.
-
-    Returns (for the normal exit) when another thread still runs (a normal exit waits for it) or a
-    stream does not flush (the normal exit reports it as it always did). Only for commands whose
-    files are all written and closed by then: a file object still open would lose its buffer.
-    """
-    if threading.active_count() > 1:
-        return
-    atexit._run_exitfuncs()  # noqa: SLF001 - the handlers a normal exit runs (and then forgets)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        return
-    os._exit(code)

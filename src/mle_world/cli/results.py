@@ -239,7 +239,6 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
             display=RichDisplay(console),
             out_dir=args.out,
             trial_pages=not args.no_trial_pages,
-            keep=getattr(args, "left_at_exit", None),
         )
     except OSError as exc:
         # Where the OS refuses to let us write (a read-only or pseudo file system): name the flag.

@@ -250,39 +250,12 @@ RUN_DIR_MODE = 0o755
 """Mode of the run's `submission/` at the start of every run, whatever the last script set."""
 
 
-def _empty_flat_dir(path: Path) -> bool:
-    """Empty `path` in place if it is a real directory holding no directories (what a run usually
-    leaves in `submission/`): entries unlinked through one descriptor opened without following a link,
-    mode reset. False when it is anything else or an entry resists (`remove_entry` then takes over).
-
-    Kept rather than made afresh: on ext4 with `discard` an rmdir and mkdir cost 0.25 ms, twice a step.
-    """
-    try:
-        fd = os.open(path, DIR_FLAGS)
-    except OSError:
-        return False
-    try:
-        with os.scandir(fd) as scan:
-            entries = list(scan)
-        if any(entry.is_dir(follow_symlinks=False) for entry in entries):
-            return False
-        for entry in entries:
-            os.unlink(entry.name, dir_fd=fd)
-        os.fchmod(fd, RUN_DIR_MODE)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
 def reset_run_submission(layout: TrialLayout) -> None:
     """An empty `submission/` before each run, so a stale file never passes the submission check."""
     path = layout.run_submission_dir
-    if not _empty_flat_dir(path):
-        remove_entry(path)
-        path.mkdir(parents=True)
-        os.chmod(path, RUN_DIR_MODE)
+    remove_entry(path)
+    path.mkdir(parents=True)
+    os.chmod(path, RUN_DIR_MODE)
     with contextlib.suppress(FileNotFoundError):
         layout.staged_submission.unlink()
 

@@ -29,11 +29,11 @@ from mle_world.launch.slurm.queries import (
     DEFAULT_MAX_ARRAY_SIZE,
     LiveTask,
     SlurmView,
-    _run,
     check_partition_time,
     query_live,
     query_max_array_size,
     query_states,
+    run_tool,
 )
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
@@ -241,7 +241,7 @@ class SubmititSubmitter:
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
-            _run(["scancel", *job_ids])
+            run_tool(["scancel", *job_ids])
 
     def max_array_size(self) -> int:
         return query_max_array_size()
@@ -250,14 +250,19 @@ class SubmititSubmitter:
         check_partition_time(partition, minutes)
 
     def release(self, array_ids: Sequence[str]) -> bool:
-        return not array_ids or _run(["scontrol", "release", ",".join(array_ids)]) is not None
+        return not array_ids or run_tool(["scontrol", "release", ",".join(array_ids)]) is not None
 
     def limits(self, slurm: SlurmSettings) -> AccountLimits | None:
         return read_limits(account=slurm.account, qos=slurm.qos, partition=slurm.partition)
 
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:
-    """The sbatch script submitit would write for this array (its own renderer, same parameters)."""
+    """The sbatch script submitit would write for this array (its own renderer, same parameters).
+
+    submitit's private API, pinned with submitit in pyproject.toml: not a speed trick but the only
+    renderer there is (the public executor renders only while submitting, and refuses to exist
+    without srun on PATH), so a dry run shows exactly the script a real launch submits.
+    """
     from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
 
     # submitit's own command line (its executor cannot be built without srun on PATH, as in a dry run

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from mle_world.errors import UserError
-from mle_world.launch.slurm.queries import _run, slurm_minutes
+from mle_world.launch.slurm.queries import run_tool, slurm_minutes
 
 QOS_FIELDS = "Name,MaxWall,MaxSubmitPU,MaxSubmitPA,GrpSubmit,Flags"
 ASSOC_FIELDS = "Partition,QOS,DefaultQOS,MaxSubmit,GrpSubmit,MaxWall"
@@ -67,20 +67,20 @@ class _Qos:
 
 
 def _rows(argv: list[str], width: int) -> list[list[str]] | None:
-    out = _run(argv)
+    out = run_tool(argv)
     if out is None:
         return None
     return [(line.split("|") + [""] * width)[:width] for line in out.splitlines() if line.strip()]
 
 
 def _config(key: str) -> str | None:
-    out = _run(["scontrol", "show", "config"]) or ""
+    out = run_tool(["scontrol", "show", "config"]) or ""
     match = re.search(rf"^{key}\s*=\s*(\S+)", out, re.M)
     return match[1] if match else None
 
 
 def _default_partition() -> str | None:
-    for line in (_run(["sinfo", "-h", "-o", "%P"]) or "").splitlines():
+    for line in (run_tool(["sinfo", "-h", "-o", "%P"]) or "").splitlines():
         if line.strip().endswith("*"):
             return line.strip().rstrip("*")
     return None
@@ -89,13 +89,13 @@ def _default_partition() -> str | None:
 def _partition_qos(partition: str | None) -> str | None:
     if not partition:
         return None
-    out = _run(["scontrol", "show", "partition", partition, "-o"]) or ""
+    out = run_tool(["scontrol", "show", "partition", partition, "-o"]) or ""
     match = re.search(r"\bQoS=(\S+)", out)
     return match[1] if match and match[1] not in ("N/A", "(null)") else None
 
 
 def _count(argv: list[str]) -> int | None:
-    out = _run(["squeue", "-h", "-r", "-o", "%i", *argv])
+    out = run_tool(["squeue", "-h", "-r", "-o", "%i", *argv])
     return None if out is None else sum(1 for line in out.splitlines() if line.strip())
 
 

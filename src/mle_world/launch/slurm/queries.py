@@ -72,7 +72,8 @@ class LiveTask:
         return int(self.job_id.split("_")[1]) if "_" in self.job_id else 0
 
 
-def _run(argv: list[str]) -> str | None:
+def run_tool(argv: list[str]) -> str | None:
+    """A Slurm tool's stdout; None when it is missing, hangs past 60 s or fails."""
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -101,12 +102,12 @@ def query_states(job_ids: Sequence[str]) -> SlurmView:
     if not roots:
         return SlurmView({}, squeue_ok=True, sacct_ok=True)
     states: dict[str, str] = {}
-    sacct = _run(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)])
+    sacct = run_tool(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)])
     for line in (sacct or "").splitlines():
         job, _, state = line.partition("|")
         for one in _expand(job.strip()):
             states[one] = state.split()[0] if state.strip() else "UNKNOWN"
-    squeue = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(roots)])
+    squeue = run_tool(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(roots)])
     for line in (squeue or "").splitlines():
         job, _, state = line.partition("|")
         states[job.strip()] = state.strip()
@@ -119,7 +120,7 @@ def query_pending_reasons(job_ids: Sequence[str]) -> Counter[str] | None:
     roots = sorted({j.split("_")[0] for j in job_ids})
     if not roots:
         return Counter()
-    out = _run(["squeue", "-h", "-r", "-t", "PD", "-o", "%r", "-j", ",".join(roots)])
+    out = run_tool(["squeue", "-h", "-r", "-t", "PD", "-o", "%r", "-j", ",".join(roots)])
     return None if out is None else Counter(line.strip() for line in out.splitlines() if line.strip())
 
 
@@ -153,7 +154,7 @@ def ended_cause(job: str, state: str, mem_gb: int) -> str:
 
 def query_max_array_size() -> int:
     """MaxArraySize from `scontrol show config`; Slurm's default when scontrol cannot answer."""
-    out = _run(["scontrol", "show", "config"]) or ""
+    out = run_tool(["scontrol", "show", "config"]) or ""
     match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
     return int(match[1]) if match and int(match[1]) > 0 else DEFAULT_MAX_ARRAY_SIZE
 
@@ -162,7 +163,7 @@ def query_live(job_names: Sequence[str]) -> list[LiveTask] | None:
     """squeue by job name (a submission's name is unique: it carries the submission id)."""
     if not job_names:
         return []
-    out = _run(["squeue", "-h", "-r", "-o", "%i|%j|%T", "-n", ",".join(job_names)])
+    out = run_tool(["squeue", "-h", "-r", "-o", "%i|%j|%T", "-n", ",".join(job_names)])
     if out is None:
         return None
     tasks = []
@@ -195,7 +196,7 @@ def check_partition_time(partition: str | None, minutes: int) -> None:
     """Refuse a job time above the partition's limit: with Slurm's default EnforcePartLimits=NO sbatch
     accepts it and the array waits for ever (reason PartitionTimeLimit) while the launcher watches.
     Says nothing when sinfo cannot answer or does not know the partition (sbatch then says why)."""
-    out = _run(["sinfo", "-h", "-o", "%P|%l"])
+    out = run_tool(["sinfo", "-h", "-o", "%P|%l"])
     for line in (out or "").splitlines():
         name, _, limit = line.partition("|")
         default = name.endswith("*")
@@ -217,5 +218,5 @@ def check_partition_time(partition: str | None, minutes: int) -> None:
 
 def check_sbatch_available() -> None:
     for tool in ("sbatch", "squeue", "sacct"):
-        if _run(["which", tool]) is None:
+        if run_tool(["which", tool]) is None:
             raise UserError(f"--backend slurm: '{tool}' not found on PATH (run on a Slurm login node)")
