@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import ValidationError
 
-from mle_world.audit.cache import read_stamped, text_of
 from mle_world.audit.shapes import shape_of
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, Prediction, PredictionEvent
+from mle_world.storage import read_stamped, text_of
 from mle_world.trial_events import _EVENT as EVENT_VALIDATOR  # the validator read_events uses, per line
 
 
