@@ -14,15 +14,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.records import AgentSettings, LaunchProvenance, LaunchRecord, Regime
-from mle_world.storage import write_json_atomic
+from mle_world.storage import Unreadable, load_record, read_text, write_json_atomic
 
 HASH_SCHEME = "v2"
 """v2: step limit counts executions, context budget, seeds, metric direction (issue 12)."""
 TRANSPORT_FIELDS = ("url", "key_env", "timeout_s", "outage_window_s", "max_concurrent")
 """Endpoint fields that do not change results; excluded from every science hash."""
-IDENTITY_FILE = ".sweep-identity"
 
 
 def science_of(settings: AgentSettings) -> dict[str, Any]:
@@ -82,9 +82,9 @@ def check_sweep_identity(output_dir: Path, config_hash: str, regime: Regime | No
 
     The reference hash is `<output_dir>/.sweep-identity`, written by `record_sweep_identity` when a real
     sweep starts (never by dry runs, and separate from launch.json, which every launch rewrites)."""
-    path = output_dir / IDENTITY_FILE
+    path = layout.OutputFiles(output_dir).sweep_identity
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
+        recorded = json.loads(read_text(path))
         previous = recorded["config_hash"]
     except FileNotFoundError:
         return
@@ -108,7 +108,7 @@ def check_sweep_identity(output_dir: Path, config_hash: str, regime: Regime | No
 
 def record_sweep_identity(output_dir: Path, config_hash: str, regime: Regime) -> None:
     """Mark the output dir with its sweep's hash, once (the first real launch)."""
-    path = output_dir / IDENTITY_FILE
+    path = layout.OutputFiles(output_dir).sweep_identity
     if not path.exists():
         write_json_atomic(path, {"config_hash": config_hash, "regime": regime})
 
@@ -168,31 +168,30 @@ def provenance_changes(old: LaunchProvenance, new: LaunchProvenance) -> list[str
 def previous_launch(path: Path) -> LaunchRecord | None:
     """An output dir's launch.json (`path`) when an earlier real launch wrote it; None when there is none
     (or only a dry run's). UserError when it cannot be read: written by another harness version, or corrupt."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise UserError(f"{path}: unreadable ({exc.strerror})") from None
-    try:
-        record = LaunchRecord.model_validate_json(data)
-    except ValidationError as exc:
-        raise UserError(f"{path}: {unreadable_launch(data, exc)}") from None
+    record = load_record(path, LaunchRecord)
+    if isinstance(record, Unreadable):
+        if record.missing:
+            return None
+        if isinstance(record.error, OSError):
+            raise UserError(f"{path}: unreadable ({record.reason})")
+        raise UserError(f"{path}: {unreadable_launch(record)}")
     return None if record.dry_run else record
 
 
-def unreadable_launch(data: bytes, exc: ValidationError) -> str:
-    """Why launch.json could not be read, in one phrase (the writing harness's version when it says)."""
+def unreadable_launch(failed: Unreadable) -> str:
+    """Why launch.json (read, but no launch record) could not be used, in one phrase (the writing
+    harness's version when it says)."""
     from mle_world import __version__
 
     try:
-        version = json.loads(data).get("harness_version")
-    except (ValueError, AttributeError):
+        version = json.loads(read_text(failed.path)).get("harness_version")
+    except (OSError, ValueError, AttributeError):
         version = None
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "file"
+    where = "file"
+    if isinstance(failed.error, ValidationError):
+        where = ".".join(str(part) for part in failed.error.errors()[0]["loc"]) or where
     written = f"written by harness {version}, this is {__version__}" if version else "not a launch record"
-    return f"{written}; {where}: {first['msg']}"
+    return f"{written}; {where}: {failed.reason}"
 
 
 def check_provenance(path: Path, record: LaunchRecord, allow: bool) -> list[str]:

@@ -1,6 +1,7 @@
-"""Where a sweep's files live: trial ids, trial dirs, grading reports, cost files, and the globs over them.
+"""Where a sweep's files live: every file of an output dir and of a trial dir by name, trial ids, and the globs.
 
-Path arithmetic over an output dir, written once here; lists directories for the globs, writes nothing.
+Path arithmetic over an output dir, written once here (`OutputFiles`, `TrialFiles`); lists directories
+for the globs, writes nothing. No other module names one of these files (tests/test_layout_names.py).
 """
 
 from __future__ import annotations
@@ -10,22 +11,217 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+# An output dir's files.
 RUNS = "runs"
 COSTS = "costs"
+AUDIT = "audit"
+SLURM = "slurm"
+"""submitit's folder (pickled jobs, its logs) and the Slurm intents under it."""
+INTENTS = "intents"
+SBATCH_PREVIEW = "preview"
 LAUNCH = "launch.json"
+DRY_RUN_LAUNCH = "launch.dry-run.json"
+AGENT_CONFIG = "agent-config.yaml"
+DRY_RUN_AGENT_CONFIG = "agent-config.dry-run.yaml"
+SWEEP_IDENTITY = ".sweep-identity"
 LAUNCHER_LOCK = ".launcher.lock"
 """Held by the one launcher of an output dir for its whole run (launch.liveness.launcher_lock)."""
-JOURNAL_LOCK = ".journal.lock"
-"""flock'ed by a trial's live agent for its whole life (a second agent, or a launcher, sees it alive)."""
-SPEC = "spec.json"
-STATUS = "status.json"
 COST_SUMMARY = "summary.csv"
 REPORT_SUFFIX = "_grading_report.json"
-SUBMISSION_RELPATH = Path("submission") / "submission.csv"
-NODE_LOGS_RELPATH = Path("logs") / "nodes"
+
+# A trial dir's files.
+SPEC = "spec.json"
+STATUS = "status.json"
+STATUS_LOCK = ".status.lock"
+JOURNAL = "journal.json"
+JOURNAL_LOG = "journal.jsonl"
+"""The journal's append-only log beside its snapshot (agent.journal.log_path)."""
+JOURNAL_LOCK = ".journal.lock"
+"""flock'ed by a trial's live agent for its whole life (a second agent, or a launcher, sees it alive)."""
+EVENTS = "events.jsonl"
+RESULT = "result.json"
+PREVIOUS_RESULT = "result.previous.json"
+"""An earlier run's result.json, moved into logs/ when the trial runs again."""
+BEST_SOLUTION = "best_solution.py"
+SUBMISSION_DIR = "submission"
+SUBMISSION_CSV = "submission.csv"
+"""The graded file's name, under `submission/` (of the trial dir, and of a run's workspace)."""
+LOGS = "logs"
+AGENT_LOG = "agent.log"
+LAUNCHER_LOG = "launcher.log"
+STAGED_SUBMISSION = "staged-submission.csv"
+WORKSPACE = "workspace"
+SUBMISSION_RELPATH = Path(SUBMISSION_DIR) / SUBMISSION_CSV
+"""The graded file, under a trial dir (the agent writes it; the grader reads it)."""
+NODE_LOGS_RELPATH = Path(LOGS) / "nodes"
 KEPT_SUBMISSION_SUFFIX = ".submission.csv"
 """The agent's copy of a promoted node's submission: `<trial>/logs/nodes/<node id>.submission.csv`."""
-"""The graded file, under a trial dir (the agent writes it; the grader reads it)."""
+
+TRIAL_RECORDS = (JOURNAL, JOURNAL_LOG, EVENTS, STATUS, RESULT, SPEC)
+"""A trial's records, the ones the trial page (`show`) digests."""
+FILE_NAMES = frozenset(
+    {
+        *(RUNS, COSTS, AUDIT, SLURM, LAUNCH, DRY_RUN_LAUNCH, AGENT_CONFIG, DRY_RUN_AGENT_CONFIG),
+        *(SWEEP_IDENTITY, LAUNCHER_LOCK, SPEC, STATUS, STATUS_LOCK, JOURNAL, JOURNAL_LOG, JOURNAL_LOCK),
+        *(EVENTS, RESULT, PREVIOUS_RESULT, BEST_SOLUTION, SUBMISSION_DIR, SUBMISSION_CSV, LOGS),
+        *(AGENT_LOG, LAUNCHER_LOG, STAGED_SUBMISSION, WORKSPACE, INTENTS, SBATCH_PREVIEW),
+    }
+)
+"""Every name above: no other module of the package spells one (tests/test_layout_names.py)."""
+
+
+@dataclass(frozen=True)
+class TrialFiles:
+    """Every file of one trial dir, by name (`runs/<configuration>/<task>_seed<seed>/`)."""
+
+    dir: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.dir / SPEC
+
+    @property
+    def status(self) -> Path:
+        return self.dir / STATUS
+
+    @property
+    def status_lock(self) -> Path:
+        """flock'ed by each writer of status.json (launch.state)."""
+        return self.dir / STATUS_LOCK
+
+    @property
+    def journal(self) -> Path:
+        return self.dir / JOURNAL
+
+    @property
+    def journal_log(self) -> Path:
+        return self.dir / JOURNAL_LOG
+
+    @property
+    def journal_lock(self) -> Path:
+        return self.dir / JOURNAL_LOCK
+
+    @property
+    def events(self) -> Path:
+        return self.dir / EVENTS
+
+    @property
+    def result(self) -> Path:
+        return self.dir / RESULT
+
+    @property
+    def best_solution(self) -> Path:
+        return self.dir / BEST_SOLUTION
+
+    @property
+    def submission_dir(self) -> Path:
+        return self.dir / SUBMISSION_DIR
+
+    @property
+    def submission(self) -> Path:
+        """The graded file."""
+        return self.dir / SUBMISSION_RELPATH
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / LOGS
+
+    @property
+    def agent_log(self) -> Path:
+        return self.logs / AGENT_LOG
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.logs / LAUNCHER_LOG
+
+    @property
+    def previous_result(self) -> Path:
+        return self.logs / PREVIOUS_RESULT
+
+    @property
+    def staged_submission(self) -> Path:
+        """The last run's submission as the agent copied it out of the workspace."""
+        return self.logs / STAGED_SUBMISSION
+
+    @property
+    def node_logs(self) -> Path:
+        return self.dir / NODE_LOGS_RELPATH
+
+    @property
+    def workspace(self) -> Path:
+        return self.dir / WORKSPACE
+
+    @property
+    def report(self) -> Path:
+        """The grading report, beside the dir (`report_beside`)."""
+        return report_beside(self.dir)
+
+
+@dataclass(frozen=True)
+class OutputFiles:
+    """Every file of an output dir (a sweep's), by name; its trials' through `trial`."""
+
+    dir: Path
+
+    @property
+    def runs(self) -> Path:
+        return self.dir / RUNS
+
+    @property
+    def launch(self) -> Path:
+        return self.dir / LAUNCH
+
+    @property
+    def dry_run_launch(self) -> Path:
+        """A dry run's launch.json beside a real run's (which it never overwrites)."""
+        return self.dir / DRY_RUN_LAUNCH
+
+    @property
+    def agent_config(self) -> Path:
+        return self.dir / AGENT_CONFIG
+
+    @property
+    def dry_run_agent_config(self) -> Path:
+        return self.dir / DRY_RUN_AGENT_CONFIG
+
+    @property
+    def sweep_identity(self) -> Path:
+        return self.dir / SWEEP_IDENTITY
+
+    @property
+    def launcher_lock(self) -> Path:
+        return self.dir / LAUNCHER_LOCK
+
+    @property
+    def costs(self) -> Path:
+        return self.dir / COSTS
+
+    @property
+    def cost_summary(self) -> Path:
+        return self.costs / COST_SUMMARY
+
+    @property
+    def audit(self) -> Path:
+        """The audit's default --out."""
+        return self.dir / AUDIT
+
+    @property
+    def slurm(self) -> Path:
+        return self.dir / SLURM
+
+    @property
+    def intents(self) -> Path:
+        """Slurm submissions recorded before sbatch (launch.intents): `slurm/intents/<submission>.json`."""
+        return self.slurm / INTENTS
+
+    @property
+    def sbatch_preview(self) -> Path:
+        """A Slurm dry run's sbatch scripts."""
+        return self.slurm / SBATCH_PREVIEW
+
+    def trial(self, configuration: str, task: str, seed: int) -> TrialFiles:
+        return TrialFiles(trial_dir(self.dir, configuration, task, seed))
+
 
 _DIGITS = re.compile(r"(\d+)")
 _TRIAL_ID = re.compile(
@@ -71,7 +267,7 @@ def report_beside(trial: Path) -> Path:
 
 
 def costs_dir(output_dir: Path) -> Path:
-    return output_dir / COSTS
+    return OutputFiles(output_dir).costs
 
 
 def cost_path(output_dir: Path, configuration: str, task: str, seed: int) -> Path:
@@ -80,7 +276,7 @@ def cost_path(output_dir: Path, configuration: str, task: str, seed: int) -> Pat
 
 
 def cost_summary_path(output_dir: Path) -> Path:
-    return costs_dir(output_dir) / COST_SUMMARY
+    return OutputFiles(output_dir).cost_summary
 
 
 def natural_key(path: Path) -> tuple[str | int, ...]:

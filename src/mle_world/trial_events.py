@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import Field, TypeAdapter, ValidationError
 
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, PredictionEvent
+from mle_world.storage import read_text
 
 
 @dataclass
@@ -36,7 +37,7 @@ def read_events(path: Path) -> TrialEvents:
     """Read events.jsonl tolerantly: a corrupted or unknown line counts as a bad line."""
     log = TrialEvents()
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_text(path, errors="replace")
     except OSError:
         log.missing = True
         return log

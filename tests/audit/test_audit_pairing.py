@@ -15,7 +15,7 @@ from mle_world.audit import audit
 from mle_world.plan.config import PaperConfig, load_paper_config, packaged_config
 from mle_world.plan.sweep import Selection, expand
 from mle_world.records import TrialPaths, TrialSpec
-from mle_world.storage import read_model, write_model
+from mle_world.storage import read_record, write_model
 
 CONFIGS = ("aide", "wm-point")
 
@@ -83,7 +83,7 @@ def test_a_configuration_run_with_another_budget_than_aide_is_named(tmp_path):
     write_sweep(out, "ungated", paper())
     for task in ("A", "B"):  # wm-point's trials relaunched with -i 20 beside aide's 500 steps
         path = trial_dir(out, "wm-point", task, 34) / "spec.json"
-        spec = read_model(path, TrialSpec)
+        spec = read_record(path, TrialSpec, "trial spec")
         budget = spec.agent.budget.model_copy(update={"max_steps": 20})
         write_model(path, spec.model_copy(update={"agent": spec.agent.model_copy(update={"budget": budget})}))
     assert science_lines(audit([out], curves=False).sweep.problems) == [

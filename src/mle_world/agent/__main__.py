@@ -34,8 +34,9 @@ from mle_world.agent.sandbox.interpreter import ProcessRunner, child_environment
 from mle_world.agent.sandbox.jail import Jail, SandboxUnavailable, build_jail
 from mle_world.agent.sandbox.process_tree import enable_subreaper, kill_leftovers
 from mle_world.agent.sandbox.workspace import TrialLayout, set_up_trial_dir
+from mle_world.layout import TrialFiles
 from mle_world.records import SPEC_VERSION, AgentResult, GpuInfo, TrialSpec
-from mle_world.storage import read_model, write_model
+from mle_world.storage import Unreadable, load_record, write_model
 
 log = logging.getLogger("mle_world.agent")
 JOURNAL_BUSY = 75
@@ -173,13 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mle_world.agent", description=__doc__)
     parser.add_argument("--spec", required=True, type=Path, help="path to the trial's spec.json")
     args = parser.parse_args(argv)
-    try:
-        spec = read_model(args.spec, TrialSpec)
-    except OSError as error:
-        print(f"error: cannot read spec {args.spec}: {error}", file=sys.stderr)
-        return 2
-    except ValidationError as error:
-        print(f"error: cannot read spec {args.spec}: {spec_problem(args.spec, error)}", file=sys.stderr)
+    spec = load_record(args.spec, TrialSpec)
+    if isinstance(spec, Unreadable):
+        error = spec.error
+        problem = spec_problem(args.spec, error) if isinstance(error, ValidationError) else error
+        print(f"error: cannot read spec {args.spec}: {problem}", file=sys.stderr)
         return 2
     if spec.agent.world_model.enabled and "world" not in spec.agent.endpoints:
         print(f"error: {args.spec}: world_model.enabled needs a 'world' endpoint", file=sys.stderr)
@@ -194,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return JOURNAL_BUSY
-    _configure_logging(Path(spec.paths.trial_dir) / "logs" / "agent.log", key_redactor(spec))
+    _configure_logging(TrialFiles(layout.trial_dir).agent_log, key_redactor(spec))
     gpu: GpuInfo | None = None
     if gpus_given(os.environ):
         try:
@@ -222,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SandboxUnavailable as error:
         log.error("sandbox unavailable: %s", error)
         write_model(
-            Path(spec.paths.trial_dir) / "result.json",
+            layout.result,
             AgentResult(trial_id=spec.trial_id, status="failed", stop_reason=f"sandbox_unavailable: {error}"),
         )
         return 1

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mle_world.records import GateLabel, Prediction, Stage, improves
-from mle_world.storage import read_model, write_model
+from mle_world.storage import Unreadable, load_record, read_text, write_model
 
 JOURNAL_VERSION = 2
 """2: journal.json may be followed by journal.jsonl; read both with `load_checkpoint`."""
@@ -312,17 +312,18 @@ def load_checkpoint(path: Path) -> Checkpoint | None:
     ends the replay there (what follows it cannot have been written by a live writer).
     """
     log = log_path(path)
-    try:
-        merged = read_model(path, Checkpoint) if path.exists() else None
-    except ValidationError as exc:
+    got = load_record(path, Checkpoint)
+    merged = None if isinstance(got, Unreadable) and got.missing else got
+    if isinstance(merged, Unreadable):
+        exc = merged.error
+        if not isinstance(exc, ValidationError):
+            raise CorruptJournal(f"{path}: unreadable journal ({exc})")
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise CorruptJournal(
             f"{path}: corrupt journal ({where + ': ' if where else ''}{err['msg']}); move it aside to "
             "restart this trial from scratch"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CorruptJournal(f"{path}: unreadable journal ({exc})") from None
+        )
     newer_than(merged, path)
     if not log.exists():
         return merged
@@ -352,9 +353,7 @@ def load_journal_data(path: Path) -> dict[str, Any]:
     are merged as `load_checkpoint` does, without validating nodes.
     """
     log = log_path(path)
-    data: dict[str, Any] = (
-        json.loads(path.read_text(encoding="utf-8")) if path.exists() or not log.exists() else {}
-    )
+    data: dict[str, Any] = json.loads(read_text(path)) if path.exists() or not log.exists() else {}
     if not isinstance(data, dict) or not log.exists():
         return data
     nodes = list(data.get("nodes") or [])

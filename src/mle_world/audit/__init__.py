@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from mle_world import layout
 from mle_world.audit.analysis import AuditResult as AuditResult
 from mle_world.audit.analysis import (
     best_metric_curves,
@@ -75,7 +76,7 @@ def audit(
 
 def default_out_dir(dirs: Sequence[Path]) -> Path:
     """`<first dir>/audit` (also when several dirs are audited together)."""
-    return dirs[0] / "audit"
+    return layout.OutputFiles(dirs[0]).audit
 
 
 def run_audit(

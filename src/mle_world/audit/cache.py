@@ -6,7 +6,7 @@ Reads and writes `<audit dir>/.parsed-inputs.json` (atomically). An entry is use
 dir) has the same size, inode, modification and change time (files are replaced atomically or appended
 to, entries added or removed, so any change shows there), and the whole file is dropped when the code
 that parses the inputs changes. A file without an entry is read with its stamp taken from the same open
-file (`read_stamped`), so the stamp is never newer than the bytes parsed (a change after it shows). Plain
+file (`storage.read_stamped`, the bulk read beside the record readers), so the stamp is never newer than the bytes parsed (a change after it shows). Plain
 JSON: an entry that does not decode is read again, and a file someone edits by hand can make the audit
 wrong (as editing report.md can) but never runs anything.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,18 +22,18 @@ from typing import Any, TypeVar
 
 import orjson
 
-from mle_world.storage import write_bytes_atomic
+from mle_world.storage import Stamp, read_stamped, write_bytes_atomic
+from mle_world.storage import text_of as text_of  # the audit's tests and parsers of bytes know it here
 
 NAME = ".parsed-inputs.json"
 T = TypeVar("T")
-Stamp = list[int]
 
 
 def code_digest() -> str:
     """Digest of the modules whose parsing the entries hold (a change there drops every entry)."""
     here = Path(__file__).parent
     names = ("collect.py", "listing.py", "cost_totals.py", "predictions.py", "shapes.py", "cache.py")
-    sources = [*(here / name for name in names), here.parent / "records.py"]
+    sources = [*(here / name for name in names), here.parent / "records.py", here.parent / "storage.py"]
     digest = hashlib.sha256()
     for path in sources:
         digest.update(path.read_bytes())
@@ -48,45 +47,6 @@ def stamp_of(path: str) -> Stamp | None:
     except OSError:
         return None
     return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
-
-
-READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-"""A FIFO or device opens without waiting (and is then found not to be a regular file)."""
-
-
-def read_stamped(path: str) -> tuple[bytes, Stamp] | None:
-    """The bytes of the regular file at `path` and its stamp (`stamp_of`'s), both from one open file;
-    None when it is no regular file or cannot be opened or read (the caller reads it the usual way then,
-    which says why). Cheaper than `open()`: no file object, and no stat before opening."""
-    try:
-        fd = os.open(path, READ_FLAGS)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        size = st.st_size
-        data = os.read(fd, size + 1)
-        if len(data) != size:  # it grew or shrank since fstat (or a short read): read to its end
-            chunks = [data]
-            while chunk := os.read(fd, max(size, 1 << 16)):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data, [size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def text_of(data: bytes, errors: str = "strict") -> str:
-    """`data` as `open(path, encoding="utf-8", errors=errors).read()` gives a file holding it: UTF-8,
-    with universal newlines (CR LF and CR read as LF); raises UnicodeDecodeError as that read does."""
-    text = data.decode("utf-8", errors)
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
 
 
 @dataclass

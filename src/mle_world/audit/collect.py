@@ -27,6 +27,7 @@ from mle_world.audit.predictions import encode as encode_events
 from mle_world.grading.report import GradingReport
 from mle_world.identity import provenance_changes
 from mle_world.records import AgentResult, LaunchProvenance, TrialStatus
+from mle_world.storage import Unreadable, load_record, read_text
 from mle_world.trial_events import TrialEvents, read_events
 
 
@@ -111,7 +112,8 @@ class Trial:
             and self.state == "failed"
             and self.failure_class != "infra"
             and not (
-                self.may_have("submission") and (self.trial_dir / "submission" / "submission.csv").is_file()
+                self.may_have(layout.SUBMISSION_DIR)
+                and (self.trial_dir / layout.SUBMISSION_RELPATH).is_file()
             )
         )
 
@@ -158,13 +160,8 @@ class Sweep:
         return [t for t in self.trials if t.state == "failed"]
 
 
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-
-
 def _report_text(data: bytes) -> str | None:
-    """A report's bytes as `_read_text` reads them; None when not UTF-8 (`_read_text` then says so)."""
+    """A report's bytes as `read_text` reads them; None when not UTF-8 (`read_text` then says so)."""
     try:
         return text_of(data)
     except UnicodeDecodeError:
@@ -193,9 +190,9 @@ def load_report(
         return
     try:
         if parsed is None:
-            text = _read_text(path)
+            text = read_text(path)
         else:
-            text = parsed.get("report", path, _read_text, str, _text, _report_text)
+            text = parsed.get("report", path, read_text, str, _text, _report_text)
         report = GradingReport.model_validate_json(text)
     except FileNotFoundError:
         trial.problem = "missing"
@@ -219,18 +216,10 @@ def load_status(trial: Trial) -> None:
     """Attach state and cause from status.json when readable."""
     if not trial.may_have(layout.STATUS):
         return
-    try:
-        with open(trial.file(layout.STATUS), encoding="utf-8") as handle:
-            text = handle.read()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return
-    except (OSError, ValueError):
-        trial.cause = "unreadable status.json"
-        return
-    try:
-        status = TrialStatus.model_validate_json(text)
-    except (ValueError, ValidationError):
-        trial.cause = "unreadable status.json"
+    status = load_record(trial.file(layout.STATUS), TrialStatus)
+    if isinstance(status, Unreadable):
+        if not isinstance(status.error, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
+            trial.cause = "unreadable status.json"
         return
     trial.state = status.state
     trial.cause = status.cause
@@ -242,14 +231,10 @@ def load_status(trial: Trial) -> None:
 
 def load_result(trial: Trial) -> None:
     """Attach the agent's result.json when readable (stop reason and counters for the budget table)."""
-    if not trial.may_have("result.json"):
+    if not trial.may_have(layout.RESULT):
         return
-    try:
-        with open(trial.file("result.json"), encoding="utf-8") as handle:
-            text = handle.read()
-        trial.result = AgentResult.model_validate_json(text)
-    except (OSError, ValueError, ValidationError):
-        trial.result = None
+    result = load_record(trial.file(layout.RESULT), AgentResult)
+    trial.result = None if isinstance(result, Unreadable) else result
 
 
 def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
@@ -361,8 +346,8 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
     attach_costs(sweep, parsed)
     if parsed is not None:
         for trial in sweep.trials:
-            if trial.may_have("events.jsonl"):
-                events = trial.file("events.jsonl")
+            if trial.may_have(layout.EVENTS):
+                events = trial.file(layout.EVENTS)
                 trial.predictions_cache = parsed.get(
                     "events", events, read_predictions, encode_events, decode_events, predictions_of
                 )
@@ -381,8 +366,8 @@ def trial_events(trial: Trial) -> TrialEvents:
     """The trial's events.jsonl (tolerant), read on first use."""
     if trial.events_cache is None:
         missing = TrialEvents(missing=True)
-        absent = not trial.may_have("events.jsonl")
-        trial.events_cache = missing if absent else read_events(Path(trial.file("events.jsonl")))
+        absent = not trial.may_have(layout.EVENTS)
+        trial.events_cache = missing if absent else read_events(Path(trial.file(layout.EVENTS)))
     return trial.events_cache
 
 
@@ -391,6 +376,6 @@ def trial_predictions(trial: Trial) -> PredictionLines:
     if trial.predictions_cache is None:
         missing = trial.dir_missing
         trial.predictions_cache = (
-            PredictionLines() if missing else read_predictions(trial.file("events.jsonl"))
+            PredictionLines() if missing else read_predictions(trial.file(layout.EVENTS))
         )
     return trial.predictions_cache

@@ -16,7 +16,8 @@ from itertools import islice
 from typing import Any, NamedTuple
 
 from mle_world import layout
-from mle_world.audit.cache import ParsedInputs, read_stamped
+from mle_world.audit.cache import ParsedInputs
+from mle_world.storage import read_stamped
 
 
 @dataclass

@@ -9,11 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mle_world.agent import load_journal_data, log_path
+from mle_world.agent import load_journal_data
 from mle_world.audit.collect import Trial
-
-JOURNAL_LOG = log_path(Path("journal.json")).name
-"""The journal's append log beside journal.json (journal.jsonl)."""
+from mle_world.layout import JOURNAL, JOURNAL_LOG
 
 
 def trial_journal(trial: Trial) -> Any:
@@ -22,9 +20,9 @@ def trial_journal(trial: Trial) -> Any:
     Read on first use.
     """
     if trial.journal_cache is None:
-        snapshot, log = trial.file("journal.json"), trial.file(JOURNAL_LOG)
+        snapshot, log = trial.file(JOURNAL), trial.file(JOURNAL_LOG)
         try:
-            if not (trial.may_have("journal.json") or trial.may_have(JOURNAL_LOG)):
+            if not (trial.may_have(JOURNAL) or trial.may_have(JOURNAL_LOG)):
                 raise FileNotFoundError(snapshot)
             if trial.files is None and not (os.path.exists(snapshot) or os.path.exists(log)):
                 raise FileNotFoundError(snapshot)  # cheaper than load_journal_data's Path checks

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.records import LaunchProvenance, LaunchRecord
+from mle_world.storage import Unreadable, load_record
 
 
 def history_of(record: LaunchRecord) -> tuple[LaunchProvenance, ...]:
@@ -22,11 +21,8 @@ def history_of(record: LaunchRecord) -> tuple[LaunchProvenance, ...]:
 
 def read_history(output_dir: Path) -> tuple[LaunchProvenance, ...]:
     """launch.json's history of an output dir; empty when it is missing or unreadable."""
-    try:
-        record = LaunchRecord.model_validate_json((output_dir / layout.LAUNCH).read_bytes())
-    except (OSError, ValueError, ValidationError):
-        return ()
-    return history_of(record)
+    record = load_record(layout.OutputFiles(output_dir).launch, LaunchRecord)
+    return () if isinstance(record, Unreadable) else history_of(record)
 
 
 def _code(p: LaunchProvenance) -> str:

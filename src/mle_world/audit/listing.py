@@ -12,12 +12,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.audit.launches import history_of
 from mle_world.identity import mixed_provenance, unreadable_launch
 from mle_world.records import LaunchProvenance, LaunchRecord
+from mle_world.storage import Unreadable, load_record, read_text
 
 
 def expected_from_launch(
@@ -34,16 +33,14 @@ def expected_from_launch(
     every launch's, oldest first."""
     path = output_dir / layout.LAUNCH
     if path.is_file():
-        data = b""
-        try:
-            data = path.read_bytes()
-            record = LaunchRecord.model_validate_json(data)
-        except ValidationError as exc:
-            problems.append(
-                f"{path}: unreadable launch.json ({unreadable_launch(data, exc)}); using files on disk"
+        record = load_record(path, LaunchRecord)
+        if isinstance(record, Unreadable):
+            why = (
+                type(record.error).__name__
+                if isinstance(record.error, OSError)
+                else unreadable_launch(record)
             )
-        except (OSError, ValueError) as exc:
-            problems.append(f"{path}: unreadable launch.json ({type(exc).__name__}); using files on disk")
+            problems.append(f"{path}: unreadable launch.json ({why}); using files on disk")
         else:
             for change in mixed_provenance(record):
                 problems.append(f"{path}: trials from launches with different provenance: {change}")
@@ -62,13 +59,13 @@ def expected_from_disk(output_dir: Path) -> list[tuple[str, Path | None]]:
     found: dict[str, Path | None] = {}
     for spec in layout.spec_paths(output_dir):
         try:
-            data = json.loads(spec.read_text(encoding="utf-8"))
+            data = json.loads(read_text(spec))  # only its trial id: a spec of another version counts
             found[str(data["trial_id"])] = spec.parent
         except (OSError, ValueError, KeyError, TypeError):
             continue
     for report in layout.report_paths(output_dir):
         try:
-            data = json.loads(report.read_text(encoding="utf-8"))
+            data = json.loads(read_text(report))
             found.setdefault(str(data["trial_id"]), None)
         except (OSError, ValueError, KeyError, TypeError):
             continue

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from markupsafe import Markup
 
+from mle_world import layout
 from mle_world.audit.analysis import CalibrationRow, Curve, WorldRow, baseline_delta_rows
 from mle_world.audit.collect import Sweep, Trial, trial_events
 from mle_world.audit.journals import trial_journal
@@ -103,7 +104,7 @@ def sweep_index_href(trial_dir: Path, page: Path) -> str | None:
     A trial dir is `<output dir>/runs/<configuration>/<task>_seed<seed>`; `audit` writes its index to
     `<output dir>/audit/` unless told otherwise.
     """
-    index = trial_dir.parent.parent.parent / "audit" / "index.html"
+    index = layout.OutputFiles(trial_dir.parent.parent.parent).audit / "index.html"
     return os.path.relpath(index, page.parent) if index.is_file() else None
 
 
@@ -275,10 +276,7 @@ def _trial_row(trial: Trial, href: str | None) -> TrialRow:
 
 def _inputs_mtime(trial: Trial) -> int:
     """Newest modification time (ns) of what a trial page shows, and of the code that draws it."""
-    paths = [
-        trial.trial_dir / n
-        for n in ("journal.json", "journal.jsonl", "events.jsonl", "status.json", "result.json", "spec.json")
-    ]
+    paths = [trial.trial_dir / n for n in layout.TRIAL_RECORDS]
     paths += [trial.report_path, *_code_files()]
     newest = 0
     for path in paths:

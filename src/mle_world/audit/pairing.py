@@ -9,12 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.audit.collect import Trial
 from mle_world.identity import science_of
 from mle_world.records import TrialSpec
+from mle_world.storage import Unreadable, load_record
 
 SHOWN = 4
 """Differing fields named per problem line; the rest are counted."""
@@ -38,12 +37,8 @@ def _named(fields: list[str]) -> str:
 
 
 def _science(trial: Trial) -> dict[str, Any] | None:
-    try:
-        with open(trial.file(layout.SPEC), encoding="utf-8") as handle:
-            spec = TrialSpec.model_validate_json(handle.read())
-    except (OSError, ValueError, ValidationError):
-        return None
-    return science_of(spec.agent)
+    spec = load_record(trial.file(layout.SPEC), TrialSpec)
+    return None if isinstance(spec, Unreadable) else science_of(spec.agent)
 
 
 def science_problems(trials: Iterable[Trial], baseline: str = "aide") -> list[str]:

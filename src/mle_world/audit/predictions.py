@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import ValidationError
 
-from mle_world.audit.cache import read_stamped, text_of
 from mle_world.audit.shapes import shape_of
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, Prediction, PredictionEvent
+from mle_world.storage import read_stamped, read_text, text_of
 from mle_world.trial_events import EVENT as EVENT_VALIDATOR  # the validator read_events uses, per line
 
 
@@ -128,8 +128,7 @@ def read_predictions(path: str) -> PredictionLines:
     if got is not None:
         return predictions_of(got[0])
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_text(path, errors="replace")
     except OSError:
         return PredictionLines()
     return parse_predictions(text)

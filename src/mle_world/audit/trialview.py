@@ -19,8 +19,9 @@ from mle_world.agent import Node, load_journal_data
 from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.launches import trial_launch_fact
 from mle_world.audit.timeline import Timeline, budget_timeline
-from mle_world.layout import STATUS, report_beside
+from mle_world.layout import TrialFiles
 from mle_world.records import Prediction, PredictionEvent, improves
+from mle_world.storage import read_text
 from mle_world.trial_events import TrialEvents, read_events
 
 OUTPUT_TAIL_LINES = 60
@@ -140,7 +141,7 @@ class TrialView:
 def read_json(path: Path) -> tuple[Any, str | None]:
     """(data, None), or (None, why) for a missing or unreadable file."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
+        return json.loads(read_text(path)), None
     except FileNotFoundError:
         return None, f"{path.name}: missing"
     except (OSError, ValueError) as exc:
@@ -259,21 +260,22 @@ def load_trial_view(
     The audit passes the journal and events it has already parsed so no file is read twice.
     """
     view = TrialView(trial_dir=trial_dir, trial_id=trial_id or trial_dir.name)
+    files = TrialFiles(trial_dir)
     if journal is None:
-        journal, problem = read_journal(trial_dir / "journal.json")
+        journal, problem = read_journal(files.journal)
         if problem:
             view.problems.append(problem)
     if events is None:
-        events = read_events(trial_dir / "events.jsonl")
+        events = read_events(files.events)
     if events.missing:
         view.problems.append("events.jsonl: missing")
     elif events.bad_lines:
         view.problems.append(f"events.jsonl: {events.bad_lines} unreadable lines")
-    status, _ = read_json(trial_dir / STATUS)
-    result, _ = read_json(trial_dir / "result.json")
-    spec, _ = read_json(trial_dir / "spec.json")
+    status, _ = read_json(files.status)
+    result, _ = read_json(files.result)
+    spec, _ = read_json(files.spec)
     if report is None:
-        report, _ = read_json(report_beside(trial_dir))
+        report, _ = read_json(files.report)
     if isinstance(report, Mapping) and isinstance(status, Mapping) and isinstance(status.get("state"), str):
         superseded = superseded_by_rerun(
             report.get("attempt"), status["state"], status.get("attempt"), status.get("cause")

@@ -44,7 +44,7 @@ from mle_world.records import (
     Regime,
     Role,
 )
-from mle_world.storage import write_model, write_text_atomic
+from mle_world.storage import Unreadable, load_record, write_model, write_text_atomic
 from mle_world.tasks.registry import load_registry
 
 NO_SANDBOX_WARNING = (
@@ -290,17 +290,13 @@ def plan_sweep(request: SweepRequest) -> tuple[SweepPlan, PaperConfig, list[str]
 def write_plan_files(plan: SweepPlan, config: PaperConfig) -> tuple[Path, Path]:
     """launch.json + agent-config.yaml (returned in that order); a dry run never overwrites a real
     run's: beside one it writes launch.dry-run.json and agent-config.dry-run.yaml instead."""
-    out = ensure_dir(plan.output_dir, "--output-dir")
-    launch_path = out / layout.LAUNCH
-    config_path = out / "agent-config.yaml"
+    files = layout.OutputFiles(ensure_dir(plan.output_dir, "--output-dir"))
+    launch_path, config_path = files.launch, files.agent_config
     if plan.record.dry_run and launch_path.exists():
-        try:
-            previous_real = not LaunchRecord.model_validate_json(launch_path.read_text()).dry_run
-        except ValueError:
-            previous_real = True
-        if previous_real:
-            launch_path = out / "launch.dry-run.json"
-            config_path = out / "agent-config.dry-run.yaml"
+        previous = load_record(launch_path, LaunchRecord)
+        # Anything but a dry run's record there may be a real run's, kept.
+        if isinstance(previous, Unreadable) or not previous.dry_run:
+            launch_path, config_path = files.dry_run_launch, files.dry_run_agent_config
     resolved = resolved_regime(config, plan.regime, tuple(config.configurations))
     resolved["config_hash"] = plan.config_hash
     # libyaml's emitter when available: the same text as safe_dump, several times faster.
@@ -319,11 +315,12 @@ def with_earlier_trials(record: LaunchRecord, path: Path) -> LaunchRecord:
     `path` (theirs first, this launch's commands replacing theirs). The audit takes a sweep's trials
     from launch.json: a re-run of a subset (`--tasks`, `--configs`, `--seeds`) dropped every other
     trial's results from its tables."""
-    try:
-        previous = LaunchRecord.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return record
-    if previous.dry_run or (previous.regime, previous.config_hash) != (record.regime, record.config_hash):
+    previous = load_record(path, LaunchRecord)
+    if (
+        isinstance(previous, Unreadable)
+        or previous.dry_run
+        or (previous.regime, previous.config_hash) != (record.regime, record.config_hash)
+    ):
         return record
     new = {trial.trial_id: trial for trial in record.trials}
     merged = [new.pop(trial.trial_id, trial) for trial in previous.trials] + list(new.values())

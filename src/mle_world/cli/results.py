@@ -68,7 +68,7 @@ def cmd_cancel(args: argparse.Namespace, console: Console) -> int:
 
     output_dir = require_output_dir(args.output_dir, "cancel")
     check_sbatch_available()
-    tasks = cancel_sweep(output_dir, SubmititSubmitter(output_dir / "slurm"))
+    tasks = cancel_sweep(output_dir, SubmititSubmitter(layout.OutputFiles(output_dir).slurm))
     if not tasks:
         console.print(f"{output_dir}: no pending or running Slurm job", markup=False, soft_wrap=True)
         return 0
@@ -164,11 +164,10 @@ def recorded_launch(output_dir: Path) -> LaunchRecord | None:
     """The sweep's launch.json (None if unreadable): a regrade compares with the answers the trials
     were prepared from (--data-dir) and knows their local competitions (--competitions-dir)."""
     from mle_world.records import LaunchRecord
+    from mle_world.storage import Unreadable, load_record
 
-    try:
-        return LaunchRecord.model_validate_json((output_dir / layout.LAUNCH).read_bytes())
-    except (OSError, ValueError):
-        return None
+    record = load_record(layout.OutputFiles(output_dir).launch, LaunchRecord)
+    return None if isinstance(record, Unreadable) else record
 
 
 def cmd_grade(args: argparse.Namespace, console: Console) -> int:
@@ -222,7 +221,7 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     from mle_world.cli.display import RichDisplay
 
     dirs = [require_output_dir(d.absolute(), "audit") for d in args.output_dirs]
-    out = args.out.absolute() if args.out else dirs[0] / "audit"
+    out = args.out.absolute() if args.out else layout.OutputFiles(dirs[0]).audit
     flag = "--out" if args.out else "audit"
     try:
         check_writable_dir(out, flag)
@@ -254,10 +253,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     trial_dir = args.trial_dir.absolute()
     if not trial_dir.is_dir():
         raise UserError(f"show: {args.trial_dir}: {not_a_dir(args.trial_dir)}")
-    if not any(
-        (trial_dir / name).is_file()
-        for name in ("journal.json", "journal.jsonl", "events.jsonl", "status.json", "spec.json")
-    ):
+    if not any((trial_dir / name).is_file() for name in layout.TRIAL_RECORDS if name != layout.RESULT):
         raise UserError(
             f"show: {args.trial_dir}: not a trial dir (no journal.json, events.jsonl, status.json or spec.json)"
         )

@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.escapes import printable_line
 from mle_world.launch.state import STATES, utcnow
@@ -179,7 +180,7 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
             )
         )
     if s.orphaned:
-        lock = Path(s.output_dir) / ".launcher.lock"
+        lock = layout.OutputFiles(Path(s.output_dir)).launcher_lock
         out.append(
             Text(
                 printable_line(

@@ -183,7 +183,7 @@ def csv_text(columns: Sequence[str], rows: Iterable[BaseModel]) -> str:
 
 def write_trial_costs(trial_dir: Path, spec: TrialSpec, output_dir: Path, prices: Prices) -> Path:
     """Write one trial's cost CSV from its events.jsonl; a missing or corrupt log is not fatal."""
-    rows = trial_cost_rows(read_events(trial_dir / "events.jsonl"), spec, prices)
+    rows = trial_cost_rows(read_events(layout.TrialFiles(trial_dir).events), spec, prices)
     path = layout.cost_path(output_dir, spec.configuration, spec.task, spec.seed)
     write_text_atomic(path, csv_text(COST_COLUMNS, rows))
     return path

@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.costs.account import COUNTED, Amounts, csv_text, write_trial_costs
 from mle_world.costs.prices import Prices
 from mle_world.records import TrialSpec
-from mle_world.storage import read_model, write_text_atomic
+from mle_world.storage import Unreadable, load_record, write_text_atomic
 
 
 class CostSummaryRow(Amounts):
@@ -153,9 +151,8 @@ def cost_output_dir(output_dir: Path, prices: Prices) -> list[Path]:
     """
     written: list[Path] = []
     for spec_path in layout.spec_paths(output_dir):
-        try:
-            spec = read_model(spec_path, TrialSpec)
-        except (OSError, ValueError, ValidationError):
+        spec = load_record(spec_path, TrialSpec)
+        if isinstance(spec, Unreadable):
             continue
         written.append(write_trial_costs(spec_path.parent, spec, output_dir, prices))
     written.append(write_cost_summary(output_dir))

@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.agent import file_sha256, load_journal_data
 from mle_world.errors import GraderUnavailableError, UserError
@@ -21,7 +19,7 @@ from mle_world.grading.multi import Grader as Grader
 from mle_world.grading.multi import MultiGrader as MultiGrader
 from mle_world.grading.report import GradingReport
 from mle_world.records import TrialSpec, TrialStatus
-from mle_world.storage import read_model, write_json_atomic
+from mle_world.storage import Unreadable, load_record, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +41,7 @@ def selected_submission(trial_dir: Path) -> tuple[Path, str | None]:
         return path, None
     digest = file_sha256(path)
     try:
-        journal = load_journal_data(trial_dir / "journal.json")
+        journal = load_journal_data(layout.TrialFiles(trial_dir).journal)
     except (OSError, ValueError):
         return path, "no journal names the node it came from"
     best = journal.get("best_node_id")
@@ -108,10 +106,8 @@ def grade_trial(
 
 def _status(trial_dir: Path) -> TrialStatus | None:
     """The trial's status.json (its attempt names the run that left the graded file); None when unreadable."""
-    try:
-        return TrialStatus.model_validate_json((trial_dir / layout.STATUS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    status = load_record(layout.TrialFiles(trial_dir).status, TrialStatus)
+    return None if isinstance(status, Unreadable) else status
 
 
 def _final_state(status: TrialStatus | None) -> Literal["succeeded", "failed"] | None:
@@ -133,11 +129,8 @@ class RegradeResult(NamedTuple):
 
 def _is_active(trial_dir: Path) -> bool:
     """status.json says submitted/running (a live sweep); a missing or unreadable one does not block."""
-    try:
-        status = read_model(trial_dir / layout.STATUS, TrialStatus)
-    except (OSError, ValidationError, ValueError):
-        return False
-    return status.state in ("submitted", "running")
+    status = load_record(layout.TrialFiles(trial_dir).status, TrialStatus)
+    return not isinstance(status, Unreadable) and status.state in ("submitted", "running")
 
 
 def grade_output_dir(
@@ -173,10 +166,9 @@ def _grade_all(output_dir: Path, data_dir: Path, active: Grader, force: bool) ->
     unfinished: list[str] = []
     for spec_path in layout.spec_paths(output_dir):
         trial_dir = spec_path.parent
-        try:
-            spec = read_model(spec_path, TrialSpec)
-        except (OSError, ValidationError, ValueError) as exc:
-            errors.append(f"{spec_path}: unreadable spec ({type(exc).__name__})")
+        spec = load_record(spec_path, TrialSpec)
+        if isinstance(spec, Unreadable):
+            errors.append(f"{spec_path}: unreadable spec ({type(spec.error).__name__})")
             continue
         if _is_active(trial_dir):
             unfinished.append(spec.trial_id)

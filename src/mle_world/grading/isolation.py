@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mle_world import layout
 from mle_world.errors import GraderUnavailableError, NotPreparedError, UserError
 from mle_world.escapes import printable
 from mle_world.grading.multi import MultiGrader
@@ -74,7 +75,7 @@ class IsolatedGrader:
             )
         with tempfile.TemporaryDirectory(prefix="mle-world-nothing-") as empty:
             try:
-                blank = self._run(task, Path(empty) / "submission.csv", GRADING_TIMEOUT_S)
+                blank = self._run(task, Path(empty) / layout.SUBMISSION_CSV, GRADING_TIMEOUT_S)
             except _ChildFailed as failure:
                 raise UserError(f"{task}: grading without a submission failed too ({failure})") from failure
         return blank.model_copy(
@@ -248,7 +249,7 @@ def _handle(grader: MultiGrader, request: dict[str, Any]) -> dict[str, object]:
         with tempfile.TemporaryDirectory(prefix="mle-world-nothing-") as empty:
             for task in request["check"]:
                 try:
-                    version = grader.grade(task, Path(empty) / "submission.csv").mlebench_version
+                    version = grader.grade(task, Path(empty) / layout.SUBMISSION_CSV).mlebench_version
                 except UserError as exc:
                     errors.append(_as_result(exc))
                     if isinstance(exc, GraderUnavailableError):

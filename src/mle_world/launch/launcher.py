@@ -271,7 +271,7 @@ class SweepLauncher:
         check_log_folder(plan.output_dir)
         if self.submitter_factory is SubmititSubmitter:
             check_sbatch_available()
-        submitter = self.submitter_factory(plan.output_dir / "slurm")
+        submitter = self.submitter_factory(layout.OutputFiles(plan.output_dir).slurm)
         self._reconcile(submitter)
         job_ids = [
             s.slurm_job_id

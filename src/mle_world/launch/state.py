@@ -19,12 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, TypedDict, get_args
 
-from pydantic import ValidationError
-
 from mle_world import layout
-from mle_world.errors import UserError, not_utf8
+from mle_world.errors import UserError
 from mle_world.records import TrialStatus
-from mle_world.storage import write_model
+from mle_world.storage import read_record, write_model
 
 State = Literal["pending", "submitted", "running", "succeeded", "failed"]
 STATES: tuple[State, ...] = get_args(State)
@@ -83,24 +81,13 @@ def utcnow() -> datetime:
 
 
 def status_path(trial_dir: Path) -> Path:
-    return trial_dir / layout.STATUS
+    return layout.TrialFiles(trial_dir).status
 
 
 def read_status(trial_dir: Path, trial_id: str) -> TrialStatus:
     """The trial's status; a trial without status.json is pending."""
     path = status_path(trial_dir)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return TrialStatus(trial_id=trial_id)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the trial status ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not a valid trial status (not UTF-8 text: {not_utf8(exc)})") from None
-    try:
-        status = TrialStatus.model_validate_json(text)
-    except ValidationError as exc:
-        raise UserError(f"{path}: not a valid trial status ({exc.errors()[0]['msg']})") from None
+    status = read_record(path, TrialStatus, "trial status", default=TrialStatus(trial_id=trial_id))
     if status.trial_id != trial_id:
         raise UserError(f"{path}: belongs to trial '{status.trial_id}', expected '{trial_id}'")
     return status
@@ -109,7 +96,7 @@ def read_status(trial_dir: Path, trial_id: str) -> TrialStatus:
 @contextmanager
 def _locked(trial_dir: Path) -> Iterator[None]:
     trial_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(trial_dir / ".status.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(layout.TrialFiles(trial_dir).status_lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

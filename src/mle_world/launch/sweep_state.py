@@ -13,14 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.errors import UserError
-from mle_world.identity import IDENTITY_FILE
 from mle_world.launch.liveness import launcher_alive
 from mle_world.records import TrialStatus
-from mle_world.storage import read_regular
+from mle_world.storage import Unreadable, load_record
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,7 @@ def configuration_of(trial_id: str) -> str:
     return parts[1] if len(parts) >= 4 else "?"
 
 
-OUTPUT_DIR_MARKERS = (layout.LAUNCH, IDENTITY_FILE)
+OUTPUT_DIR_MARKERS = (layout.LAUNCH, layout.SWEEP_IDENTITY)
 """Files only a launch writes: the CLI's record, or the launcher's identity of the sweep."""
 
 
@@ -95,10 +92,8 @@ def ended_slurm_jobs(trials: Sequence[tuple[str | Path, TrialStatus]]) -> tuple[
         state = view.states.get(status.slurm_job_id or "")
         if state is None or state in ALIVE_STATES:
             continue
-        try:
-            with open(path, "rb") as handle:
-                now = TrialStatus.model_validate_json(handle.read())
-        except (OSError, ValueError):
+        now = load_record(path, TrialStatus)
+        if isinstance(now, Unreadable):
             continue
         if now.state in ("submitted", "running") and now.slurm_job_id == status.slurm_job_id:
             ended.append((status.trial_id, f"{status.slurm_job_id} {state}"))
@@ -135,16 +130,11 @@ def read_sweep_status(output_dir: Path) -> SweepStatus:
     trials: list[tuple[str, TrialStatus]] = []
     bad: list[tuple[Path, str]] = []
     for path in layout.status_candidates(output_dir):
-        try:
-            trials.append((path, TrialStatus.model_validate_json(read_regular(path))))
-        except FileNotFoundError:
-            continue  # a trial dir without a status (yet)
-        except OSError as exc:
-            bad.append((Path(path), exc.strerror or str(exc)))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            bad.append((Path(path), f"{where + ': ' if where else ''}{err['msg']}"))
+        got = load_record(path, TrialStatus)
+        if not isinstance(got, Unreadable):
+            trials.append((path, got))
+        elif not got.missing:  # a trial dir without a status (yet) is no problem
+            bad.append((Path(path), got.detail))
     alive = launcher_alive(output_dir)
     ended = () if alive else ended_slurm_jobs(trials)  # a watching launcher records them itself
     statuses = tuple(t for _, t in trials)

@@ -18,8 +18,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from pydantic import ValidationError
-
 from mle_world.errors import UserError
 from mle_world.launch.gpus import gpu_environment
 from mle_world.launch.memory_cgroup import OOM_PRIORITY, oom_cause, own_memory_cgroup
@@ -35,11 +33,11 @@ from mle_world.launch.state import (
     utcnow,
 )
 from mle_world.launch.verdict import Verdict, classify, last_log_line, read_result
-from mle_world.layout import SUBMISSION_RELPATH
+from mle_world.layout import SUBMISSION_RELPATH, TrialFiles
 from mle_world.plan.cluster import KILL_GRACE_S
 from mle_world.plan.sweep import PlannedTrial
 from mle_world.records import DowntimeEvent, TrialSpec, TrialStatus
-from mle_world.storage import write_model
+from mle_world.storage import Unreadable, load_record, read_text, write_model
 
 Outcome = Literal["succeeded", "failed", "interrupted", "skipped", "stale"]
 """skipped: the trial was already final; stale: this job's fencing token is not the trial's."""
@@ -96,12 +94,11 @@ class TrialJob:
 
 def ensure_spec(trial: PlannedTrial) -> None:
     """Write spec.json; an existing one with another science hash is refused (never overwritten)."""
-    path = trial.trial_dir / "spec.json"
-    if path.exists():
-        try:
-            old = TrialSpec.model_validate_json(path.read_text(encoding="utf-8"))
-        except (ValidationError, ValueError):
-            raise SpecMismatchError(f"{path}: unreadable spec; move the trial directory away") from None
+    path = TrialFiles(trial.trial_dir).spec
+    old = load_record(path, TrialSpec)
+    if isinstance(old, Unreadable) and not old.missing:
+        raise SpecMismatchError(f"{path}: unreadable spec; move the trial directory away")
+    if not isinstance(old, Unreadable):
         if old.science_hash != trial.spec.science_hash:
             raise SpecMismatchError(
                 f"{path}: science hash {old.science_hash} differs from this sweep's "
@@ -117,7 +114,7 @@ def recorded_downtime_s(trial_dir: Path, now: datetime | None = None) -> float:
     """Endpoint downtime in the trial's events.jsonl, over all its sessions: closed outages plus an
     open one up to `now`. The agent's budget stood still meanwhile, so the wall limit stretches by it."""
     try:
-        text = (trial_dir / "events.jsonl").read_text(encoding="utf-8", errors="replace")
+        text = read_text(TrialFiles(trial_dir).events, errors="replace")
     except OSError:
         return 0.0
     total = 0.0
@@ -204,15 +201,14 @@ class TrialSupervisor:
         except SpecMismatchError as exc:
             mark_failed_infra(job.trial_dir, job.trial_id, token=job.token, cause=str(exc))
             return "failed"
-        logs = job.trial_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        files = TrialFiles(job.trial_dir)
+        files.logs.mkdir(parents=True, exist_ok=True)
         # A result.json left by an earlier attempt must not be mistaken for this run's.
-        stale = job.trial_dir / "result.json"
-        if stale.exists():
-            os.replace(stale, logs / "result.previous.json")
+        if files.result.exists():
+            os.replace(files.result, files.previous_result)
         env = dict(self.env)
         env.update(gpu_environment(self.gpu, env))
-        log_path = logs / "launcher.log"
+        log_path = files.launcher_log
         budget_left = job.wall_limit_s - status.wall_used_s
         with open(log_path, "ab") as log:
             log.write(

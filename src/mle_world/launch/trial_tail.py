@@ -12,13 +12,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.launch.liveness import agent_alive
 from mle_world.records import TrialStatus
-from mle_world.storage import read_regular
+from mle_world.storage import Unreadable, load_record, read_regular
 
 TAIL_BYTES = 64 * 1024
 """Read at most this much from the end of a log: a runaway script's log can be gigabytes."""
@@ -101,14 +99,15 @@ def _recorded_id(trial_dir: Path) -> str | None:
 def read_trial_tail(output_dir: Path, trial_dir: Path, lines: int) -> TrialTail:
     status: TrialStatus | None = None
     problem = ""
-    try:
-        status = TrialStatus.model_validate_json(read_regular(trial_dir / layout.STATUS))
-    except OSError as exc:
-        problem = exc.strerror or str(exc)
-    except ValidationError as exc:
-        problem = str(exc.errors()[0]["msg"])
-    paths = [trial_dir / "logs" / "launcher.log", trial_dir / "logs" / "agent.log"]
+    files = layout.TrialFiles(trial_dir)
+    found = load_record(files.status, TrialStatus)
+    if isinstance(found, Unreadable):
+        problem = found.reason
+    else:
+        status = found
+    paths = [files.launcher_log, files.agent_log]
     if status is not None and status.slurm_job_id:
-        paths.append(output_dir / "slurm" / f"{status.slurm_job_id}_0_log.out")  # submitit's, per task
+        slurm = layout.OutputFiles(output_dir).slurm
+        paths.append(slurm / f"{status.slurm_job_id}_0_log.out")  # submitit's, per task
     logs = tuple(LogTail(path, got) for path in paths if (got := tail_lines(path, lines)) is not None)
     return TrialTail(trial_dir, status, problem, agent_alive(trial_dir), logs)

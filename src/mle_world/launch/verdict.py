@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
-
+from mle_world.layout import TrialFiles
 from mle_world.records import AgentResult
+from mle_world.storage import Unreadable, load_record
 
 INFRA_STOP_REASONS = (
     *("endpoint", "infra", "connection", "out_of_memory", "oom", "disk", "internal"),
@@ -46,10 +46,8 @@ def last_log_line(log_path: Path) -> str:
 
 def read_result(trial_dir: Path) -> AgentResult | None:
     """The agent's result.json; None when it is missing or no valid result."""
-    try:
-        return AgentResult.model_validate_json((trial_dir / "result.json").read_text(encoding="utf-8"))
-    except (OSError, ValidationError, ValueError):
-        return None
+    result = load_record(TrialFiles(trial_dir).result, AgentResult)
+    return None if isinstance(result, Unreadable) else result
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.records import LaunchRecord, TrialStatus
-from mle_world.storage import read_regular
+from mle_world.storage import Unreadable, load_record
 
 
 def makespan(
@@ -106,11 +106,10 @@ def measured_times(output_dir: Path, regime: str | None = None, flag: str = "") 
     left out. Raises UserError when launch.json is missing or unreadable, or (given `regime`, the
     regime `flag` takes there) records a sweep of the other regime.
     """
-    launch = output_dir / layout.LAUNCH
-    try:
-        record = LaunchRecord.model_validate_json(read_regular(launch))
-    except (OSError, ValueError) as exc:  # ValidationError and UnicodeDecodeError are ValueErrors
-        raise UserError(f"{launch}: not a readable launch.json ({type(exc).__name__})") from None
+    launch = layout.OutputFiles(output_dir).launch
+    record = load_record(launch, LaunchRecord)
+    if isinstance(record, Unreadable):
+        raise UserError(f"{launch}: not a readable launch.json ({type(record.error).__name__})")
     if regime is not None and record.regime != regime:
         # Swapped dirs measured the gate as costing time, clamped to 0 % savings without a word.
         raise UserError(f"{flag} {output_dir}: a {record.regime} sweep (launch.json), where {regime} goes")
@@ -119,9 +118,8 @@ def measured_times(output_dir: Path, regime: str | None = None, flag: str = "") 
         trial_dir = Path(trial.trial_dir)
         if not trial_dir.is_absolute():
             trial_dir = output_dir / trial_dir
-        try:
-            status = TrialStatus.model_validate_json(read_regular(trial_dir / layout.STATUS))
-        except (OSError, ValueError):  # unreadable, not UTF-8 or not a status: not a measured time
+        status = load_record(layout.TrialFiles(trial_dir).status, TrialStatus)
+        if isinstance(status, Unreadable):  # unreadable, not UTF-8 or not a status: not a measured time
             continue
         seconds = measured_seconds(status)
         if seconds is not None:

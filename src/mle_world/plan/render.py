@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.plan.runtimes.base import Renderer, RuntimeSpec, TrialView
 from mle_world.plan.runtimes.registry import runtime_named
@@ -75,7 +76,7 @@ def _check_private_hidden(runtime: RuntimeSpec, trial: PlannedTrial) -> None:
 
 
 def agent_argv(runtime: RuntimeSpec, paths: TrialPaths) -> list[str]:
-    spec = str(PurePosixPath(paths.trial_dir) / "spec.json")
+    spec = str(PurePosixPath(paths.trial_dir) / layout.SPEC)
     return [runtime.python, "-m", "mle_world.agent", "--spec", spec]
 
 

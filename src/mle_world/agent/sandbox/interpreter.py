@@ -97,7 +97,7 @@ def child_environment(
         "LC_ALL": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "TMPDIR": tmpdir or str(workspace / "tmp"),
+        "TMPDIR": tmpdir or str(workspace / SCRATCH),
         "MPLBACKEND": "Agg",
     }
     for name in _PASSTHROUGH:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mle_world.layout import JOURNAL_LOCK, NODE_LOGS_RELPATH
+from mle_world.layout import SUBMISSION_CSV, SUBMISSION_DIR, TrialFiles
 from mle_world.storage import sync_directory
 
 DATA_VIEW = "input"
@@ -26,52 +26,52 @@ SCRATCH = "tmp"
 
 @dataclass(frozen=True)
 class TrialLayout:
-    """Every path the agent writes, derived from the trial dir (see the spec's contract)."""
+    """Every path the agent writes, derived from the trial dir: `layout.TrialFiles` and a run's workspace."""
 
     trial_dir: Path
     data_dir: Path
 
     @property
     def journal(self) -> Path:
-        return self.trial_dir / "journal.json"
+        return TrialFiles(self.trial_dir).journal
 
     @property
     def journal_lock(self) -> Path:
         """flock'ed by the live agent for its whole life: a second agent refuses to resume."""
-        return self.trial_dir / JOURNAL_LOCK
+        return TrialFiles(self.trial_dir).journal_lock
 
     @property
     def events(self) -> Path:
-        return self.trial_dir / "events.jsonl"
+        return TrialFiles(self.trial_dir).events
 
     @property
     def result(self) -> Path:
-        return self.trial_dir / "result.json"
+        return TrialFiles(self.trial_dir).result
 
     @property
     def best_solution(self) -> Path:
-        return self.trial_dir / "best_solution.py"
+        return TrialFiles(self.trial_dir).best_solution
 
     @property
     def submission_csv(self) -> Path:
-        return self.trial_dir / "submission" / "submission.csv"
+        return TrialFiles(self.trial_dir).submission
 
     @property
     def logs(self) -> Path:
-        return self.trial_dir / "logs"
+        return TrialFiles(self.trial_dir).logs
 
     @property
     def node_logs(self) -> Path:
-        return self.trial_dir / NODE_LOGS_RELPATH
+        return TrialFiles(self.trial_dir).node_logs
 
     @property
     def staged_submission(self) -> Path:
         """The last run's submission as the agent copied it out of the workspace."""
-        return self.logs / "staged-submission.csv"
+        return TrialFiles(self.trial_dir).staged_submission
 
     @property
     def workspace(self) -> Path:
-        return self.trial_dir / "workspace"
+        return TrialFiles(self.trial_dir).workspace
 
     @property
     def input(self) -> Path:
@@ -79,11 +79,11 @@ class TrialLayout:
 
     @property
     def run_submission_dir(self) -> Path:
-        return self.workspace / "submission"
+        return self.workspace / SUBMISSION_DIR
 
     @property
     def run_submission_csv(self) -> Path:
-        return self.run_submission_dir / "submission.csv"
+        return self.run_submission_dir / SUBMISSION_CSV
 
     @property
     def working(self) -> Path:
@@ -277,8 +277,8 @@ def stage_submission(layout: TrialLayout) -> str | None:
     try:
         try:
             fds.append(os.open(layout.workspace, flags | os.O_DIRECTORY))
-            fds.append(os.open("submission", flags | os.O_DIRECTORY, dir_fd=fds[-1]))
-            fds.append(os.open("submission.csv", flags | os.O_NONBLOCK, dir_fd=fds[-1]))
+            fds.append(os.open(SUBMISSION_DIR, flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+            fds.append(os.open(SUBMISSION_CSV, flags | os.O_NONBLOCK, dir_fd=fds[-1]))
             info = os.fstat(fds[-1])
             if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or _has_hole(fds[-1], info.st_size):
                 return None

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType, SimpleNamespace
 from typing import Any, Protocol
 
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.launch.slurm.limits import AccountLimits, read_limits
 from mle_world.launch.slurm.queries import (
@@ -292,7 +293,8 @@ def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
     array under `<output_dir>/slurm/preview/` (nothing is submitted, no status is touched)."""
     if not plan.commands:
         return []
-    folder = plan.output_dir / "slurm"
+    files = layout.OutputFiles(plan.output_dir)
+    folder = files.slurm
     budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in plan.commands)
     max_size = query_max_array_size() if shutil.which("scontrol") else DEFAULT_MAX_ARRAY_SIZE
     chunks = array_chunks(len(plan.commands), plan.cluster, max_size)
@@ -303,7 +305,7 @@ def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
             params["dependency"] = "afterany:<the previous array>"
         text = submitit_sbatch_text(folder.absolute(), params, len(chunk))
         name = f"mlew-{plan.regime}" + (f"-{n + 1}of{len(chunks)}" if len(chunks) > 1 else "")
-        path = folder / "preview" / f"{name}.sbatch"
+        path = files.sbatch_preview / f"{name}.sbatch"
         path.parent.mkdir(parents=True, exist_ok=True)
         listing = "\n".join(f"# task {i}: {plan.commands[j].trial.trial_id}" for i, j in enumerate(chunk))
         head = "\n\n# array tasks (each runs one trial's command):\n"

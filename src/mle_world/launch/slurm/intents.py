@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.launch.slurm.backend import SlurmTrial, Submitter, array_chunks, slurm_parameters
 from mle_world.launch.slurm.limits import check_wall, first_wave
@@ -25,7 +24,7 @@ from mle_world.launch.slurm.queries import LiveTask
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import Record
-from mle_world.storage import write_model
+from mle_world.storage import Unreadable, load_record, write_model
 
 KILL_AT_ENV = "MLEW_TEST_KILL_LAUNCHER_AT"
 """Test hook: the launcher SIGKILLs itself at this point of a Slurm submission (`before-sbatch`,
@@ -51,7 +50,7 @@ class SubmissionIntent(Record):
 
 
 def intents_dir(output_dir: Path) -> Path:
-    return output_dir / "slurm" / "intents"
+    return layout.OutputFiles(output_dir).intents
 
 
 def record_intent(output_dir: Path, regime: str, trial_ids: Sequence[str]) -> tuple[Path, SubmissionIntent]:
@@ -184,10 +183,10 @@ def submit_arrays(
 def load_intents(output_dir: Path) -> list[tuple[Path, SubmissionIntent]]:
     out = []
     for path in sorted(intents_dir(output_dir).glob("*.json")):
-        try:
-            out.append((path, SubmissionIntent.model_validate_json(path.read_text(encoding="utf-8"))))
-        except (OSError, ValidationError, ValueError):
-            raise UserError(f"{path}: unreadable submission record; move it away to continue") from None
+        intent = load_record(path, SubmissionIntent)
+        if isinstance(intent, Unreadable):
+            raise UserError(f"{path}: unreadable submission record; move it away to continue")
+        out.append((path, intent))
     return out
 
 
