@@ -13,6 +13,7 @@ import shutil
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from mle_world.layout import SUBMISSION_CSV, SUBMISSION_DIR, TrialFiles
@@ -31,47 +32,51 @@ class TrialLayout:
     trial_dir: Path
     data_dir: Path
 
+    @cached_property
+    def files(self) -> TrialFiles:
+        return TrialFiles(self.trial_dir)
+
     @property
     def journal(self) -> Path:
-        return TrialFiles(self.trial_dir).journal
+        return self.files.journal
 
     @property
     def journal_lock(self) -> Path:
         """flock'ed by the live agent for its whole life: a second agent refuses to resume."""
-        return TrialFiles(self.trial_dir).journal_lock
+        return self.files.journal_lock
 
     @property
     def events(self) -> Path:
-        return TrialFiles(self.trial_dir).events
+        return self.files.events
 
     @property
     def result(self) -> Path:
-        return TrialFiles(self.trial_dir).result
+        return self.files.result
 
     @property
     def best_solution(self) -> Path:
-        return TrialFiles(self.trial_dir).best_solution
+        return self.files.best_solution
 
     @property
     def submission_csv(self) -> Path:
-        return TrialFiles(self.trial_dir).submission
+        return self.files.submission
 
     @property
     def logs(self) -> Path:
-        return TrialFiles(self.trial_dir).logs
+        return self.files.logs
 
     @property
     def node_logs(self) -> Path:
-        return TrialFiles(self.trial_dir).node_logs
+        return self.files.node_logs
 
     @property
     def staged_submission(self) -> Path:
         """The last run's submission as the agent copied it out of the workspace."""
-        return TrialFiles(self.trial_dir).staged_submission
+        return self.files.staged_submission
 
     @property
     def workspace(self) -> Path:
-        return TrialFiles(self.trial_dir).workspace
+        return self.files.workspace
 
     @property
     def input(self) -> Path:
@@ -139,7 +144,7 @@ def restore_dirs(paths: Sequence[Path]) -> None:
             remove_entry(path)
         except FileNotFoundError:
             pass
-        os.mkdir(path, 0o755)
+        os.mkdir(path, RUN_DIR_MODE)
 
 
 def empty_dir(path: Path) -> None:
