@@ -216,10 +216,6 @@ class IndexView:
         )
 
     @property
-    def gated_deltas(self) -> bool:
-        return bool(self.result.deltas)
-
-    @property
     def headline_note(self) -> str:
         """What the any-medal table's columns are (the same note as report.md's)."""
         return HEADLINE_NOTE.format(baseline=self.baseline)
