@@ -3,7 +3,8 @@
 Reads nothing of the repository; writes irregular sweeps (tests/support/irregular.py) under tmp_path.
 The oracle below reads launch.json, reports, status.json, submissions, result.json, cost CSVs and
 events.jsonl with json/csv only and applies docs/numbers.md's rules in the most obvious way; any number
-of summary.csv's rates, paired_delta, costs, budget and world sections that it computes must agree.
+of summary.csv's rates, paired_delta, significance (but its bootstrap intervals), costs, budget and world
+sections that it computes must agree.
 """
 
 from __future__ import annotations
@@ -92,7 +93,46 @@ def oracle(dirs: list[Path], pad: bool) -> dict[Key, Value]:
         add_budget(out, regime, cfg, [t["result"] for t in group if t["result"] is not None])
         add_world(out, regime, cfg, group)
     add_deltas(out, trials)
+    add_significance(out, trials)
     return out
+
+
+def two_sided_binomial(k: int, n: int) -> float:
+    """P(an outcome no likelier than k) under Binomial(n, 1/2), summed outcome by outcome."""
+    pmf = [math.comb(n, i) / 2**n for i in range(n + 1)]
+    return min(1.0, sum(q for q in pmf if q <= pmf[k] * (1 + 1e-9)))
+
+
+def add_significance(out: dict[Key, Value], trials: dict[str, dict[str, Any]]) -> None:
+    """Sign tests and Holm per family: each regime's configurations against aide; gated against ungated."""
+    settled = {
+        i: t["report"] or NO_RESULT for i, t in trials.items() if t["report"] is not None or t["settled"]
+    }
+    tests: dict[tuple[str, str], list[tuple[bool, bool]]] = defaultdict(list)
+    for trial_id, report in settled.items():
+        regime, cfg, task, seed = trial_id.split("/")
+        if cfg != "aide" and f"{regime}/aide/{task}/{seed}" in settled:
+            tests[(regime, cfg)].append((report, settled[f"{regime}/aide/{task}/{seed}"]))
+        if regime == "gated" and f"ungated/{cfg}/{task}/{seed}" in settled:
+            tests[("gated-ungated", cfg)].append((report, settled[f"ungated/{cfg}/{task}/{seed}"]))
+    p_values = {}
+    for (regime, cfg), pairs in tests.items():
+        medals = [(indicator(a, "any_medal"), indicator(b, "any_medal")) for a, b in pairs]
+        better, worse = sum(a and not b for a, b in medals), sum(b and not a for a, b in medals)
+        p_values[(regime, cfg)] = two_sided_binomial(better, better + worse) if better + worse else 1.0
+        out[("significance", regime, cfg, "any_medal_delta")] = mean_sem([100.0 * (a - b) for a, b in medals])
+        out[("significance", regime, cfg, "discordant_better")] = (better, None, len(pairs))
+        out[("significance", regime, cfg, "discordant_worse")] = (worse, None, len(pairs))
+        out[("significance", regime, cfg, "sign_test_p")] = (p_values[(regime, cfg)], None, better + worse)
+    families: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for regime, cfg in p_values:
+        if cfg != "aide":
+            families[regime].append((regime, cfg))
+    for members in families.values():
+        ranked = sorted(members, key=lambda key: p_values[key])
+        for i, key in enumerate(ranked):
+            adjusted = max(min(1.0, (len(ranked) - j) * p_values[ranked[j]]) for j in range(i + 1))
+            out[("significance", *key, "sign_test_p_holm")] = (adjusted, None, len(ranked))
 
 
 def add_deltas(out: dict[Key, Value], trials: dict[str, dict[str, Any]]) -> None:
@@ -239,7 +279,7 @@ def test_summary_csv_agrees_with_a_plain_recomputation(tmp_path: Path, sweep_see
             (r["section"], r["regime"], r["configuration"], r["metric"]): r for r in csv.DictReader(handle)
         }
     expected = oracle(dirs, pad)
-    assert len(expected) > 150
+    assert len(expected) > 150 and any(key[0] == "significance" for key in expected)
     wrong = []
     for key, (value, sem, n) in expected.items():
         row = theirs.get(key)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
+from mle_world.audit.comparisons import Comparison, baseline_pairs, indicator, regime_pairs
 from mle_world.audit.journals import journal_curve, trial_journal
 from mle_world.audit.predictions import PredictionLine
 from mle_world.audit.stats import (
@@ -113,16 +114,6 @@ class DeltaRow:
     ties: int
 
 
-def settled(sweep: Sweep) -> list[Trial]:
-    """Trials with a result for the rates: a grading report, or failed for good without a submission."""
-    return [t for t in sweep.trials if t.report is not None or t.settled_without_report]
-
-
-def indicator(trial: Trial, metric: str) -> float:
-    """A settled trial's 0/1 value of a rate metric; one without a report has no medal and no valid submission."""
-    return float(getattr(trial.report, metric)) if trial.report is not None else 0.0
-
-
 def compare_trials(gated: Trial, ungated: Trial) -> int:
     """`compare_scores` of two settled trials; one without a report has no score (it loses)."""
     reports = [t.report for t in (gated, ungated) if t.report is not None]
@@ -132,16 +123,9 @@ def compare_trials(gated: Trial, ungated: Trial) -> int:
 
 
 def delta_rows(sweep: Sweep) -> list[DeltaRow]:
-    """Paired deltas over (task, seed) pairs where both regimes are settled (see `settled`)."""
-    by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
-    for trial in settled(sweep):
-        by_key[(trial.configuration, trial.task, trial.seed)][trial.regime] = trial
-    per_cfg: dict[str, list[tuple[Trial, Trial]]] = defaultdict(list)
-    for (cfg, _, _), regimes in sorted(by_key.items()):
-        if "gated" in regimes and "ungated" in regimes:
-            per_cfg[cfg].append((regimes["gated"], regimes["ungated"]))
+    """Paired deltas over (task, seed) pairs where both regimes are settled (see `comparisons.settled`)."""
     rows = []
-    for cfg, pairs in sorted(per_cfg.items()):
+    for cfg, pairs in regime_pairs(sweep).items():
         deltas = {}
         for metric in DELTA_METRICS:
             diffs = [100.0 * (indicator(g, metric) - indicator(u, metric)) for g, u in pairs]
@@ -485,22 +469,11 @@ def baseline_delta_rows(
     sweep: Sweep, baseline: str = "aide", metric: str = "any_medal"
 ) -> list[BaselineDeltaRow]:
     """Paired deltas against `baseline` within each regime, over (task, seed) pairs where both are settled."""
-    by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
-    for trial in settled(sweep):
-        by_key[(trial.regime, trial.task, trial.seed)][trial.configuration] = trial
-    diffs: dict[Group, list[float]] = defaultdict(list)
-    for (regime, _, _), configs in sorted(by_key.items()):
-        base = configs.get(baseline)
-        if base is None:
-            continue
-        for cfg, trial in configs.items():
-            if cfg != baseline:
-                value = indicator(trial, metric) - indicator(base, metric)
-                diffs[(regime, cfg)].append(100.0 * value)
-    return [
-        BaselineDeltaRow(regime, cfg, baseline, len(values), mean_sem(values))
-        for (regime, cfg), values in sorted(diffs.items())
-    ]
+    rows = []
+    for (regime, cfg), pairs in baseline_pairs(sweep, baseline).items():
+        values = [100.0 * (indicator(trial, metric) - indicator(base, metric)) for trial, base in pairs]
+        rows.append(BaselineDeltaRow(regime, cfg, baseline, len(values), mean_sem(values)))
+    return rows
 
 
 @dataclass
@@ -567,6 +540,8 @@ class AuditResult:
     budgets: list[BudgetRow] = field(default_factory=list)
     calibration: list[CalibrationRow] | None = None
     """Calibration per stage and mode (`calibration_rows`), when computed already."""
+    comparisons: list[Comparison] = field(default_factory=list)
+    """Paired any-medal tests against the baseline and between the regimes (`comparisons.compare`)."""
 
     def calibration_per_stage(self) -> list[CalibrationRow]:
         if self.calibration is None:

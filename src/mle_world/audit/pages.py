@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from markupsafe import Markup
 
 from mle_world import layout
-from mle_world.audit.analysis import CalibrationRow, Curve, WorldRow, baseline_delta_rows
+from mle_world.audit.analysis import CalibrationRow, Curve, WorldRow
 from mle_world.audit.collect import Sweep, Trial, trial_events
+from mle_world.audit.comparisons import BASELINE
+from mle_world.audit.headline import NOTE as HEADLINE_NOTE
+from mle_world.audit.headline import comparisons_table, headline_table
 from mle_world.audit.journals import trial_journal
 from mle_world.audit.notes import problem_lines
 from mle_world.audit.report import (
@@ -29,7 +32,6 @@ from mle_world.audit.report import (
     costs_table,
     gate_table,
     has_costs,
-    headline_table,
     rates_table,
     stage_table,
 )
@@ -41,8 +43,6 @@ from mle_world.storage import write_text_atomic
 if TYPE_CHECKING:
     import jinja2
 
-BASELINE = "aide"
-"""The configuration every other one is compared with on the same task and seed (DESIGN §4)."""
 PAGE_MODE = 0o644
 """Pages are readable by a static web server running as another user."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -182,7 +182,7 @@ class IndexView:
     baseline: str
     figures: dict[str, str]
     tables: dict[str, Markup]
-    """HTML of each table by name (headline, completeness, costs, budget, gate, brier, rates, trials)."""
+    """HTML of each table by name (headline, comparisons, completeness, costs, budget, gate, brier, rates, trials)."""
     filled: set[str]
     """Names of the tables that have rows."""
     calibration: list[CalibrationRow]
@@ -216,8 +216,9 @@ class IndexView:
         )
 
     @property
-    def gated_deltas(self) -> bool:
-        return bool(self.result.deltas)
+    def headline_note(self) -> str:
+        """What the any-medal table's columns are (the same note as report.md's)."""
+        return HEADLINE_NOTE.format(baseline=self.baseline)
 
 
 def _data_uri(path: Path) -> str:
@@ -333,9 +334,10 @@ def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: 
     sweep = result.sweep
     calibration = result.calibration_per_stage()
     trials = [_trial_row(t, links.get(t.trial_id)) for t in sweep.trials]
-    deltas = baseline_delta_rows(sweep, BASELINE)
+    comparisons = result.comparisons
     tables = [
-        headline_table(result.rates, BASELINE, deltas, result.deltas),
+        headline_table(result.rates, BASELINE, comparisons),
+        comparisons_table(comparisons),
         completeness_table(sweep),
         costs_table(result.costs),
         budget_table([b for b in result.budgets if b.with_result]),

@@ -15,7 +15,6 @@ from mle_world.audit.analysis import (
     LABELS,
     RATE_METRICS,
     AuditResult,
-    BaselineDeltaRow,
     BudgetRow,
     CalibrationRow,
     CostTableRow,
@@ -24,6 +23,9 @@ from mle_world.audit.analysis import (
     WorldRow,
 )
 from mle_world.audit.collect import Sweep
+from mle_world.audit.comparisons import BASELINE
+from mle_world.audit.headline import NOTE as HEADLINE_NOTE
+from mle_world.audit.headline import comparisons_table, headline_table
 from mle_world.audit.launches import trials_per_launch
 from mle_world.audit.notes import downtime_line, problem_lines, provenance_lines
 from mle_world.audit.plots import write_plots
@@ -37,8 +39,6 @@ from mle_world.audit.tables import (
     mean_sem,
     num,
     show,
-    sign_tone,
-    signed_mean_sem,
 )
 from mle_world.escapes import markdown_text
 from mle_world.launch.display import Display
@@ -210,60 +210,6 @@ def bins_table(bins: Sequence[CalibrationBin]) -> Table:
     return build("bins", "Calibration (all ungated predictions)", BIN_COLUMNS, bins)
 
 
-def headline_table(
-    rates: Sequence[RateRow],
-    baseline: str,
-    baseline_deltas: Sequence[BaselineDeltaRow],
-    gated_deltas: Sequence[DeltaRow],
-) -> Table:
-    """Any-medal rate per configuration and regime, its paired delta against `baseline` and gated − ungated."""
-    by_group = {(r.regime, r.configuration): r for r in rates}
-    against = {(d.regime, d.configuration): d for d in baseline_deltas}
-    gated = {d.configuration: d for d in gated_deltas}
-    columns: list[Column[str]] = [Column("configuration", lambda cfg: cfg, left=True)]
-
-    def regime_columns(regime: str) -> list[Column[str]]:
-        def rate(cfg: str) -> str:
-            row = by_group.get((regime, cfg))
-            return mean_sem(row.rates["any_medal"], 1) if row else "–"
-
-        def seeds(cfg: str) -> str:
-            row = by_group.get((regime, cfg))
-            return f"{len(row.seeds_used)}/{len(row.seeds_expected)}" if row else ""
-
-        def delta(cfg: str) -> str:
-            if cfg == baseline:
-                return "baseline"
-            d = against.get((regime, cfg))
-            return f"{signed_mean_sem(d.delta)} ({d.pairs})" if d else "–"
-
-        def tone(cfg: str) -> str:
-            d = against.get((regime, cfg))
-            return sign_tone(d.delta.mean) if d and cfg != baseline else ""
-
-        return [
-            Column(f"{regime}: any medal %", rate),
-            Column(f"{regime}: seeds", seeds),
-            Column(f"{regime}: Δ {baseline} (pairs)", delta, tone=tone),
-        ]
-
-    for regime in sorted({r.regime for r in rates}):
-        columns += regime_columns(regime)
-    if gated:
-
-        def gated_delta(cfg: str) -> str:
-            d = gated.get(cfg)
-            return f"{signed_mean_sem(d.deltas['any_medal'])} ({d.pairs})" if d else "–"
-
-        def gated_tone(cfg: str) -> str:
-            d = gated.get(cfg)
-            return sign_tone(d.deltas["any_medal"].mean) if d else ""
-
-        columns.append(Column("Δ gated−ungated (pairs)", gated_delta, tone=gated_tone))
-    configurations = sorted(sorted({r.configuration for r in rates}), key=lambda name: name != baseline)
-    return build("headline", "Any medal", columns, configurations)
-
-
 def has_costs(result: AuditResult) -> bool:
     return any(c.with_costs for c in result.costs)
 
@@ -277,6 +223,9 @@ def show_tables(result: AuditResult, display: Display) -> None:
     for line in problem_lines(result.sweep):
         display.say(f"  {line}")
     show(rates_table(result.rates, result.pad_missing), display)
+    comparisons = result.comparisons
+    if comparisons:
+        show(comparisons_table(comparisons), display)
     if result.deltas:
         show(deltas_table(result.deltas), display)
     if has_costs(result):
@@ -354,6 +303,12 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
         )
     parts += ["", "## Rates", "", f"Mean ± SEM over seeds (%, ddof=1), {note}.", ""]
     parts.append(markdown(rates_table(result.rates, result.pad_missing)))
+    comparisons = result.comparisons
+    parts += ["", "## Any medal", "", HEADLINE_NOTE.format(baseline=BASELINE), ""]
+    parts.append(markdown(headline_table(result.rates, BASELINE, comparisons)))
+    if comparisons:
+        parts += ["", "Each comparison, with its discordant pairs and Holm family:", ""]
+        parts.append(markdown(comparisons_table(comparisons)))
     if result.deltas:
         parts += ["", "## Paired gated − ungated", ""]
         parts += [

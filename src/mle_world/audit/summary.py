@@ -60,6 +60,16 @@ def summary_rows(result: AuditResult) -> list[SummaryRow]:
         add("paired_delta", group, "score_gated_better", d.gated_better, None, d.pairs)
         add("paired_delta", group, "score_gated_worse", d.gated_worse, None, d.pairs)
         add("paired_delta", group, "score_ties", d.ties, None, d.pairs)
+    for t in result.comparisons:
+        # regime gated/ungated: against the baseline in that regime; gated-ungated: between the regimes
+        group = (t.regime, t.configuration)
+        add("significance", group, "any_medal_delta", *t.delta)
+        add("significance", group, "any_medal_ci95_low", t.interval.low, None, t.pairs)
+        add("significance", group, "any_medal_ci95_high", t.interval.high, None, t.pairs)
+        add("significance", group, "discordant_better", t.better, None, t.pairs)
+        add("significance", group, "discordant_worse", t.worse, None, t.pairs)
+        add("significance", group, "sign_test_p", t.p_value, None, t.better + t.worse)
+        add("significance", group, "sign_test_p_holm", t.p_holm, None, t.family_size or None)
     for c in result.costs:
         group = (c.regime, c.configuration)
         add("costs", group, "cost_per_trial_usd", *c.cost_per_trial)

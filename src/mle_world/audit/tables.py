@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 from markupsafe import escape as markup_escape
 
-from mle_world.audit.stats import MeanSem
+from mle_world.audit.stats import Interval, MeanSem
 from mle_world.escapes import csv_cell, markdown_text, printable
 from mle_world.launch.display import Display
 
@@ -121,6 +121,20 @@ def signed_mean_sem(value: MeanSem, digits: int = 1) -> str:
     if value.mean is None:
         return "–"
     return f"{value.mean:+.{digits}f} ± {(value.sem or 0.0):.{digits}f}"
+
+
+def interval(value: Interval, digits: int = 1) -> str:
+    """'[low, high]' with signs; '–' when there is no interval."""
+    if value.low is None or value.high is None:
+        return "–"
+    return f"[{value.low:+.{digits}f}, {value.high:+.{digits}f}]"
+
+
+def p_value(value: float | None) -> str:
+    """Three decimals, '<0.001' below that; empty when there is no test."""
+    if value is None:
+        return ""
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def csv_value(value: object) -> str:
