@@ -25,6 +25,7 @@ from mle_world.audit.stats import (
     mean_sem,
     seed_rates,
 )
+from mle_world.audit.whatif import WhatIf
 from mle_world.records import improves
 
 RATE_METRICS: tuple[str, ...] = (
@@ -567,6 +568,8 @@ class AuditResult:
     budgets: list[BudgetRow] = field(default_factory=list)
     calibration: list[CalibrationRow] | None = None
     """Calibration per stage and mode (`calibration_rows`), when computed already."""
+    whatif: WhatIf = field(default_factory=WhatIf)
+    """The what-if gates of the ungated trials (`whatif.whatif_rows`)."""
 
     def calibration_per_stage(self) -> list[CalibrationRow]:
         if self.calibration is None:
