@@ -1,8 +1,9 @@
 """What-if gates: what the pointwise gate would have decided on each consulted step of ungated trials, over a
 grid of its settings, scored against what the step's executed candidate then did (issue 30).
 
-Reads the ungated trials' events.jsonl (predictions, outcomes, execution times) and one spec.json per output
-dir and configuration (the gate's settings); writes nothing. No model is called: the agent's own pure gate
+Reads the ungated trials' events.jsonl (predictions, outcomes, execution times; read fast, with the same
+result as `trial_events.read_events`) and one spec.json per output dir and configuration (the gate's
+settings); writes nothing. No model is called: the agent's own pure gate
 rules (`rank_pointwise`, `rejects`, `choose` from `mle_world.agent`) run on the recorded predictions.
 
 What the records cannot say, and what is done instead (docs/numbers.md, "What-if gates"):
@@ -24,19 +25,25 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
+from pydantic import ValidationError
 
 from mle_world import layout
 from mle_world.agent import choose, rank_pointwise, rejects
-from mle_world.audit.collect import Sweep, Trial, trial_events
-from mle_world.records import Prediction, PredictionEvent, TrialSpec, WorldModelSettings
-from mle_world.storage import Unreadable, load_record
+from mle_world.audit.collect import Sweep, Trial
+from mle_world.audit.predictions import SHAPES
+from mle_world.records import ExecutionEvent, Prediction, PredictionEvent, TrialSpec, WorldModelSettings
+from mle_world.storage import Unreadable, load_record, read_stamped, read_text, text_of
+from mle_world.trial_events import EVENT
 
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
 MIN_CONFIDENCES = (0.0, 0.6, 0.8)
 BUG_THRESHOLDS = (0.5, 0.8)
 """The table's grid of `threshold` × `min_confidence` × `bug_threshold`; each configuration's own settings
 (its spec.json) are added to it and marked."""
-CURVE_THRESHOLDS = tuple(i / 20 for i in range(21))
+CURVE_THRESHOLDS = tuple(i / 10 for i in range(11))
 """The plot's thresholds, at each configuration's own min_confidence and bug_threshold."""
 STAGES = ("draft", "debug", "improve")
 SPEC_TRIES = 3
@@ -133,25 +140,110 @@ class WhatIf:
 # --------------------------------------------------------------------------- the records
 
 
+class _Said(NamedTuple):
+    """What a prediction line of events.jsonl holds for the what-if."""
+
+    node_id: str
+    stage: str
+    step: int | None
+    candidate: int | None
+    gate: str
+    executed: bool
+    actual_improved: bool | None
+    prediction: Prediction
+
+
+def _said(event: PredictionEvent) -> _Said:
+    return _Said(
+        event.node_id,
+        event.stage,
+        event.step,
+        event.candidate,
+        event.gate,
+        event.executed,
+        event.actual_improved,
+        event.prediction,
+    )
+
+
+def _said_of(data: dict[str, Any]) -> _Said:
+    """A vouched-for prediction line (`shapes`: pydantic would accept it as it stands) without pydantic."""
+    return _Said(
+        data["node_id"],
+        data["stage"],
+        data.get("step"),
+        data.get("candidate"),
+        data["gate"],
+        data["executed"],
+        data.get("actual_improved"),
+        Prediction.model_construct(**data["prediction"]),
+    )
+
+
+def trial_lines(trial: Trial) -> tuple[list[_Said], dict[str, float]]:
+    """The trial's valid prediction lines and each node's execution seconds, as `trial_events.read_events`
+    reads them (a bad line is left out) but faster: a line the cheap check of `audit.shapes` vouches for is
+    not validated again (as `audit.predictions` reads), the others go through the same pydantic validator."""
+    said: list[_Said] = []
+    seconds: dict[str, float] = {}
+    if trial.events_cache is not None:  # parsed already (a trial page)
+        for run in trial.events_cache.executions:
+            seconds[run.node_id] = seconds.get(run.node_id, 0.0) + run.exec_time_s
+        return [_said(e) for e in trial.events_cache.predictions], seconds
+    if not trial.may_have(layout.EVENTS):
+        return said, seconds
+    path = trial.file(layout.EVENTS)
+    got = read_stamped(path)
+    try:
+        text = text_of(got[0], "replace") if got is not None else read_text(path, errors="replace")
+    except OSError:
+        return said, seconds
+    for line in text.splitlines():
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # no JSON (or a blank line): no event
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind not in _WANTED:
+            continue  # another event (its type says so) or no event at all
+        admitted = _WANTED[kind].admit(data)
+        if admitted is None:
+            try:
+                event = EVENT.validate_json(line)
+            except ValidationError:
+                continue
+            if isinstance(event, PredictionEvent):
+                said.append(_said(event))
+            elif isinstance(event, ExecutionEvent):
+                seconds[event.node_id] = seconds.get(event.node_id, 0.0) + event.exec_time_s
+        elif kind == "prediction":
+            said.append(_said_of(admitted))
+        else:
+            node, run_s = admitted["node_id"], admitted["exec_time_s"]
+            seconds[node] = seconds.get(node, 0.0) + run_s
+    return said, seconds
+
+
+_WANTED = {kind: shape for kind, shape in SHAPES.items() if kind in ("prediction", "execution") and shape}
+
+
 def trial_decisions(trial: Trial) -> list[Decision]:
     """The trial's consulted pointwise steps with an outcome, in step order (events.jsonl's order).
 
-    Events are grouped by `step`; a line without one (older agents) is a step of its own. A step emitted
-    twice (a trial killed between emitting and checkpointing replays the step) keeps each candidate's last line.
+    Lines are grouped by `step`; a line without one (older agents) is a step of its own. A step written
+    twice (a trial killed between writing its lines and checkpointing replays the step) keeps each
+    candidate's last line.
     """
-    events = trial_events(trial)
-    seconds: dict[str, float] = {}
-    for run in events.executions:
-        seconds[run.node_id] = seconds.get(run.node_id, 0.0) + run.exec_time_s
-    steps: dict[object, dict[object, PredictionEvent]] = {}
-    for index, event in enumerate(events.predictions):
-        if event.prediction.mode != "pointwise":
+    lines, seconds = trial_lines(trial)
+    steps: dict[object, dict[object, _Said]] = {}
+    for index, line in enumerate(lines):
+        if line.prediction.mode != "pointwise":
             continue
-        key = event.step if event.step is not None else ("line", index)
-        candidate = event.candidate if event.candidate is not None else ("line", index)
+        key = line.step if line.step is not None else ("line", index)
+        candidate = line.candidate if line.candidate is not None else ("line", index)
         siblings = steps.setdefault(key, {})
         siblings.pop(candidate, None)  # a replayed candidate: its last line, in its new place
-        siblings[candidate] = event
+        siblings[candidate] = line
     decisions = []
     for siblings in steps.values():
         group = list(siblings.values())
@@ -223,6 +315,8 @@ def replay(
         }
     )
     rows: dict[str, WhatIfRow] = {}
+    forced: dict[tuple[tuple[int, ...], int], bool] = {}
+    """`choose`'s verdict on a vetoed step by (ranking, vetoed steps before it): pure, so asked once each."""
     for decisions in trials:
         consecutive = 0
         previous: int | None = None
@@ -235,7 +329,7 @@ def replay(
                 row = rows[decision.stage] = WhatIfRow(configuration, decision.stage, setting, paper)
             predictions = decision.predictions
             # One candidate ranks first whatever the settings; several are ranked as `consult` ranks them.
-            order = rank_pointwise(predictions, settings, None) if len(predictions) > 1 else _FIRST
+            order = tuple(rank_pointwise(predictions, settings, None)) if len(predictions) > 1 else _FIRST
             hours = decision.exec_s / 3600.0
             row.decisions += 1
             row.hours += hours
@@ -247,15 +341,18 @@ def replay(
             row.hours_saved += hours
             row.lost += decision.improved
             row.right_skips += not decision.improved
-            outcome = choose(
-                order=order,
-                rejected=True,
-                regime="gated",
-                consecutive_skips=consecutive,
-                settings=settings,
-                rng=_RNG,
-            )
-            if outcome.labels[order[0]] == "forced":
+            key = (order, consecutive)
+            if key not in forced:
+                outcome = choose(
+                    order=order,
+                    rejected=True,
+                    regime="gated",
+                    consecutive_skips=consecutive,
+                    settings=settings,
+                    rng=_RNG,
+                )
+                forced[key] = outcome.labels[order[0]] == "forced"
+            if forced[key]:
                 row.forced += 1
                 consecutive = 0
             else:
