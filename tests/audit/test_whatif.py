@@ -8,9 +8,7 @@ Reads nothing; writes small ungated sweeps (launch.json, spec.json, events.jsonl
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
-import json
 import math
 from pathlib import Path
 
@@ -19,10 +17,9 @@ from auditkit import tid, write_launch
 from rich.console import Console
 from whatifkit import Said, known_accuracy_sweep, paper_settings, step_lines, write_trial
 
-from mle_world.audit import audit, load_sweep, run_audit
-from mle_world.audit.whatif import Setting, WhatIfRow, trial_lines
+from mle_world.audit import audit, run_audit
+from mle_world.audit.whatif import Setting, WhatIfRow
 from mle_world.cli.display import RichDisplay
-from mle_world.trial_events import read_events
 
 PAPER = Setting(0.5, 0.6, 0.5)
 """wm-point's settings in paper.yaml (and wm-rank4's, wm-all-stages')."""
@@ -221,38 +218,3 @@ def test_no_rows_without_ungated_pointwise_predictions(tmp_path: Path) -> None:
     run_audit([out], trial_pages=False)
     assert "What-if" not in (out / "audit" / "report.md").read_text()
     assert not (out / "audit" / "whatif_gates.png").exists()
-
-
-def test_the_fast_read_gives_what_read_events_gives(tmp_path: Path) -> None:
-    """trial_lines without pydantic for the usual line gives the predictions and execution seconds that
-    `read_events` gives, on odd lines too: old flat predictions, integer probabilities, unknown fields,
-    broken JSON, other event types, a line that is no event, CR LF line ends."""
-    good = step_lines(0, [Said(0.2), Said(0.9)], improved=False, exec_s=[12.5, 100])
-    flat = {**good[0], **good[0]["prediction"], "node_id": "flat", "step": 1}
-    del flat["prediction"]
-    integers = {
-        **good[1],
-        "node_id": "ints",
-        "prediction": {"mode": "pointwise", "valid": True, "p_improves": 1, "p_bug": 0},
-    }
-    unknown = {**good[1], "node_id": "extra", "surprise": True}
-    odd = [
-        *good, flat, integers, unknown, {"type": "execution", "node_id": "x"}, {"type": "llm_call"},
-        {"type": "execution", "ts": "2026-01-01T00:00:00Z", "node_id": "s0c0", "kind": "full", "exec_time_s": 3,
-         "timeout_s": 9, "timed_out": False, "exit_code": None}, [1, 2], "not json",
-    ]  # fmt: skip
-    out = tmp_path / "u"
-    _sweep(out, {"wm-point": []})
-    events = out / "runs" / "wm-point" / "A_seed34" / "events.jsonl"
-    text = "\r\n".join(json.dumps(line) if not isinstance(line, str) else line for line in odd) + "\r\n\r\n"
-    events.write_text(text)
-    (trial,) = load_sweep([out]).trials
-    fast = trial_lines(trial)
-    slow = trial_lines(dataclasses.replace(trial, events_cache=read_events(events)))
-
-    def plain(lines: tuple[list, dict[str, float]]) -> tuple[list, dict[str, float]]:
-        return [(*said[:-1], said.prediction.model_dump()) for said in lines[0]], lines[1]
-
-    assert plain(fast) == plain(slow)
-    assert [said.node_id for said in fast[0]] == ["s0c0", "s0c1", "flat", "ints"]
-    assert fast[1] == {"s0c0": 115.5}

@@ -1,9 +1,8 @@
 """What-if gates: what the pointwise gate would have decided on each consulted step of ungated trials, over a
 grid of its settings, scored against what the step's executed candidate then did (issue 30).
 
-Reads the ungated trials' events.jsonl (predictions, outcomes, execution times; read fast, with the same
-result as `trial_events.read_events`) and one spec.json per output dir and configuration (the gate's
-settings); writes nothing. No model is called: the agent's own pure gate
+Reads the ungated trials' events.jsonl (predictions, outcomes, execution times) and one spec.json per output
+dir and configuration (the gate's settings); writes nothing. No model is called: the agent's own pure gate
 rules (`rank_pointwise`, `rejects`, `choose` from `mle_world.agent`) run on the recorded predictions.
 
 What the records cannot say, and what is done instead (docs/numbers.md, "What-if gates"):
@@ -22,21 +21,17 @@ What the records cannot say, and what is done instead (docs/numbers.md, "What-if
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
-import orjson
-from pydantic import ValidationError
 
 from mle_world import layout
 from mle_world.agent import choose, rank_pointwise, rejects
-from mle_world.audit.collect import Sweep, Trial
-from mle_world.audit.predictions import SHAPES
-from mle_world.records import ExecutionEvent, Prediction, PredictionEvent, TrialSpec, WorldModelSettings
-from mle_world.storage import Unreadable, load_record, read_stamped, read_text, text_of
-from mle_world.trial_events import EVENT
+from mle_world.audit.collect import Sweep, Trial, trial_events
+from mle_world.records import Prediction, PredictionEvent, TrialSpec, WorldModelSettings
+from mle_world.storage import Unreadable, load_record
 
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
 MIN_CONFIDENCES = (0.0, 0.6, 0.8)
@@ -140,91 +135,14 @@ class WhatIf:
 # --------------------------------------------------------------------------- the records
 
 
-class _Said(NamedTuple):
-    """What a prediction line of events.jsonl holds for the what-if."""
-
-    node_id: str
-    stage: str
-    step: int | None
-    candidate: int | None
-    gate: str
-    executed: bool
-    actual_improved: bool | None
-    prediction: Prediction
-
-
-def _said(event: PredictionEvent) -> _Said:
-    return _Said(
-        event.node_id,
-        event.stage,
-        event.step,
-        event.candidate,
-        event.gate,
-        event.executed,
-        event.actual_improved,
-        event.prediction,
-    )
-
-
-def _said_of(data: dict[str, Any]) -> _Said:
-    """A vouched-for prediction line (`shapes`: pydantic would accept it as it stands) without pydantic."""
-    return _Said(
-        data["node_id"],
-        data["stage"],
-        data.get("step"),
-        data.get("candidate"),
-        data["gate"],
-        data["executed"],
-        data.get("actual_improved"),
-        Prediction.model_construct(**data["prediction"]),
-    )
-
-
-def trial_lines(trial: Trial) -> tuple[list[_Said], dict[str, float]]:
-    """The trial's valid prediction lines and each node's execution seconds, as `trial_events.read_events`
-    reads them (a bad line is left out) but faster: a line the cheap check of `audit.shapes` vouches for is
-    not validated again (as `audit.predictions` reads), the others go through the same pydantic validator."""
-    said: list[_Said] = []
+def trial_lines(trial: Trial) -> tuple[list[PredictionEvent], dict[str, float]]:
+    """The trial's valid prediction lines (`collect.trial_events`: read once, shared with its page) and each
+    node's recorded execution seconds."""
+    events = trial_events(trial)
     seconds: dict[str, float] = {}
-    if trial.events_cache is not None:  # parsed already (a trial page)
-        for run in trial.events_cache.executions:
-            seconds[run.node_id] = seconds.get(run.node_id, 0.0) + run.exec_time_s
-        return [_said(e) for e in trial.events_cache.predictions], seconds
-    if not trial.may_have(layout.EVENTS):
-        return said, seconds
-    path = trial.file(layout.EVENTS)
-    got = read_stamped(path)
-    try:
-        text = text_of(got[0], "replace") if got is not None else read_text(path, errors="replace")
-    except OSError:
-        return said, seconds
-    for line in text.splitlines():
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue  # no JSON (or a blank line): no event
-        kind = data.get("type") if isinstance(data, dict) else None
-        if kind not in _WANTED:
-            continue  # another event (its type says so) or no event at all
-        admitted = _WANTED[kind].admit(data)
-        if admitted is None:
-            try:
-                event = EVENT.validate_json(line)
-            except ValidationError:
-                continue
-            if isinstance(event, PredictionEvent):
-                said.append(_said(event))
-            elif isinstance(event, ExecutionEvent):
-                seconds[event.node_id] = seconds.get(event.node_id, 0.0) + event.exec_time_s
-        elif kind == "prediction":
-            said.append(_said_of(admitted))
-        else:
-            node, run_s = admitted["node_id"], admitted["exec_time_s"]
-            seconds[node] = seconds.get(node, 0.0) + run_s
-    return said, seconds
-
-
-_WANTED = {kind: shape for kind, shape in SHAPES.items() if kind in ("prediction", "execution") and shape}
+    for run in events.executions:
+        seconds[run.node_id] = seconds.get(run.node_id, 0.0) + run.exec_time_s
+    return events.predictions, seconds
 
 
 def trial_decisions(trial: Trial) -> list[Decision]:
@@ -235,7 +153,7 @@ def trial_decisions(trial: Trial) -> list[Decision]:
     candidate's last line.
     """
     lines, seconds = trial_lines(trial)
-    steps: dict[object, dict[object, _Said]] = {}
+    steps: dict[object, dict[object, PredictionEvent]] = {}
     for index, line in enumerate(lines):
         if line.prediction.mode != "pointwise":
             continue
@@ -303,10 +221,11 @@ def replay(
     trials: Sequence[Sequence[Decision]],
     base: WorldModelSettings,
     setting: Setting,
-    configuration: str,
+    totals: dict[str, WhatIfRow],
     paper: bool,
 ) -> dict[str, WhatIfRow]:
-    """The gate at `setting` (the rest of `base`) over each trial's decisions, one row per stage."""
+    """The gate at `setting` (the rest of `base`) over each trial's decisions, one row per stage of `totals`
+    (the stage's decisions, hours and improvements, which no setting changes)."""
     settings = base.model_copy(
         update={
             "threshold": setting.threshold,
@@ -314,33 +233,32 @@ def replay(
             "bug_threshold": setting.bug_threshold,
         }
     )
-    rows: dict[str, WhatIfRow] = {}
+    rows = {
+        stage: dataclasses.replace(total, setting=setting, paper=paper) for stage, total in totals.items()
+    }
     forced: dict[tuple[tuple[int, ...], int], bool] = {}
     """`choose`'s verdict on a vetoed step by (ranking, vetoed steps before it): pure, so asked once each."""
     for decisions in trials:
         consecutive = 0
         previous: int | None = None
         for decision in decisions:
-            if previous is not None and decision.step is not None and decision.step != previous + 1:
+            step = decision.step
+            if previous is not None and step is not None and step != previous + 1:
                 consecutive = 0  # a step in between ran a node (the agent resets its count then)
-            previous = decision.step
-            row = rows.get(decision.stage)
-            if row is None:
-                row = rows[decision.stage] = WhatIfRow(configuration, decision.stage, setting, paper)
+            previous = step
             predictions = decision.predictions
             # One candidate ranks first whatever the settings; several are ranked as `consult` ranks them.
             order = tuple(rank_pointwise(predictions, settings, None)) if len(predictions) > 1 else _FIRST
-            hours = decision.exec_s / 3600.0
-            row.decisions += 1
-            row.hours += hours
-            row.improved += decision.improved
             if not rejects(predictions[order[0]], settings):
                 consecutive = 0  # the step runs (`choose` labels it "execute")
                 continue
+            row = rows[decision.stage]
             row.would_skip += 1
-            row.hours_saved += hours
-            row.lost += decision.improved
-            row.right_skips += not decision.improved
+            row.hours_saved += decision.exec_s / 3600.0
+            if decision.improved:
+                row.lost += 1
+            else:
+                row.right_skips += 1
             key = (order, consecutive)
             if key not in forced:
                 outcome = choose(
@@ -360,6 +278,23 @@ def replay(
     return rows
 
 
+def stage_totals(trials: Sequence[Sequence[Decision]], configuration: str) -> dict[str, WhatIfRow]:
+    """Per stage, a row of the decisions, their execution hours and improvements (no setting's counts)."""
+    totals: dict[str, WhatIfRow] = {}
+    for decisions in trials:
+        for decision in decisions:
+            row = totals.get(decision.stage)
+            if row is None:
+                row = totals[decision.stage] = WhatIfRow(configuration, decision.stage, _NO_SETTING, False)
+            row.decisions += 1
+            row.hours += decision.exec_s / 3600.0
+            row.improved += decision.improved
+    return totals
+
+
+_NO_SETTING = Setting(math.nan, math.nan, math.nan)
+
+
 def _stage_order(stage: str) -> int:
     return STAGES.index(stage) if stage in STAGES else len(STAGES)
 
@@ -374,6 +309,7 @@ def whatif_rows(sweep: Sweep) -> WhatIf:
         trials = [decisions for decisions in trials if decisions]
         if not trials:
             continue
+        totals = stage_totals(trials, configuration)
         own = Setting(base.threshold, base.min_confidence, base.bug_threshold)
         grid = {Setting(t, c, b) for t in THRESHOLDS for c in MIN_CONFIDENCES for b in BUG_THRESHOLDS}
         curve = [Setting(t, own.min_confidence, own.bug_threshold) for t in CURVE_THRESHOLDS]
@@ -381,8 +317,8 @@ def whatif_rows(sweep: Sweep) -> WhatIf:
         for setting in sorted(
             grid | {own} | set(curve), key=lambda s: (s.threshold, s.min_confidence, s.bug_threshold)
         ):
-            computed[setting] = replay(trials, base, setting, configuration, setting == own)
-        stages = sorted({stage for rows in computed.values() for stage in rows}, key=_stage_order)
+            computed[setting] = replay(trials, base, setting, totals, setting == own)
+        stages = sorted(totals, key=_stage_order)
         for stage in stages:
             for setting in sorted(
                 grid | {own}, key=lambda s: (s.threshold, s.min_confidence, s.bug_threshold)
