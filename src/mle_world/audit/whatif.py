@@ -295,6 +295,10 @@ def stage_totals(trials: Sequence[Sequence[Decision]], configuration: str) -> di
 _NO_SETTING = Setting(math.nan, math.nan, math.nan)
 
 
+def _setting_order(setting: Setting) -> tuple[float, float, float]:
+    return (setting.threshold, setting.min_confidence, setting.bug_threshold)
+
+
 def _stage_order(stage: str) -> int:
     return STAGES.index(stage) if stage in STAGES else len(STAGES)
 
@@ -313,16 +317,9 @@ def whatif_rows(sweep: Sweep) -> WhatIf:
         own = Setting(base.threshold, base.min_confidence, base.bug_threshold)
         grid = {Setting(t, c, b) for t in THRESHOLDS for c in MIN_CONFIDENCES for b in BUG_THRESHOLDS}
         curve = [Setting(t, own.min_confidence, own.bug_threshold) for t in CURVE_THRESHOLDS]
-        computed: dict[Setting, dict[str, WhatIfRow]] = {}
-        for setting in sorted(
-            grid | {own} | set(curve), key=lambda s: (s.threshold, s.min_confidence, s.bug_threshold)
-        ):
-            computed[setting] = replay(trials, base, setting, totals, setting == own)
-        stages = sorted(totals, key=_stage_order)
-        for stage in stages:
-            for setting in sorted(
-                grid | {own}, key=lambda s: (s.threshold, s.min_confidence, s.bug_threshold)
-            ):
-                out.rows.append(computed[setting][stage])
+        computed = {s: replay(trials, base, s, totals, s == own) for s in grid | {own} | set(curve)}
+        table = sorted(grid | {own}, key=_setting_order)
+        for stage in sorted(totals, key=_stage_order):
+            out.rows += [computed[setting][stage] for setting in table]
             out.curves += [computed[setting][stage] for setting in curve]
     return out
