@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,11 @@ from auditkit import tid, write_launch
 from rich.console import Console
 from whatifkit import Said, known_accuracy_sweep, paper_settings, step_lines, write_trial
 
+from mle_world.agent import rank_pointwise, rejects
 from mle_world.audit import audit, run_audit
 from mle_world.audit.whatif import Setting, WhatIfRow
 from mle_world.cli.display import RichDisplay
+from mle_world.records import Prediction, WorldModelSettings
 
 PAPER = Setting(0.5, 0.6, 0.5)
 """wm-point's settings in paper.yaml (and wm-rank4's, wm-all-stages')."""
@@ -218,3 +221,30 @@ def test_no_rows_without_ungated_pointwise_predictions(tmp_path: Path) -> None:
     run_audit([out], trial_pages=False)
     assert "What-if" not in (out / "audit" / "report.md").read_text()
     assert not (out / "audit" / "whatif_gates.png").exists()
+
+
+def test_a_step_is_vetoed_exactly_when_every_candidate_is_rejected() -> None:
+    """What the what-if's replay relies on to rank only vetoed steps: `consult` vetoes a step when the
+    candidate `rank_pointwise` puts first is rejected, which is when `rejects` rejects every candidate.
+    Checked over random steps of one to four candidates (valid or not, with or without a confidence,
+    p_improves or p_bug) at random settings; a change of the gate's ranking fails here."""
+    rng = random.Random(11)
+
+    def maybe(value: float) -> float | None:
+        return None if rng.random() < 0.15 else round(value, 2)
+
+    for _ in range(20_000):
+        settings = WorldModelSettings(
+            threshold=round(rng.random(), 1),
+            min_confidence=round(rng.random(), 1),
+            bug_threshold=round(rng.random(), 1),
+        )
+        predictions = [
+            Prediction(
+                mode="pointwise", valid=rng.random() > 0.1, p_improves=maybe(rng.random()), p_bug=maybe(rng.random()),
+                confidence=maybe(rng.random()), predicted_metric=maybe(rng.random()),
+            )
+            for _ in range(rng.randint(1, 4))
+        ]  # fmt: skip
+        order = rank_pointwise(predictions, settings, rng.choice([None, True, False]))
+        assert rejects(predictions[order[0]], settings) == all(rejects(p, settings) for p in predictions)

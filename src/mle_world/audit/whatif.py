@@ -247,11 +247,13 @@ def replay(
                 consecutive = 0  # a step in between ran a node (the agent resets its count then)
             previous = step
             predictions = decision.predictions
-            # One candidate ranks first whatever the settings; several are ranked as `consult` ranks them.
-            order = tuple(rank_pointwise(predictions, settings, None)) if len(predictions) > 1 else _FIRST
-            if not rejects(predictions[order[0]], settings):
+            # `consult` vetoes a step when its best-ranked candidate is rejected, and `rank_pointwise` ranks
+            # rejected candidates last: the step is vetoed when every candidate is rejected (a test holds
+            # the two equal), and only then is it ranked (for `choose`), which costs 4x as much.
+            if not all(rejects(prediction, settings) for prediction in predictions):
                 consecutive = 0  # the step runs (`choose` labels it "execute")
                 continue
+            order = tuple(rank_pointwise(predictions, settings, None)) if len(predictions) > 1 else _FIRST
             row = rows[decision.stage]
             row.would_skip += 1
             row.hours_saved += decision.exec_s / 3600.0
