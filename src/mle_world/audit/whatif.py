@@ -250,7 +250,11 @@ def replay(
             # `consult` vetoes a step when its best-ranked candidate is rejected, and `rank_pointwise` ranks
             # rejected candidates last: the step is vetoed when every candidate is rejected (a test holds
             # the two equal), and only then is it ranked (for `choose`), which costs 4x as much.
-            if not all(rejects(prediction, settings) for prediction in predictions):
+            if len(predictions) == 1:
+                vetoed = rejects(predictions[0], settings)
+            else:
+                vetoed = all(rejects(prediction, settings) for prediction in predictions)
+            if not vetoed:
                 consecutive = 0  # the step runs (`choose` labels it "execute")
                 continue
             order = tuple(rank_pointwise(predictions, settings, None)) if len(predictions) > 1 else _FIRST
