@@ -454,7 +454,7 @@ def whatif_table(rows: Sequence[WhatIfRow]) -> Table:
 def whatif_paper_table(rows: Sequence[WhatIfRow]) -> Table:
     """The what-if rows at each configuration's own settings (the terminal's; the grid is in report.md)."""
     title = "What-if gates at each configuration's settings (ungated, per decision; grid in report.md)"
-    return build("whatif-paper", title, WHATIF_COLUMNS, rows)
+    return build("whatif-paper", title, [c for c in WHATIF_COLUMNS if c.header != "paper"], rows)
 
 
 def whatif_section(rows: Sequence[WhatIfRow]) -> list[str]:
