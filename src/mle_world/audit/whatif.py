@@ -160,8 +160,7 @@ def trial_decisions(trial: Trial) -> list[Decision]:
         key = line.step if line.step is not None else ("line", index)
         candidate = line.candidate if line.candidate is not None else ("line", index)
         siblings = steps.setdefault(key, {})
-        siblings.pop(candidate, None)  # a replayed candidate: its last line, in its new place
-        siblings[candidate] = line
+        siblings[candidate] = line  # a replayed candidate: its last line
     decisions = []
     for siblings in steps.values():
         group = list(siblings.values())
