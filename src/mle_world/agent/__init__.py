@@ -12,6 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mle_world.agent.gate import GateOutcome as GateOutcome
+    from mle_world.agent.gate import choose as choose
+    from mle_world.agent.gate import rank_pointwise as rank_pointwise
+    from mle_world.agent.gate import rejects as rejects
     from mle_world.agent.journal import Node as Node
     from mle_world.agent.journal import load_journal_data as load_journal_data
     from mle_world.agent.journal import log_path as log_path
@@ -33,6 +37,11 @@ _EXPORTS = {
     "build_response_models": "mle_world.agent.llm.response_models",
     "http_client": "mle_world.agent.llm.transport",
     "RESERVE_TOKENS": "mle_world.agent.llm.window",
+    # the gate's pure rules, which the audit's what-if replays on recorded predictions
+    "GateOutcome": "mle_world.agent.gate",
+    "choose": "mle_world.agent.gate",
+    "rank_pointwise": "mle_world.agent.gate",
+    "rejects": "mle_world.agent.gate",
 }
 __all__ = list(_EXPORTS)
 

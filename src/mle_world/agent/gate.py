@@ -27,9 +27,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mle_world.agent.world import Comparison
 from mle_world.records import GateLabel, Prediction, Regime, WorldModelSettings
+
+if TYPE_CHECKING:  # only annotations: the audit replays the gate without the endpoint client's imports
+    from mle_world.agent.world import Comparison
 
 
 @dataclass(frozen=True)

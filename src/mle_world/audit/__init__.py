@@ -30,6 +30,7 @@ from mle_world.audit.collect import load_sweep as load_sweep
 from mle_world.audit.comparisons import compare
 from mle_world.audit.pairing import science_problems
 from mle_world.audit.report import show_tables, write_outputs
+from mle_world.audit.whatif import whatif_rows
 from mle_world.errors import UserError, not_a_dir
 from mle_world.launch.display import Display, SilentDisplay
 
@@ -73,6 +74,7 @@ def audit(
             pad_missing=pad_missing,
             calibration=calibration_rows(sweep),
             comparisons=compare(sweep),
+            whatif=whatif_rows(sweep),
         )
 
 

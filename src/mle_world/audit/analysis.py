@@ -26,6 +26,7 @@ from mle_world.audit.stats import (
     mean_sem,
     seed_rates,
 )
+from mle_world.audit.whatif import WhatIf
 from mle_world.records import improves
 
 RATE_METRICS: tuple[str, ...] = (
@@ -542,6 +543,8 @@ class AuditResult:
     """Calibration per stage and mode (`calibration_rows`), when computed already."""
     comparisons: list[Comparison] = field(default_factory=list)
     """Paired any-medal tests against the baseline and between the regimes (`comparisons.compare`)."""
+    whatif: WhatIf = field(default_factory=WhatIf)
+    """The what-if gates of the ungated trials (`whatif.whatif_rows`)."""
 
     def calibration_per_stage(self) -> list[CalibrationRow]:
         if self.calibration is None:

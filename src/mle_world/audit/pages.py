@@ -34,6 +34,7 @@ from mle_world.audit.report import (
     has_costs,
     rates_table,
     stage_table,
+    whatif_table,
 )
 from mle_world.audit.tables import Column, Table, filled, html
 from mle_world.audit.trialview import TrialView, load_trial_view
@@ -117,6 +118,7 @@ FIGURES = {
     "medal_rates.png": "Medal rates",
     "calibration.png": "Calibration",
     "best_metric_over_time.png": "Best metric over time",
+    "whatif_gates.png": "What-if gates",
 }
 """PNG plots of the audit embedded in index.html (as data URIs, so the page stands alone)."""
 
@@ -345,6 +347,7 @@ def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: 
         stage_table(calibration),
         rates_table(result.rates, result.pad_missing),
         trials_table(trials),
+        whatif_table(result.whatif.rows),
     ]
     return IndexView(
         result=result,

@@ -1,7 +1,7 @@
 """The audit's plots: medal rates per configuration and regime, world-model calibration, best metric over time.
 
-Reads the computed audit tables (and the PNGs it wrote before); writes `medal_rates.png`, `calibration.png`
-and `best_metric_over_time.png` into the audit dir (only those that have data), atomically.
+Reads the computed audit tables (and the PNGs it wrote before); writes `medal_rates.png`, `calibration.png`,
+`best_metric_over_time.png` and `whatif_gates.png` into the audit dir (only those that have data), atomically.
 
 Each PNG carries a digest of what it draws (the plotted numbers and this module's code) in a text
 chunk: when the PNG already in the audit dir carries the same digest it is the same picture and is kept,
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mle_world.audit.analysis import LABELS, Curve, RateRow, WorldRow
+from mle_world.audit.whatif import WhatIfRow
 from mle_world.storage import write_bytes_atomic
 
 DIGEST_KEY = "mle-world-plot-inputs"
@@ -303,3 +304,61 @@ def write_plots(
             save_png(draw(data), path, key)
         written.append(name)
     return written
+
+
+WHATIF_PNG = "whatif_gates.png"
+
+
+def whatif_data(curves: Sequence[WhatIfRow]) -> dict[str, Any] | None:
+    """Per configuration and stage, the threshold sweep at its own min_confidence and bug_threshold:
+    skip share against the share of improvements lost, and precision against the threshold."""
+    lines: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in curves:
+        line = lines.setdefault(
+            (row.configuration, row.stage),
+            {"label": f"{row.configuration}/{row.stage} (n={row.decisions})", "trade": [], "precision": []},
+        )
+        if row.skip_share is not None and row.lost_share is not None:
+            line["trade"].append([row.skip_share, row.lost_share, row.paper])
+        if row.precision is not None:
+            line["precision"].append([row.setting.threshold, row.precision, row.paper])
+    shown = [line for line in lines.values() if line["trade"] or line["precision"]]
+    return {"lines": shown} if shown else None
+
+
+def draw_whatif(data: dict[str, Any]) -> Any:
+    fig = new_figure(10, 4.2)
+    trade, precision = fig.subplots(1, 2)
+    for line in data["lines"]:
+        color = trade.plot(
+            [p[0] for p in line["trade"]], [p[1] for p in line["trade"]], marker=".", label=line["label"]
+        )[0].get_color()
+        precision.plot(
+            [p[0] for p in line["precision"]], [p[1] for p in line["precision"]], marker=".", color=color
+        )
+        for ax, points in ((trade, line["trade"]), (precision, line["precision"])):
+            marked = [p for p in points if p[2]]
+            ax.plot([p[0] for p in marked], [p[1] for p in marked], "*", markersize=12, color=color)
+    trade.set_xlabel("share of executions the gate would skip")
+    trade.set_ylabel("share of improvements it would lose")
+    trade.set_title("What-if gates: threshold sweep (★ paper)", y=1.0)
+    precision.set_xlabel("threshold (p_improves)")
+    precision.set_ylabel("precision of 'would skip'")
+    precision.set_title("Would-skips that did not improve", y=1.0)
+    for ax in (trade, precision):
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+    trade.legend(fontsize=7)
+    fit_margins(fig, [trade, precision])
+    return fig
+
+
+def write_whatif_plot(curves: Sequence[WhatIfRow], out_dir: Path) -> list[str]:
+    """`whatif_gates.png` when there are what-if rows (kept when drawn from the same inputs); its name."""
+    data = whatif_data(curves)
+    if data is None:
+        return []
+    key, path = digest(data), out_dir / WHATIF_PNG
+    if png_text(path, DIGEST_KEY) != key:
+        save_png(draw_whatif(data), path, key)
+    return [WHATIF_PNG]

@@ -2,6 +2,9 @@
 
 Reads the computed audit rows; writes `<out_dir>/summary.csv`, `report.md` (atomically) and, through
 `plots`, the PNGs; `show_tables` hands the same tables to a display (the terminal's is the CLI's).
+
+Longer than 400 lines because every audit table is defined here once, beside the report.md sections that
+show them; the what-if gates' table is the last one appended.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from mle_world.audit.headline import NOTE as HEADLINE_NOTE
 from mle_world.audit.headline import comparisons_table, headline_table
 from mle_world.audit.launches import trials_per_launch
 from mle_world.audit.notes import downtime_line, problem_lines, provenance_lines
-from mle_world.audit.plots import write_plots
+from mle_world.audit.plots import write_plots, write_whatif_plot
 from mle_world.audit.stats import CalibrationBin
 from mle_world.audit.summary import completeness_counts, summary_csv
 from mle_world.audit.tables import (
@@ -40,6 +43,7 @@ from mle_world.audit.tables import (
     num,
     show,
 )
+from mle_world.audit.whatif import WhatIfRow
 from mle_world.escapes import markdown_text
 from mle_world.launch.display import Display
 from mle_world.storage import write_text_atomic
@@ -234,6 +238,8 @@ def show_tables(result: AuditResult, display: Display) -> None:
         show(budget_table(result.budgets), display)
     if result.world:
         show(world_table(result.world), display)
+    if result.whatif.rows:
+        show(whatif_paper_table(result.whatif.paper_rows), display)
 
 
 # --------------------------------------------------------------------------- report.md
@@ -341,6 +347,7 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
         if overall is not None:
             parts += ["", "Calibration (all ungated predictions):", ""]
             parts.append(markdown(bins_table(overall.bins)))
+    parts += whatif_section(result.whatif.rows)
     if plots:
         parts += ["", "## Plots", "", *(f"![{name}]({name})" for name in plots)]
     return "\n".join(parts) + "\n"
@@ -350,6 +357,63 @@ def write_outputs(result: AuditResult, out_dir: Path, plots: bool = True) -> lis
     """summary.csv, report.md and the PNGs into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     names = write_plots(result.rates, result.world, result.curves, out_dir) if plots else []
+    names += write_whatif_plot(result.whatif.curves, out_dir) if plots else []
     write_text_atomic(out_dir / "summary.csv", summary_csv(result))
     write_text_atomic(out_dir / "report.md", report_markdown(result, names))
     return [out_dir / "summary.csv", out_dir / "report.md", *(out_dir / n for n in names)]
+
+
+# --------------------------------------------------------------------------- what-if gates
+
+
+def _share(header: str, attribute: str) -> Column[WhatIfRow]:
+    return Column(header, lambda r: num(getattr(r, attribute), 3))
+
+
+WHATIF_COLUMNS: list[Column[WhatIfRow]] = [
+    CONFIGURATION,
+    Column("stage", lambda r: r.stage, left=True),
+    Column("threshold", lambda r: num(r.setting.threshold, 2)),
+    Column("min conf.", lambda r: num(r.setting.min_confidence, 2)),
+    Column("bug thr.", lambda r: num(r.setting.bug_threshold, 2)),
+    Column("paper", lambda r: "paper" if r.paper else "", left=True),
+    _count("decisions", "decisions"),
+    _count("would skip", "would_skip"),
+    _share("skip share", "skip_share"),
+    _count("forced", "forced"),
+    _number("exec h", "hours", 2),
+    _number("h saved", "hours_saved", 2),
+    _count("improved", "improved"),
+    _count("lost", "lost"),
+    _share("accuracy", "accuracy"),
+    _share("precision", "precision"),
+    _share("recall", "recall"),
+]
+WHATIF_NOTE = (
+    "From ungated trials, no model called: the agent's own gate rules replayed on each consulted step's "
+    "recorded predictions, for a grid of threshold × min_confidence × bug_threshold per pointwise "
+    "configuration and stage ('paper': the configuration's own settings, from its spec.json). A decision "
+    "is a step whose executed candidate ran; would skip = the gate would veto it (its execution hours "
+    "saved; lost = it improved); forced = would-skips max_consecutive_skips would have run in the recorded "
+    "order; precision = would-skips that did not improve / would-skips, recall = / decisions that did not "
+    "improve, accuracy = vetoed and did not improve or run and improved. Per decision, not per trial: a "
+    "gated search diverges after its first skip. See docs/numbers.md."
+)
+
+
+def whatif_table(rows: Sequence[WhatIfRow]) -> Table:
+    """The what-if grid: every setting per configuration and stage."""
+    return build("whatif", "What-if gates (ungated, per decision)", WHATIF_COLUMNS, rows)
+
+
+def whatif_paper_table(rows: Sequence[WhatIfRow]) -> Table:
+    """The what-if rows at each configuration's own settings (the terminal's; the grid is in report.md)."""
+    title = "What-if gates at each configuration's settings (ungated, per decision; grid in report.md)"
+    return build("whatif-paper", title, [c for c in WHATIF_COLUMNS if c.header != "paper"], rows)
+
+
+def whatif_section(rows: Sequence[WhatIfRow]) -> list[str]:
+    """report.md's what-if section (none without rows)."""
+    if not rows:
+        return []
+    return ["", "## What-if gates", "", WHATIF_NOTE, "", markdown(whatif_table(rows))]

@@ -100,6 +100,21 @@ def summary_rows(result: AuditResult) -> list[SummaryRow]:
             name = f"bin_{bin_.lower:.1f}_{bin_.upper:.1f}"
             add("calibration", group, f"{name}_observed", bin_.observed_rate, None, bin_.size)
             add("calibration", group, f"{name}_mean_predicted", bin_.mean_predicted, None, bin_.size)
+    for x in result.whatif.rows:
+        point = f"{x.stage}.threshold={x.setting.threshold:g}.min_confidence={x.setting.min_confidence:g}"
+        point += f".bug_threshold={x.setting.bug_threshold:g}"
+        group = ("ungated", x.configuration)
+        if x.paper:
+            add("whatif", group, f"{point}.paper_settings", 1)
+        add("whatif", group, f"{point}.would_skip", x.would_skip, None, x.decisions)
+        add("whatif", group, f"{point}.skip_share", x.skip_share, None, x.decisions)
+        add("whatif", group, f"{point}.forced", x.forced, None, x.would_skip)
+        add("whatif", group, f"{point}.hours_saved", x.hours_saved, None, x.would_skip)
+        add("whatif", group, f"{point}.exec_hours", x.hours, None, x.decisions)
+        add("whatif", group, f"{point}.improvements_lost", x.lost, None, x.improved)
+        add("whatif", group, f"{point}.accuracy", x.accuracy, None, x.decisions)
+        add("whatif", group, f"{point}.precision", x.precision, None, x.would_skip)
+        add("whatif", group, f"{point}.recall", x.recall, None, x.not_improved)
     return rows
 
 
