@@ -1,5 +1,6 @@
 """Slurm limits on submissions: a sweep larger than the cluster's MaxArraySize (or slurm.max_array_tasks)
-becomes several arrays run one after another, and a submission sbatch refuses leaves nothing half-written.
+becomes several arrays run within one array_parallelism, and a submission sbatch refuses leaves nothing
+half-written.
 
 Writes trial dirs and submitit folders under pytest's tmp paths; submits short jobs to the local Slurm.
 """
@@ -11,12 +12,13 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from launchkit import fast_cluster, make_plan, timelines, wait_until
+from launchkit import fast_cluster, make_plan, max_overlap, timelines, wait_until
 
 from mle_world.cli.commands import main
 from mle_world.errors import UserError
@@ -63,6 +65,7 @@ class Sbatch:
 
     accept: int
     params: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    throttled: list[tuple[str, int]] = dataclasses.field(default_factory=list)
 
     def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
         if len(self.params) == self.accept:
@@ -93,6 +96,10 @@ class Sbatch:
     def limits(self, slurm: Any) -> None:
         return None
 
+    def throttle(self, array_id: str, limit: int) -> bool:
+        self.throttled.append((array_id, limit))
+        return True
+
 
 def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
@@ -111,11 +118,16 @@ def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs
     assert [(s.state, s.slurm_job_id) for s in states] == [("submitted", "71_0"), ("submitted", "71_1")] + [
         ("pending", None)
     ] * 3
-    # The re-run submits the rest, each array after the one before it.
+    # The re-run submits the rest after the live array: the two trials of job 71 fill both slots of
+    # array_parallelism 2 (a re-run's arrays ran beside the earlier ones: four trials at once).
     sbatch.accept = 3
     assert runner.run() == 0
-    # (a re-run's submission is an array of its own: it does not wait for the earlier one)
-    assert [p.get("dependency") for p in sbatch.params] == [None, None, "afterany:72"]
+    assert [(p.get("dependency"), p["array_parallelism"]) for p in sbatch.params] == [
+        (None, 2),
+        ("afterany:71", 2),
+        ("afterany:71:72", 1),
+    ]
+    assert sbatch.throttled == [("71", 2)]  # the adopted array: its share of the slots, set once
     assert [read_status(c.trial.trial_dir, c.trial.trial_id).slurm_job_id for c in plan.commands] == [
         "71_0",
         "71_1",
@@ -133,17 +145,60 @@ def test_max_array_size_is_read_from_the_cluster(slurm_cluster: None) -> None:
 
 
 @pytest.mark.slurm
-def test_a_sweep_in_arrays_runs_them_one_after_another(slurm_cluster: None, dirs: tuple[Path, Path]) -> None:
+def test_a_sweep_in_arrays_hands_a_drained_arrays_slot_to_the_next(
+    slurm_cluster: None, dirs: tuple[Path, Path]
+) -> None:
+    """Arrays of 2 under array_parallelism 2: the second array used to wait for the whole first one
+    (`afterany`), so a long trial left the other slot idle until it ended. The launcher now gives the
+    second array the slot the first no longer needs (`scontrol update ArrayTaskThrottle`), and the
+    sweep never runs more than 2 trials at once. Trial 1 ends only when the test says so, after trial
+    2 (of the second array) has started beside it."""
     out, data = dirs
     plan = make_plan(out, data, 4, seconds=1.0, cluster=cluster(max_array_tasks=2))
-    assert run_sweep(plan, SLURM, display=SilentDisplay()) == 0
+    plan = dataclasses.replace(
+        plan,
+        commands=tuple(
+            dataclasses.replace(c, command=c.command.replace(" ok 1.0", " until 120")) if i == 1 else c
+            for i, c in enumerate(plan.commands)
+        ),
+    )
+    said = Said()
+    box: list[int] = []
+    worker = threading.Thread(target=lambda: box.append(run_sweep(plan, SLURM, display=said)))
+    worker.start()
+    try:
+        third, second = plan.commands[2].trial, plan.commands[1].trial
+        wait_until(
+            lambda: read_status(third.trial_dir, third.trial_id).state in ("running", "succeeded"),
+            120,
+            "trial 2 of the second array started while trial 1 runs",
+        )
+        assert read_status(second.trial_dir, second.trial_id).state == "running"
+    finally:
+        (plan.commands[1].trial.trial_dir / "go").touch()
+        worker.join(300)
+    assert box == [0]
     final = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
     assert [s.state for s in final] == ["succeeded"] * 4
-    first, second = final[0].slurm_array_id, final[2].slurm_array_id
-    assert first and second and first != second
-    assert [s.slurm_job_id for s in final] == [f"{first}_0", f"{first}_1", f"{second}_0", f"{second}_1"]
+    first, later = final[0].slurm_array_id, final[2].slurm_array_id
+    assert first and later and first != later
+    assert [s.slurm_job_id for s in final] == [f"{first}_0", f"{first}_1", f"{later}_0", f"{later}_1"]
+    assert (
+        f"[launch] slurm: job {later} may run 1 trial(s) at once now (array_parallelism 2 across the sweep's arrays)"
+        in said.lines
+    )
     spans = [(float(t[0]["t"]), float(t[-1]["t"])) for t in timelines(plan)]  # type: ignore[arg-type]
-    assert min(spans[2][0], spans[3][0]) >= max(spans[0][1], spans[1][1])  # the second waited
+    assert max_overlap(spans) <= 2
+
+
+class Said(SilentDisplay):
+    """A display that keeps the launcher's lines of news."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
 
 
 @pytest.mark.slurm

@@ -35,6 +35,7 @@ from mle_world.launch.slurm.queries import (
     check_sbatch_available,
     ended_cause,
 )
+from mle_world.launch.slurm.throttle import ArrayThrottle
 from mle_world.launch.slurm.watchdog import watch
 from mle_world.launch.state import (
     FINAL,
@@ -282,7 +283,10 @@ class SweepLauncher:
         view = submitter.states(job_ids) if job_ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
         todo: list[TrialCommand] = []
         local_stale: list[tuple[TrialCommand, TrialStatus]] = []
-        for cmd, status, action in self._classify_all(view.states).values():
+        classified = self._classify_all(view.states).values()
+        throttle = ArrayThrottle(plan.cluster.slurm.array_parallelism)
+        throttle.observe([status for _, status, _ in classified], view)
+        for cmd, status, action in classified:
             if action == "stale" and status.backend != "slurm":
                 local_stale.append((cmd, status))
             elif action == "stale":
@@ -304,15 +308,16 @@ class SweepLauncher:
             elif action == "run":
                 todo.append(cmd)
         todo += self._release_orphans(local_stale)
-        held = self._submit_slurm(submitter, todo) if todo else []
+        held = self._submit_slurm(submitter, todo, throttle) if todo else []
         if not todo:
             self._say("[launch] slurm: nothing to submit")
+        throttle.rebalance(submitter.throttle, self._say)  # adopted arrays: the slots free now
         if not self.options.wait:
             rest = f"; {len(held)} trial(s) held back by the limit stay pending: re-run later" if held else ""
             self._say(f"[launch] submitted{rest}; follow with: run_paper.py status {plan.output_dir}")
             return 0
         try:
-            self._watch(submitter, held)
+            self._watch(submitter, held, throttle)
         except KeyboardInterrupt:
             self._say(
                 "[launch] stopped watching; the Slurm jobs keep running. "
@@ -327,7 +332,12 @@ class SweepLauncher:
             self._say(line)
 
     def _submit_slurm(
-        self, submitter: Submitter, todo: Sequence[TrialCommand], *, again: bool = False
+        self,
+        submitter: Submitter,
+        todo: Sequence[TrialCommand],
+        throttle: ArrayThrottle,
+        *,
+        again: bool = False,
     ) -> list[TrialCommand]:
         """Submit what the accounting's submit limits let go now; returns the trials held back."""
         plan = self.plan
@@ -338,14 +348,23 @@ class SweepLauncher:
             mark=lambda part, token: self._submit_marks(part, "slurm", token),
             call=lambda cmd, token: SlurmTrial(make_job(cmd, plan, "slurm", token), self.post_trial),
             say=self._say,
+            throttle=throttle,
             say_limit=not again,
         )
 
-    def _watch(self, submitter: Submitter, held: list[TrialCommand]) -> None:
+    def _watch(
+        self, submitter: Submitter, held: list[TrialCommand], throttle: ArrayThrottle | None = None
+    ) -> None:
+        throttle = throttle or ArrayThrottle(self.plan.cluster.slurm.array_parallelism)  # from the 1st poll
+
         def refill() -> bool:  # the next wave a submit-count limit held back; True while some wait
             left = [c for c in held if read_status(c.trial.trial_dir, c.trial.trial_id).state == "pending"]
-            held[:] = self._submit_slurm(submitter, left, again=True) if left else []
+            held[:] = self._submit_slurm(submitter, left, throttle, again=True) if left else []
             return bool(held)
+
+        def tend(statuses: Sequence[TrialStatus], view: SlurmView) -> None:
+            throttle.observe(statuses, view)
+            throttle.rebalance(lambda array, limit: submitter.throttle(array, limit), self._say)
 
         with progress_bar(self.display, len(self.plan.commands), self.options.show_progress) as progress:
             watch(
@@ -358,6 +377,7 @@ class SweepLauncher:
                 refill=refill if held else None,
                 mem_gb=self.plan.cluster.slurm.mem_gb,
                 progress=progress,
+                tend=tend,
             )
 
 

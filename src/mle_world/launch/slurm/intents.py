@@ -21,6 +21,7 @@ from mle_world.errors import UserError
 from mle_world.launch.slurm.backend import SlurmTrial, Submitter, array_chunks, slurm_parameters
 from mle_world.launch.slurm.limits import check_wall, first_wave
 from mle_world.launch.slurm.queries import LiveTask
+from mle_world.launch.slurm.throttle import ArrayThrottle
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import Record
@@ -75,9 +76,10 @@ def submit_recorded(
     *,
     mark: Callable[[str], dict[str, int]],
     call: Callable[[TrialCommand, str], SlurmTrial],
-    after: str | None = None,
+    throttle: ArrayThrottle,
 ) -> tuple[str, str]:
-    """Submit `todo` as one array (starting after array `after` has ended, when given). The intent
+    """Submit `todo` as one array, within the sweep's one concurrency limit (`throttle`: a share of
+    the slots the sweep's live arrays leave, or after all of them with the whole limit). The intent
     (job name → trials, in array order) is on disk before sbatch runs, and `mark(token)` makes each
     trial carry the submission id as its fencing token (returning the previous attempt numbers):
     whatever happens to this process from here on, a re-run finds the array by name and no trial runs
@@ -88,8 +90,10 @@ def submit_recorded(
     # One array per submission; the budget (hence --time) is the same for every trial of a plan.
     budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
     params = slurm_parameters(plan.cluster, budget, intent.job_name, len(todo))
-    if after is not None:
-        params["dependency"] = f"afterany:{after}"  # keeps the submission within array_parallelism
+    limit, dependency = throttle.next_array(len(todo))
+    params["array_parallelism"] = limit
+    if dependency is not None:
+        params["dependency"] = dependency  # keeps the sweep within array_parallelism
     calls = [call(cmd, submission) for cmd in todo]
     _kill_point("before-sbatch")
     try:
@@ -109,6 +113,7 @@ def submit_recorded(
         raise UserError(f"--backend slurm: submission failed: sbatch: {'; '.join(said)}") from None
     _kill_point("after-sbatch")
     first = ids[0].split("_")[0]
+    throttle.submitted(first, len(ids), limit, dependency)
     write_model(intent_path, intent.model_copy(update={"array_id": first}))
     for n, (cmd, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
         # Only the ids (a re-run's reconciliation may adopt a task that already started).
@@ -119,7 +124,7 @@ def submit_recorded(
             f"--backend slurm: submitted job {first}, but `scontrol release {first}` failed and its tasks "
             "stay held: re-run the same command (it releases the arrays it adopts) or release it yourself"
         )
-    queued = f", after job {after}" if after is not None else ""
+    queued = f", after job(s) {', '.join(dependency.split(':')[1:])}" if dependency is not None else ""
     return (
         f"[launch] slurm: submitted {len(ids)} trials as job {first} "
         f"(parallelism {params['array_parallelism']}, time {params['time']} min{queued})"
@@ -134,11 +139,13 @@ def submit_arrays(
     mark: Callable[[Sequence[TrialCommand], str], dict[str, int]],
     call: Callable[[TrialCommand, str], SlurmTrial],
     say: Callable[[str], None],
+    throttle: ArrayThrottle,
     say_limit: bool = True,
 ) -> list[TrialCommand]:
     """Submit `todo` as one array, or as several of at most the cluster's MaxArraySize (or
-    slurm.max_array_tasks) trials, each starting after the previous one ended so the submission never
-    runs more than array_parallelism trials at once. A refused later array leaves the earlier ones
+    slurm.max_array_tasks) trials, all of them and the sweep's live arrays within one
+    array_parallelism (`throttle`: each new array gets the slots left, or waits for the live arrays).
+    A refused later array leaves the earlier ones
     submitted and says so: a re-run submits the rest. A submit-count limit of the accounting
     (MaxSubmitJobs…, every array task counts) lets only a first wave go now: returns the trials held
     back (still pending), which the caller submits as the first ones end (`say_limit=False`: without
@@ -167,7 +174,7 @@ def submit_arrays(
         part = [todo[i] for i in chunk]
         try:
             line, after = submit_recorded(
-                plan, part, submitter, mark=functools.partial(mark, part), call=call, after=after
+                plan, part, submitter, mark=functools.partial(mark, part), call=call, throttle=throttle
             )
         except UserError as exc:
             if not n:
