@@ -7,7 +7,6 @@ and `<output_dir>/slurm/` (Slurm backend). The CLI calls `run_sweep`, after `pre
 from __future__ import annotations
 
 import contextlib
-import socket
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,8 +17,8 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay, progress_bar
-from mle_world.launch.liveness import agent_alive, launcher_lock
-from mle_world.launch.local.orphans import find_leftover, stop_leftovers
+from mle_world.launch.liveness import launcher_lock
+from mle_world.launch.local.orphans import release_orphans
 from mle_world.launch.local.pool import run_pool
 from mle_world.launch.signals import sigterm_as_interrupt
 from mle_world.launch.slurm.backend import (
@@ -43,7 +42,6 @@ from mle_world.launch.state import (
     mark_failed_infra,
     mark_submitted,
     read_status,
-    release_orphan,
     withdraw_attempt,
 )
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec, to_grade
@@ -189,35 +187,6 @@ class SweepLauncher:
     def _say(self, text: str) -> None:
         self.display.say(text)
 
-    def _release_orphans(self, stale: Sequence[tuple[TrialCommand, TrialStatus]]) -> list[TrialCommand]:
-        """Local trials left submitted/running by a launcher that is gone (this one holds the lock):
-        a command it started that still runs on this host is stopped first (SIGTERM: the agent
-        checkpoints), so a trial never runs twice at once nor two trials on one GPU; a trial whose
-        agent still lives elsewhere is left alone. Returns the trials put back to pending."""
-        here = socket.gethostname()
-        leftovers = [
-            run
-            for cmd, status in stale
-            if (run := find_leftover(cmd.trial.trial_id, status.pid, status.host, status.started_at, here))
-        ]
-        if leftovers:
-            names = ", ".join(run.trial_id for run in leftovers)
-            self._say(
-                f"[launch] stopping {len(leftovers)} trial(s) still running from a launcher that is gone: {names}"
-            )
-            stop_leftovers(leftovers, grace_s=TrialJob.kill_grace_s)
-        released: list[TrialCommand] = []
-        for cmd, status in stale:
-            if agent_alive(cmd.trial.trial_dir):
-                self._say(
-                    f"[launch] {cmd.trial.trial_id}: its agent still runs (pid {status.pid} on {status.host}) "
-                    "although its launcher is gone; not restarted: stop it or let it end, then re-run"
-                )
-                continue
-            release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
-            released.append(cmd)
-        return released
-
     # ---------------------------------------------------------------- local
     def _run_local(self) -> int:
         plan = self.plan
@@ -228,7 +197,7 @@ class SweepLauncher:
                 stale.append((cmd, status))
             elif action == "run":
                 todo.append(cmd)
-        todo += self._release_orphans(stale)
+        todo += release_orphans(stale, self._say, grace_s=TrialJob.kill_grace_s)
         skipped = len(plan.commands) - len(todo)
         self._say(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
         if not todo:
@@ -307,7 +276,7 @@ class SweepLauncher:
                     todo.append(cmd)
             elif action == "run":
                 todo.append(cmd)
-        todo += self._release_orphans(local_stale)
+        todo += release_orphans(local_stale, self._say, grace_s=TrialJob.kill_grace_s)
         held = self._submit_slurm(submitter, todo, throttle) if todo else []
         if not todo:
             self._say("[launch] slurm: nothing to submit")
