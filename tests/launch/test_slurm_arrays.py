@@ -26,6 +26,8 @@ from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
 from mle_world.launch.slurm.backend import array_chunks
+from mle_world.launch.slurm.intents import cancel_sweep
+from mle_world.launch.slurm.limits import AccountLimits, SubmitLimit
 from mle_world.launch.slurm.queries import LiveTask, SlurmView, query_max_array_size, slurm_minutes
 from mle_world.launch.state import read_status
 from mle_world.plan.cluster import ClusterConfig
@@ -135,6 +137,54 @@ def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs
         "72_1",
         "73_0",
     ]
+
+
+@dataclasses.dataclass
+class LimitedSlurm(Sbatch):
+    """A cluster with MaxSubmitJobsPerUser 2 whose jobs run until `run_paper.py cancel` (run by the
+    user at the launcher's first look at the jobs)."""
+
+    output_dir: Path = Path()
+    jobs: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)  # job id → (name, state)
+
+    def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
+        ids = super().submit(calls, params)
+        self.jobs.update({job: (params["job_name"], "RUNNING") for job in ids})
+        return ids
+
+    def states(self, job_ids: Sequence[str]) -> SlurmView:
+        if not (self.output_dir / "slurm" / "cancelled.json").exists():
+            cancel_sweep(self.output_dir, self)
+        return SlurmView(
+            {j: self.jobs[j][1] for j in job_ids if j in self.jobs}, squeue_ok=True, sacct_ok=True
+        )
+
+    def live(self, job_names: Sequence[str]) -> list[LiveTask] | None:
+        return [LiveTask(j, n, s) for j, (n, s) in self.jobs.items() if n in job_names and s == "RUNNING"]
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        for job, (name, _) in list(self.jobs.items()):
+            if job.split("_")[0] in job_ids:
+                self.jobs[job] = (name, "CANCELLED")
+
+    def limits(self, slurm: Any) -> AccountLimits:
+        queued = sum(state == "RUNNING" for _, state in self.jobs.values())
+        return AccountLimits(None, (SubmitLimit(2, "MaxSubmitJobsPerUser 2 of QOS q (slurm.qos)", queued),))
+
+
+def test_cancel_also_stops_the_waves_a_watching_launcher_holds_back(dirs: tuple[Path, Path]) -> None:
+    """5 trials under MaxSubmitJobsPerUser 2: `cancel` scancelled the first wave, and the watching
+    launcher, seeing room again, submitted the next wave: the cancelled sweep went on."""
+    out, data = dirs
+    plan = make_plan(out, data, 5, seconds=0.1, cluster=cluster())
+    slurm = LimitedSlurm(accept=9, output_dir=out)
+    said = Said()
+    launcher = SweepLauncher(plan, SLURM, None, said, submitter_factory=lambda _f: slurm, poll_s=0.01)
+    assert launcher.run() == 1
+    assert len(slurm.params) == 1  # the first wave only
+    states = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
+    assert [(s.state, s.failure_class) for s in states] == [("failed", "infra")] * 2 + [("pending", None)] * 3
+    assert "[launch] slurm: the sweep was cancelled; 3 held-back trial(s) stay pending" in said.lines
 
 
 @pytest.mark.slurm

@@ -27,7 +27,7 @@ from mle_world.launch.slurm.backend import (
     Submitter,
     check_log_folder,
 )
-from mle_world.launch.slurm.intents import reconcile, submit_arrays
+from mle_world.launch.slurm.intents import cancelled_since, reconcile, submit_arrays
 from mle_world.launch.slurm.queries import (
     ALIVE_STATES,
     SlurmView,
@@ -42,6 +42,7 @@ from mle_world.launch.state import (
     mark_failed_infra,
     mark_submitted,
     read_status,
+    utcnow,
     withdraw_attempt,
 )
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec, to_grade
@@ -325,9 +326,15 @@ class SweepLauncher:
         self, submitter: Submitter, held: list[TrialCommand], throttle: ArrayThrottle | None = None
     ) -> None:
         throttle = throttle or ArrayThrottle(self.plan.cluster.slurm.array_parallelism)  # from the 1st poll
+        started = utcnow()
 
         def refill() -> bool:  # the next wave a submit-count limit held back; True while some wait
             left = [c for c in held if read_status(c.trial.trial_dir, c.trial.trial_id).state == "pending"]
+            if left and cancelled_since(self.plan.output_dir, started):
+                self._say(
+                    f"[launch] slurm: the sweep was cancelled; {len(left)} held-back trial(s) stay pending"
+                )
+                return False
             held[:] = self._submit_slurm(submitter, left, throttle, again=True) if left else []
             return bool(held)
 

@@ -50,6 +50,21 @@ class SubmissionIntent(Record):
     """Set once sbatch answered (None: killed before that, or sbatch refused)."""
 
 
+class SweepCancel(Record):
+    """slurm/cancelled.json: `run_paper.py cancel` ran on this sweep."""
+
+    cancelled_at: datetime
+    tasks: int
+    """Pending or running tasks it cancelled."""
+
+
+def cancelled_since(output_dir: Path, since: datetime) -> bool:
+    """Whether `run_paper.py cancel` ran on this sweep after `since` (a launcher's start): a launcher
+    that watches then submits none of the trials it held back (they stay pending for a re-run)."""
+    record = load_record(layout.OutputFiles(output_dir).cancelled, SweepCancel)
+    return not isinstance(record, Unreadable) and record.cancelled_at > since
+
+
 def intents_dir(output_dir: Path) -> Path:
     return layout.OutputFiles(output_dir).intents
 
@@ -250,7 +265,8 @@ def reconcile(output_dir: Path, commands: Sequence[TrialCommand], submitter: Sub
 
 def cancel_sweep(output_dir: Path, submitter: Submitter) -> list[LiveTask]:
     """scancel every pending or running task of this output dir's submissions (found by their job
-    names, which carry the submission id, so other sweeps of the same user are never touched).
+    names, which carry the submission id, so other sweeps of the same user are never touched), and
+    record the cancel (slurm/cancelled.json) for a launcher that still watches it.
     Returns the tasks cancelled; a UserError when squeue cannot answer."""
     intents = load_intents(output_dir)
     if not intents:
@@ -258,6 +274,11 @@ def cancel_sweep(output_dir: Path, submitter: Submitter) -> list[LiveTask]:
     tasks = submitter.live([intent.job_name for _, intent in intents])
     if tasks is None:
         raise UserError("cancel: squeue failed, so the sweep's live jobs are unknown; nothing was cancelled")
+    # Before scancel: a launcher watching the sweep stops submitting the trials a limit held back
+    # (its next wave would have started the cancelled sweep again).
+    write_model(
+        layout.OutputFiles(output_dir).cancelled, SweepCancel(cancelled_at=utcnow(), tasks=len(tasks))
+    )
     roots = sorted({t.job_id.split("_")[0] for t in tasks}, key=int)
     if roots:
         submitter.cancel(roots)  # whole arrays: one scancel, tasks not yet split off included
