@@ -39,6 +39,7 @@ from launchkit import FAKE_AGENT, fast_cluster, make_plan  # noqa: E402
 
 from mle_world.launch import run_sweep  # noqa: E402
 from mle_world.launch.display import SilentDisplay  # noqa: E402
+from mle_world.launch.launcher import SweepLauncher  # noqa: E402
 from mle_world.launch.state import read_status  # noqa: E402
 from mle_world.plan.config import load_paper_config  # noqa: E402
 from mle_world.plan.estimate import estimate, makespan, measured_times, planned_keys, trial_key  # noqa: E402
@@ -49,11 +50,19 @@ from mle_world.records import LaunchedTrial  # noqa: E402
 from mle_world.storage import write_model  # noqa: E402
 
 
-def run(work: Path, name: str, seconds: list[float], parallelism: int) -> tuple[SweepPlan, float, float]:
-    """Run one sweep on the local Slurm: its plan (with launch.json written), measured makespan, and
-    the start-up time (launch to the first trial's start, from status.json)."""
+def run(
+    work: Path, name: str, seconds: list[float], parallelism: int, array_size: int | None = None
+) -> tuple[SweepPlan, float, float]:
+    """Run one sweep on the local Slurm (in arrays of `array_size`, slurm.max_array_tasks, when given):
+    its plan (with launch.json written), measured makespan, and the start-up time (launch to the first
+    trial's start, from status.json)."""
     out, data = work / name / "out", work / name / "data"
-    plan = make_plan(out, data, len(seconds), cluster=fast_cluster(parallelism=parallelism))
+    cluster = fast_cluster(parallelism=parallelism)
+    if array_size is not None:
+        cluster = cluster.model_copy(
+            update={"slurm": cluster.slurm.model_copy(update={"max_array_tasks": array_size})}
+        )
+    plan = make_plan(out, data, len(seconds), cluster=cluster)
     commands = tuple(
         replace(r, command=" ".join(shlex.quote(a) for a in (sys.executable, str(FAKE_AGENT), "ok", str(s))))
         for r, s in zip(plan.commands, seconds, strict=True)
@@ -78,6 +87,17 @@ def run(work: Path, name: str, seconds: list[float], parallelism: int) -> tuple[
     starts = [read_status(r.trial.trial_dir, r.trial.trial_id).started_at for r in plan.commands]
     first = min(s.timestamp() for s in starts if s is not None)
     return plan, span, max(0.0, first - wall0)
+
+
+def chained(
+    durations: list[float], parallelism: int, size: int, overhead_s: float, startup_s: float
+) -> float:
+    """The makespan before one array_parallelism across arrays: each array of `size` started only once
+    the whole previous one had ended (`afterany`)."""
+    end = startup_s
+    for i in range(0, len(durations), size):
+        end = makespan(durations[i : i + size], parallelism, overhead_s=overhead_s, startup_s=end)
+    return end
 
 
 def calibrate(durations: list[float], parallelism: int, measured: float, startup_s: float) -> float:
@@ -169,7 +189,8 @@ def main() -> int:
     ap.add_argument("--speed", action="store_true", help="time estimate at 3,570 trials (no Slurm)")
     ap.add_argument("--parallelism", type=int, default=2)
     ap.add_argument("--calibration", type=int, default=6, help="trials of the calibration sweep")
-    ap.add_argument("--trials", type=int, default=12, help="trials of the checked sweep")
+    ap.add_argument("--trials", type=int, default=12, help="trials of the checked sweeps")
+    ap.add_argument("--array-size", type=int, default=5, help="slurm.max_array_tasks of the split sweep")
     ap.add_argument("--work-dir", type=Path, default=None)
     a = ap.parse_args()
     if a.speed:
@@ -203,6 +224,49 @@ def main() -> int:
                 makespan(measured_trials, p, overhead_s=gap, startup_s=startup),
             ),
         ]
+        # The same trials split into arrays of --array-size (as a MaxArraySize would split them),
+        # predicted as one pool of p slots: the arrays share one array_parallelism.
+        split_plan, split_span, _ = run(work, "split", mixed, p, a.array_size)
+        n_arrays = len(
+            {read_status(r.trial.trial_dir, r.trial.trial_id).slurm_array_id for r in split_plan.commands}
+        )
+        split_times = measured_times(split_plan.output_dir)
+        split_trials = [split_times[trial_key(r.trial.trial_id)] for r in split_plan.commands]
+        # (the launcher polls every SweepLauncher.poll_s: fast_cluster's query_interval_s is 0)
+        hand_on = SweepLauncher.poll_s / 2  # the mean wait for the watching launcher's next poll
+        split_rows = [
+            ("ideal: planned lengths, no overhead (baseline)", makespan(mixed, p)),
+            (
+                "simulated as one array: planned lengths + calibrated start-up and overhead",
+                makespan(mixed, p, overhead_s=overhead, startup_s=startup),
+            ),
+            (
+                f"simulated in arrays: planned lengths + start-up, overhead, {hand_on:g} s hand-on",
+                makespan(
+                    mixed,
+                    p,
+                    overhead_s=overhead,
+                    startup_s=startup,
+                    array_size=a.array_size,
+                    handoff_s=hand_on,
+                ),
+            ),
+            (
+                f"simulated in arrays: measured trial times + start-up, gap, {hand_on:g} s hand-on",
+                makespan(
+                    split_trials,
+                    p,
+                    overhead_s=gap,
+                    startup_s=startup,
+                    array_size=a.array_size,
+                    handoff_s=hand_on,
+                ),
+            ),
+            (
+                "arrays one after another (before), planned lengths + start-up and overhead",
+                chained(mixed, p, a.array_size, overhead, startup),
+            ),
+        ]
     finally:
         if a.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -214,11 +278,22 @@ def main() -> int:
         f"checked sweep: {a.trials} trials of 1-5 s (sum {sum(mixed):.0f} s), measured makespan {span:.1f} s"
     )
     print()
+    table(rows, span)
+    print()
+    print(
+        f"split sweep: the same {a.trials} trials in {n_arrays} arrays of at most {a.array_size}, "
+        f"measured makespan {split_span:.1f} s"
+    )
+    print()
+    table(split_rows, split_span)
+    return 0
+
+
+def table(rows: list[tuple[str, float]], span: float) -> None:
     print("| prediction | makespan s | vs measured | error |")
     print("|---|---:|---:|---:|")
     for name, value in rows:
         print(f"| {name} | {value:.1f} | {value / span:.2f}x | {abs(value - span) / span:.1%} |")
-    return 0
 
 
 if __name__ == "__main__":

@@ -266,3 +266,16 @@ def test_cli_estimate_says_how_slurm_splits_a_large_sweep(
     )
     assert main(["estimate", "--regime", "gated", *SELECT]) == 0
     assert "On Slurm" not in capsys.readouterr().out  # 3 trials: one array
+
+
+def test_a_slot_goes_on_to_a_later_array_one_hand_on_late():
+    """Arrays of 2 on 2 slots: the second array's trials start on slots the first array's trials
+    freed, each at the launcher's next poll (`handoff_s`); within an array Slurm starts the next task
+    itself. Slots the live arrays leave free at the start go to later arrays at once."""
+    assert makespan([1.0, 3.0, 1.0, 1.0], 2, array_size=2, handoff_s=0.5) == 3.5
+    # slot A: 1 → (hand-on) 1.5 → 2.5 → (same array) 3.5; slot B: 3 → no more trials
+    assert makespan([1.0, 3.0, 1.0, 1.0], 2, array_size=2, handoff_s=0.0) == makespan([1.0, 3.0, 1.0, 1.0], 2)
+    assert makespan([1.0] * 4, 4, array_size=2, handoff_s=9.0) == 1.0  # room for both arrays at once
+    assert makespan([1.0] * 4, 2, array_size=2, handoff_s=0.5) == 2.5
+    est = estimate([1.0] * 4, 2, gpus_per_trial=1, usd_per_gpu_hour=None, array_size=2, handoff_s=0.5)
+    assert est.makespan_s == 2.5 and est.gpu_hours == 4 / 3600

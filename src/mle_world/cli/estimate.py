@@ -180,6 +180,9 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
 
+    size = min(slurm.max_array_tasks or DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_ARRAY_SIZE)
+    split = len(keys) > size
+    array_size = size if split else None
     table = Table(title=f"Simulated sweep ({args.regime}), trials started in array order on free slots")
     for column in ("parallelism", "makespan", "GPU-hours", "cost", "slot use"):
         table.add_column(column, justify="right")
@@ -195,23 +198,26 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
             usd_per_gpu_hour=price,
             overhead_s=args.overhead_s,
             startup_s=args.startup_s,
+            array_size=array_size,
+            handoff_s=slurm.query_interval_s / 2,
         )
         cells = _cells(base)
         if savings is not None:
             saved = estimate(
                 with_savings(durations, savings), level, gpus_per_trial=gpus, usd_per_gpu_hour=price,
                 overhead_s=args.overhead_s, startup_s=args.startup_s,
+                array_size=array_size, handoff_s=slurm.query_interval_s / 2,
             )  # fmt: skip
             cells += _cells(saved)[1:4]
         label = f"{level} (cluster.yaml)" if level == slurm.array_parallelism else str(level)
         table.add_row(label, *cells[1:])
     console.print(table)
-    size = min(slurm.max_array_tasks or DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_ARRAY_SIZE)
-    if len(keys) > size:
+    if split:
         cap = "slurm.max_array_tasks" if slurm.max_array_tasks else "Slurm's default MaxArraySize"
         console.print(
             f"On Slurm: {math.ceil(len(keys) / size)} arrays of at most {size} trials ({cap}) sharing one "
-            "array_parallelism, handing on their slots as they drain: simulated as one pool of slots.",
+            "array_parallelism: a slot goes on to a later array at the launcher's next poll, simulated "
+            f"{slurm.query_interval_s / 2:g} s late (half of slurm.query_interval_s: the mean wait).",
             markup=False,
             highlight=False,
             soft_wrap=True,
