@@ -25,7 +25,7 @@ from mle_world.errors import UserError
 from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
-from mle_world.launch.slurm.backend import array_chunks
+from mle_world.launch.slurm.backend import array_chunks, write_sbatch_preview
 from mle_world.launch.slurm.intents import cancel_sweep
 from mle_world.launch.slurm.limits import AccountLimits, SubmitLimit
 from mle_world.launch.slurm.queries import LiveTask, SlurmView, query_max_array_size, slurm_minutes
@@ -410,3 +410,21 @@ def test_gpus_asked_as_gres_for_clusters_without_cons_tres(
     for events in timelines(plan):
         [start] = [e for e in events if e["event"] == "start"]
         assert str(start["gpu"]) in {"0", "1", "2", "3"}
+
+
+def test_the_dry_runs_sbatch_preview_shows_the_arrays_shares_of_the_limit(dirs: tuple[Path, Path]) -> None:
+    """--dry-run --backend slurm: each array's script with the `%` and dependency a launch of the
+    idle sweep would give it (it showed every later array as waiting for the previous one)."""
+    out, data = dirs
+    plan = make_plan(out, data, 5, seconds=0.1, cluster=cluster(max_array_tasks=2, array_parallelism=3))
+    paths = write_sbatch_preview(plan, SLURM)
+    assert [p.name for p in paths] == [f"mlew-ungated-{n}of3.sbatch" for n in (1, 2, 3)]
+    heads = [
+        [line for line in p.read_text().splitlines() if line.startswith(("#SBATCH --array", "#SBATCH --dep"))]
+        for p in paths
+    ]
+    assert heads == [
+        ["#SBATCH --array=0-1%2"],
+        ["#SBATCH --array=0-1%1"],
+        ["#SBATCH --dependency='afterany:<array 1>:<array 2>'"],  # one trial: a job, no array
+    ]

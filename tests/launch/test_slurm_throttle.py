@@ -36,8 +36,9 @@ def test_loads_count_live_tasks_per_array_in_submission_order() -> None:
         status("9_2", "succeeded"),
         status(None, "pending"),
         status("7_0", "running", backend="local"),
+        status("12"),  # a submission of one trial: a job of its own, no array
     ]
-    assert array_loads(statuses, view) == [ArrayLoad("9", 2, 1), ArrayLoad("10", 2, 2)]
+    assert array_loads(statuses, view) == [ArrayLoad("9", 2, 1), ArrayLoad("10", 2, 2), ArrayLoad("12", 1, 1)]
 
 
 def test_shares_go_to_the_oldest_arrays_first() -> None:

@@ -45,9 +45,10 @@ def array_loads(statuses: Iterable[TrialStatus], view: SlurmView) -> list[ArrayL
     for status in statuses:
         if status.backend != "slurm" or status.state not in ("submitted", "running"):
             continue
-        job, array = status.slurm_job_id, status.slurm_array_id
-        if not job or not array:
+        job = status.slurm_job_id
+        if not job:
             continue
+        array = status.slurm_array_id or job  # a submission of one trial is a job, not an array
         state = view.states.get(job)
         if state is not None and state not in ALIVE_STATES:
             continue
