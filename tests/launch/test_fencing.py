@@ -167,7 +167,7 @@ class ScriptedSlurm:
         return None
 
     def throttle(self, array_id: str, limit: int) -> bool:
-        raise AssertionError("no array to throttle")
+        return True  # the sweep's one job keeps its slot
 
 
 def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:

@@ -123,7 +123,8 @@ def test_cancel_stops_every_array_and_one_retry_reruns_them_all(
     first = statuses(out, data, 7)
     arrays = list(arrays_of(first))
     assert len(arrays) == 2
-    wait_until(lambda: sum(s.state == "running" for s in statuses(out, data, 7)) == 2, 90, "2 trials running")
+    # the agents' own start lines: a status says running a moment before its agent is up
+    wait_until(lambda: sum(starts(out, data, 7)) == 2, 90, "2 agents started")
     capsys.readouterr()
     assert main(["cancel", str(out)]) == 0
     said = capsys.readouterr().out
