@@ -18,6 +18,8 @@ AUDIT = "audit"
 SLURM = "slurm"
 """submitit's folder (pickled jobs, its logs) and the Slurm intents under it."""
 INTENTS = "intents"
+CANCELLED = "cancelled.json"
+"""When `run_paper.py cancel` last cancelled the sweep: a watching launcher then submits no more."""
 SBATCH_PREVIEW = "preview"
 LAUNCH = "launch.json"
 DRY_RUN_LAUNCH = "launch.dry-run.json"
@@ -64,7 +66,7 @@ FILE_NAMES = frozenset(
         *(RUNS, COSTS, AUDIT, SLURM, LAUNCH, DRY_RUN_LAUNCH, AGENT_CONFIG, DRY_RUN_AGENT_CONFIG),
         *(SWEEP_IDENTITY, LAUNCHER_LOCK, SPEC, STATUS, STATUS_LOCK, JOURNAL, JOURNAL_LOG, JOURNAL_LOCK),
         *(EVENTS, RESULT, PREVIOUS_RESULT, BEST_SOLUTION, SUBMISSION_DIR, SUBMISSION_CSV, LOGS),
-        *(AGENT_LOG, LAUNCHER_LOG, STAGED_SUBMISSION, WORKSPACE, INTENTS, SBATCH_PREVIEW),
+        *(AGENT_LOG, LAUNCHER_LOG, STAGED_SUBMISSION, WORKSPACE, INTENTS, CANCELLED, SBATCH_PREVIEW),
     }
 )
 """Every name above: no other module of the package spells one (tests/test_layout_names.py)."""
@@ -213,6 +215,11 @@ class OutputFiles:
     def intents(self) -> Path:
         """Slurm submissions recorded before sbatch (launch.intents): `slurm/intents/<submission>.json`."""
         return self.slurm / INTENTS
+
+    @property
+    def cancelled(self) -> Path:
+        """`run_paper.py cancel`'s record (launch.slurm.intents): `slurm/cancelled.json`."""
+        return self.slurm / CANCELLED
 
     @property
     def sbatch_preview(self) -> Path:

@@ -166,6 +166,9 @@ class ScriptedSlurm:
     def limits(self, slurm: Any) -> None:
         return None
 
+    def throttle(self, array_id: str, limit: int) -> bool:
+        return True  # the sweep's one job keeps its slot
+
 
 def test_watchdog_waits_while_slurm_tools_fail_and_needs_evidence(dirs: tuple[Path, Path]) -> None:
     out, data = dirs

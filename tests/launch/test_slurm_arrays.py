@@ -1,5 +1,6 @@
 """Slurm limits on submissions: a sweep larger than the cluster's MaxArraySize (or slurm.max_array_tasks)
-becomes several arrays run one after another, and a submission sbatch refuses leaves nothing half-written.
+becomes several arrays run within one array_parallelism, and a submission sbatch refuses leaves nothing
+half-written.
 
 Writes trial dirs and submitit folders under pytest's tmp paths; submits short jobs to the local Slurm.
 """
@@ -11,19 +12,22 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from launchkit import fast_cluster, make_plan, timelines, wait_until
+from launchkit import fast_cluster, make_plan, max_overlap, timelines, wait_until
 
 from mle_world.cli.commands import main
 from mle_world.errors import UserError
 from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
-from mle_world.launch.slurm.backend import array_chunks
+from mle_world.launch.slurm.backend import array_chunks, write_sbatch_preview
+from mle_world.launch.slurm.intents import cancel_sweep
+from mle_world.launch.slurm.limits import AccountLimits, SubmitLimit
 from mle_world.launch.slurm.queries import LiveTask, SlurmView, query_max_array_size, slurm_minutes
 from mle_world.launch.state import read_status
 from mle_world.plan.cluster import ClusterConfig
@@ -63,6 +67,7 @@ class Sbatch:
 
     accept: int
     params: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    throttled: list[tuple[str, int]] = dataclasses.field(default_factory=list)
 
     def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
         if len(self.params) == self.accept:
@@ -93,6 +98,10 @@ class Sbatch:
     def limits(self, slurm: Any) -> None:
         return None
 
+    def throttle(self, array_id: str, limit: int) -> bool:
+        self.throttled.append((array_id, limit))
+        return True
+
 
 def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs: tuple[Path, Path]) -> None:
     out, data = dirs
@@ -111,11 +120,16 @@ def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs
     assert [(s.state, s.slurm_job_id) for s in states] == [("submitted", "71_0"), ("submitted", "71_1")] + [
         ("pending", None)
     ] * 3
-    # The re-run submits the rest, each array after the one before it.
+    # The re-run submits the rest after the live array: the two trials of job 71 fill both slots of
+    # array_parallelism 2 (a re-run's arrays ran beside the earlier ones: four trials at once).
     sbatch.accept = 3
     assert runner.run() == 0
-    # (a re-run's submission is an array of its own: it does not wait for the earlier one)
-    assert [p.get("dependency") for p in sbatch.params] == [None, None, "afterany:72"]
+    assert [(p.get("dependency"), p["array_parallelism"]) for p in sbatch.params] == [
+        (None, 2),
+        ("afterany:71", 2),
+        ("afterany:71:72", 1),
+    ]
+    assert sbatch.throttled == [("71", 2)]  # the adopted array: its share of the slots, set once
     assert [read_status(c.trial.trial_dir, c.trial.trial_id).slurm_job_id for c in plan.commands] == [
         "71_0",
         "71_1",
@@ -123,6 +137,54 @@ def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs
         "72_1",
         "73_0",
     ]
+
+
+@dataclasses.dataclass
+class LimitedSlurm(Sbatch):
+    """A cluster with MaxSubmitJobsPerUser 2 whose jobs run until `run_paper.py cancel` (run by the
+    user at the launcher's first look at the jobs)."""
+
+    output_dir: Path = Path()
+    jobs: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)  # job id → (name, state)
+
+    def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
+        ids = super().submit(calls, params)
+        self.jobs.update({job: (params["job_name"], "RUNNING") for job in ids})
+        return ids
+
+    def states(self, job_ids: Sequence[str]) -> SlurmView:
+        if not (self.output_dir / "slurm" / "cancelled.json").exists():
+            cancel_sweep(self.output_dir, self)
+        return SlurmView(
+            {j: self.jobs[j][1] for j in job_ids if j in self.jobs}, squeue_ok=True, sacct_ok=True
+        )
+
+    def live(self, job_names: Sequence[str]) -> list[LiveTask] | None:
+        return [LiveTask(j, n, s) for j, (n, s) in self.jobs.items() if n in job_names and s == "RUNNING"]
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        for job, (name, _) in list(self.jobs.items()):
+            if job.split("_")[0] in job_ids:
+                self.jobs[job] = (name, "CANCELLED")
+
+    def limits(self, slurm: Any) -> AccountLimits:
+        queued = sum(state == "RUNNING" for _, state in self.jobs.values())
+        return AccountLimits(None, (SubmitLimit(2, "MaxSubmitJobsPerUser 2 of QOS q (slurm.qos)", queued),))
+
+
+def test_cancel_also_stops_the_waves_a_watching_launcher_holds_back(dirs: tuple[Path, Path]) -> None:
+    """5 trials under MaxSubmitJobsPerUser 2: `cancel` scancelled the first wave, and the watching
+    launcher, seeing room again, submitted the next wave: the cancelled sweep went on."""
+    out, data = dirs
+    plan = make_plan(out, data, 5, seconds=0.1, cluster=cluster())
+    slurm = LimitedSlurm(accept=9, output_dir=out)
+    said = Said()
+    launcher = SweepLauncher(plan, SLURM, None, said, submitter_factory=lambda _f: slurm, poll_s=0.01)
+    assert launcher.run() == 1
+    assert len(slurm.params) == 1  # the first wave only
+    states = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
+    assert [(s.state, s.failure_class) for s in states] == [("failed", "infra")] * 2 + [("pending", None)] * 3
+    assert "[launch] slurm: the sweep was cancelled; 3 held-back trial(s) stay pending" in said.lines
 
 
 @pytest.mark.slurm
@@ -133,17 +195,60 @@ def test_max_array_size_is_read_from_the_cluster(slurm_cluster: None) -> None:
 
 
 @pytest.mark.slurm
-def test_a_sweep_in_arrays_runs_them_one_after_another(slurm_cluster: None, dirs: tuple[Path, Path]) -> None:
+def test_a_sweep_in_arrays_hands_a_drained_arrays_slot_to_the_next(
+    slurm_cluster: None, dirs: tuple[Path, Path]
+) -> None:
+    """Arrays of 2 under array_parallelism 2: the second array used to wait for the whole first one
+    (`afterany`), so a long trial left the other slot idle until it ended. The launcher now gives the
+    second array the slot the first no longer needs (`scontrol update ArrayTaskThrottle`), and the
+    sweep never runs more than 2 trials at once. Trial 1 ends only when the test says so, after trial
+    2 (of the second array) has started beside it."""
     out, data = dirs
     plan = make_plan(out, data, 4, seconds=1.0, cluster=cluster(max_array_tasks=2))
-    assert run_sweep(plan, SLURM, display=SilentDisplay()) == 0
+    plan = dataclasses.replace(
+        plan,
+        commands=tuple(
+            dataclasses.replace(c, command=c.command.replace(" ok 1.0", " until 120")) if i == 1 else c
+            for i, c in enumerate(plan.commands)
+        ),
+    )
+    said = Said()
+    box: list[int] = []
+    worker = threading.Thread(target=lambda: box.append(run_sweep(plan, SLURM, display=said)))
+    worker.start()
+    try:
+        third, second = plan.commands[2].trial, plan.commands[1].trial
+        wait_until(
+            lambda: read_status(third.trial_dir, third.trial_id).state in ("running", "succeeded"),
+            120,
+            "trial 2 of the second array started while trial 1 runs",
+        )
+        assert read_status(second.trial_dir, second.trial_id).state == "running"
+    finally:
+        (plan.commands[1].trial.trial_dir / "go").touch()
+        worker.join(300)
+    assert box == [0]
     final = [read_status(c.trial.trial_dir, c.trial.trial_id) for c in plan.commands]
     assert [s.state for s in final] == ["succeeded"] * 4
-    first, second = final[0].slurm_array_id, final[2].slurm_array_id
-    assert first and second and first != second
-    assert [s.slurm_job_id for s in final] == [f"{first}_0", f"{first}_1", f"{second}_0", f"{second}_1"]
+    first, later = final[0].slurm_array_id, final[2].slurm_array_id
+    assert first and later and first != later
+    assert [s.slurm_job_id for s in final] == [f"{first}_0", f"{first}_1", f"{later}_0", f"{later}_1"]
+    assert (
+        f"[launch] slurm: job {later} may run 1 trial(s) at once now (array_parallelism 2 across the sweep's arrays)"
+        in said.lines
+    )
     spans = [(float(t[0]["t"]), float(t[-1]["t"])) for t in timelines(plan)]  # type: ignore[arg-type]
-    assert min(spans[2][0], spans[3][0]) >= max(spans[0][1], spans[1][1])  # the second waited
+    assert max_overlap(spans) <= 2
+
+
+class Said(SilentDisplay):
+    """A display that keeps the launcher's lines of news."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
 
 
 @pytest.mark.slurm
@@ -305,3 +410,21 @@ def test_gpus_asked_as_gres_for_clusters_without_cons_tres(
     for events in timelines(plan):
         [start] = [e for e in events if e["event"] == "start"]
         assert str(start["gpu"]) in {"0", "1", "2", "3"}
+
+
+def test_the_dry_runs_sbatch_preview_shows_the_arrays_shares_of_the_limit(dirs: tuple[Path, Path]) -> None:
+    """--dry-run --backend slurm: each array's script with the `%` and dependency a launch of the
+    idle sweep would give it (it showed every later array as waiting for the previous one)."""
+    out, data = dirs
+    plan = make_plan(out, data, 5, seconds=0.1, cluster=cluster(max_array_tasks=2, array_parallelism=3))
+    paths = write_sbatch_preview(plan, SLURM)
+    assert [p.name for p in paths] == [f"mlew-ungated-{n}of3.sbatch" for n in (1, 2, 3)]
+    heads = [
+        [line for line in p.read_text().splitlines() if line.startswith(("#SBATCH --array", "#SBATCH --dep"))]
+        for p in paths
+    ]
+    assert heads == [
+        ["#SBATCH --array=0-1%2"],
+        ["#SBATCH --array=0-1%1"],
+        ["#SBATCH --dependency='afterany:<array 1>:<array 2>'"],  # one trial: a job, no array
+    ]

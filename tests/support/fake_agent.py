@@ -2,7 +2,8 @@
 
 Reads ckpt.json in the current directory (its 'journal'); writes timeline.jsonl, ckpt.json, result.json.
 Modes: ok, agent-fail, infra-fail, crash (exit 1, no result), hang (ignores SIGTERM), checkpoint,
-oom (allocates 10 MB a step, up to 4 GB, until a memory limit's OOM killer ends it).
+oom (allocates 10 MB a step, up to 4 GB, until a memory limit's OOM killer ends it), until (as ok, but
+ends as soon as a file `go` appears in its directory: a test decides when it ends).
 """
 
 from __future__ import annotations
@@ -45,14 +46,14 @@ def main() -> int:
     del hog
     remaining = seconds - ckpt["time_used"] if mode == "checkpoint" else seconds
     deadline = time.time() + max(0.0, remaining)
-    while time.time() < deadline:
+    while time.time() < deadline and not (mode == "until" and (here / "go").exists()):
         time.sleep(0.05)
     with open(here / "timeline.jsonl", "a") as fh:
         fh.write(json.dumps({"event": "end", "t": time.time(), "gpu": gpu}) + "\n")
     if mode == "crash":
         print("Traceback: boom", flush=True)
         return 1
-    status = "completed" if mode in ("ok", "checkpoint") else "failed"
+    status = "completed" if mode in ("ok", "checkpoint", "until") else "failed"
     reason = {"agent-fail": "gave up: no valid submission", "infra-fail": "endpoint_unavailable"}.get(
         mode, "max_steps"
     )

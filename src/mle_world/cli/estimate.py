@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -22,9 +20,8 @@ from mle_world.cli.options import (
     positive_int_list,
     seed_list,
 )
-from mle_world.cli.planning import check_seeds
-from mle_world.cli.request import check_lists
 from mle_world.errors import UserError, not_a_dir
+from mle_world.launch.slurm.queries import DEFAULT_MAX_ARRAY_SIZE
 from mle_world.plan.config import load_cluster_config, load_paper_config
 from mle_world.plan.estimate import (
     Estimate,
@@ -32,12 +29,11 @@ from mle_world.plan.estimate import (
     measured_savings,
     measured_times,
     parallelism_levels,
+    planned_keys,
     planned_times,
-    trial_key,
     with_savings,
 )
-from mle_world.plan.render import RuntimeSpec, view_paths
-from mle_world.plan.sweep import Selection, expand
+from mle_world.plan.sweep import Selection
 from mle_world.tasks.registry import load_registry
 
 
@@ -134,23 +130,18 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     if not (math.isfinite(args.startup_s) and args.startup_s >= 0):
         raise UserError("--startup-s: expected a number >= 0")
     levels = list(args.parallelism) if args.parallelism else None
-    check_lists(args.tasks, args.configs, args.seeds)
-    if args.seeds is not None:
-        check_seeds(args.seeds, config.seeds)
+    if (args.tasks, args.configs, args.seeds) != (None, None, None):
+        from mle_world.cli.planning import check_seeds  # (what the launch checks: imported only here)
+        from mle_world.cli.request import check_lists
 
-    runtime = RuntimeSpec("process", python=sys.executable)
-    trials = expand(
-        config,
-        args.regime,
-        Selection(tasks=args.tasks, configurations=args.configs, seeds=args.seeds),
-        output_dir=Path("/estimate/out"),
-        data_dir=Path("/estimate/data"),
-        known_task=registry.__contains__,
-        view=lambda trial_dir, public: view_paths(runtime, trial_dir, public),
-    )
-    if not trials:
+        check_lists(args.tasks, args.configs, args.seeds)
+        if args.seeds is not None:
+            check_seeds(args.seeds, config.seeds)
+
+    selection = Selection(tasks=args.tasks, configurations=args.configs, seeds=args.seeds)
+    keys = planned_keys(config, args.regime, selection, registry.__contains__)
+    if not keys:
         raise UserError("estimate: the selection has no trials")
-    keys = [trial_key(t.trial_id) for t in trials]
     # The Slurm time limit the launcher asks for: the agent's budget plus the grading margin.
     limit_s = math.ceil(config.budget.time_limit_s / 60) * 60 + slurm.grading_margin_min * 60
     measured = measured_times(args.measured) if args.measured else None
@@ -175,7 +166,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         f"+ grading margin {slurm.grading_margin_min} min; an upper bound)"
     )
     console.print(
-        f"{args.regime}: {len(trials)} trials, {slurm.gpus_per_trial} GPU(s) per trial, "
+        f"{args.regime}: {len(keys)} trials, {slurm.gpus_per_trial} GPU(s) per trial, "
         f"GPU price {_money(price)}/GPU-hour; trial times: {source}",
         markup=False,
         highlight=False,
@@ -189,13 +180,16 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
 
+    size = min(slurm.max_array_tasks or DEFAULT_MAX_ARRAY_SIZE, DEFAULT_MAX_ARRAY_SIZE)
+    split = len(keys) > size
+    array_size = size if split else None
     table = Table(title=f"Simulated sweep ({args.regime}), trials started in array order on free slots")
     for column in ("parallelism", "makespan", "GPU-hours", "cost", "slot use"):
         table.add_column(column, justify="right")
     if savings is not None:
         for column in ("makespan (gated savings)", "GPU-hours (gated savings)", "cost (gated savings)"):
             table.add_column(column, justify="right")
-    for level in levels or parallelism_levels(slurm.array_parallelism, len(trials)):
+    for level in levels or parallelism_levels(slurm.array_parallelism, len(keys)):
         gpus = slurm.gpus_per_trial
         base = estimate(
             durations,
@@ -204,17 +198,30 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
             usd_per_gpu_hour=price,
             overhead_s=args.overhead_s,
             startup_s=args.startup_s,
+            array_size=array_size,
+            handoff_s=slurm.query_interval_s / 2,
         )
         cells = _cells(base)
         if savings is not None:
             saved = estimate(
                 with_savings(durations, savings), level, gpus_per_trial=gpus, usd_per_gpu_hour=price,
                 overhead_s=args.overhead_s, startup_s=args.startup_s,
+                array_size=array_size, handoff_s=slurm.query_interval_s / 2,
             )  # fmt: skip
             cells += _cells(saved)[1:4]
         label = f"{level} (cluster.yaml)" if level == slurm.array_parallelism else str(level)
         table.add_row(label, *cells[1:])
     console.print(table)
+    if split:
+        cap = "slurm.max_array_tasks" if slurm.max_array_tasks else "Slurm's default MaxArraySize"
+        console.print(
+            f"On Slurm: {math.ceil(len(keys) / size)} arrays of at most {size} trials ({cap}) sharing one "
+            "array_parallelism: a slot goes on to a later array at the launcher's next poll, simulated "
+            f"{slurm.query_interval_s / 2:g} s late (half of slurm.query_interval_s: the mean wait).",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(
         "GPU-hours count each trial's whole allocation; LLM endpoint costs are not included "
         "(see costs/summary.csv after a sweep).",

@@ -7,7 +7,6 @@ and `<output_dir>/slurm/` (Slurm backend). The CLI calls `run_sweep`, after `pre
 from __future__ import annotations
 
 import contextlib
-import socket
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,8 +17,8 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.identity import record_sweep_identity
 from mle_world.launch.display import Display, PlainDisplay, progress_bar
-from mle_world.launch.liveness import agent_alive, launcher_lock
-from mle_world.launch.local.orphans import find_leftover, stop_leftovers
+from mle_world.launch.liveness import launcher_lock
+from mle_world.launch.local.orphans import release_orphans
 from mle_world.launch.local.pool import run_pool
 from mle_world.launch.signals import sigterm_as_interrupt
 from mle_world.launch.slurm.backend import (
@@ -28,13 +27,14 @@ from mle_world.launch.slurm.backend import (
     Submitter,
     check_log_folder,
 )
-from mle_world.launch.slurm.intents import reconcile, submit_arrays
+from mle_world.launch.slurm.intents import cancelled_since, reconcile, submit_arrays
 from mle_world.launch.slurm.queries import (
     ALIVE_STATES,
     SlurmView,
     check_sbatch_available,
     ended_cause,
 )
+from mle_world.launch.slurm.throttle import ArrayThrottle
 from mle_world.launch.slurm.watchdog import watch
 from mle_world.launch.state import (
     FINAL,
@@ -42,7 +42,7 @@ from mle_world.launch.state import (
     mark_failed_infra,
     mark_submitted,
     read_status,
-    release_orphan,
+    utcnow,
     withdraw_attempt,
 )
 from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec, to_grade
@@ -188,35 +188,6 @@ class SweepLauncher:
     def _say(self, text: str) -> None:
         self.display.say(text)
 
-    def _release_orphans(self, stale: Sequence[tuple[TrialCommand, TrialStatus]]) -> list[TrialCommand]:
-        """Local trials left submitted/running by a launcher that is gone (this one holds the lock):
-        a command it started that still runs on this host is stopped first (SIGTERM: the agent
-        checkpoints), so a trial never runs twice at once nor two trials on one GPU; a trial whose
-        agent still lives elsewhere is left alone. Returns the trials put back to pending."""
-        here = socket.gethostname()
-        leftovers = [
-            run
-            for cmd, status in stale
-            if (run := find_leftover(cmd.trial.trial_id, status.pid, status.host, status.started_at, here))
-        ]
-        if leftovers:
-            names = ", ".join(run.trial_id for run in leftovers)
-            self._say(
-                f"[launch] stopping {len(leftovers)} trial(s) still running from a launcher that is gone: {names}"
-            )
-            stop_leftovers(leftovers, grace_s=TrialJob.kill_grace_s)
-        released: list[TrialCommand] = []
-        for cmd, status in stale:
-            if agent_alive(cmd.trial.trial_dir):
-                self._say(
-                    f"[launch] {cmd.trial.trial_id}: its agent still runs (pid {status.pid} on {status.host}) "
-                    "although its launcher is gone; not restarted: stop it or let it end, then re-run"
-                )
-                continue
-            release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
-            released.append(cmd)
-        return released
-
     # ---------------------------------------------------------------- local
     def _run_local(self) -> int:
         plan = self.plan
@@ -227,7 +198,7 @@ class SweepLauncher:
                 stale.append((cmd, status))
             elif action == "run":
                 todo.append(cmd)
-        todo += self._release_orphans(stale)
+        todo += release_orphans(stale, self._say, grace_s=TrialJob.kill_grace_s)
         skipped = len(plan.commands) - len(todo)
         self._say(f"[launch] local: {len(todo)} to run, {skipped} already done or not retried")
         if not todo:
@@ -282,7 +253,10 @@ class SweepLauncher:
         view = submitter.states(job_ids) if job_ids else SlurmView({}, squeue_ok=True, sacct_ok=True)
         todo: list[TrialCommand] = []
         local_stale: list[tuple[TrialCommand, TrialStatus]] = []
-        for cmd, status, action in self._classify_all(view.states).values():
+        classified = self._classify_all(view.states).values()
+        throttle = ArrayThrottle(plan.cluster.slurm.array_parallelism)
+        throttle.observe([status for _, status, _ in classified], view)
+        for cmd, status, action in classified:
             if action == "stale" and status.backend != "slurm":
                 local_stale.append((cmd, status))
             elif action == "stale":
@@ -303,16 +277,17 @@ class SweepLauncher:
                     todo.append(cmd)
             elif action == "run":
                 todo.append(cmd)
-        todo += self._release_orphans(local_stale)
-        held = self._submit_slurm(submitter, todo) if todo else []
+        todo += release_orphans(local_stale, self._say, grace_s=TrialJob.kill_grace_s)
+        held = self._submit_slurm(submitter, todo, throttle) if todo else []
         if not todo:
             self._say("[launch] slurm: nothing to submit")
+        throttle.rebalance(submitter.throttle, self._say)  # adopted arrays: the slots free now
         if not self.options.wait:
             rest = f"; {len(held)} trial(s) held back by the limit stay pending: re-run later" if held else ""
             self._say(f"[launch] submitted{rest}; follow with: run_paper.py status {plan.output_dir}")
             return 0
         try:
-            self._watch(submitter, held)
+            self._watch(submitter, held, throttle)
         except KeyboardInterrupt:
             self._say(
                 "[launch] stopped watching; the Slurm jobs keep running. "
@@ -327,7 +302,12 @@ class SweepLauncher:
             self._say(line)
 
     def _submit_slurm(
-        self, submitter: Submitter, todo: Sequence[TrialCommand], *, again: bool = False
+        self,
+        submitter: Submitter,
+        todo: Sequence[TrialCommand],
+        throttle: ArrayThrottle,
+        *,
+        again: bool = False,
     ) -> list[TrialCommand]:
         """Submit what the accounting's submit limits let go now; returns the trials held back."""
         plan = self.plan
@@ -338,14 +318,29 @@ class SweepLauncher:
             mark=lambda part, token: self._submit_marks(part, "slurm", token),
             call=lambda cmd, token: SlurmTrial(make_job(cmd, plan, "slurm", token), self.post_trial),
             say=self._say,
+            throttle=throttle,
             say_limit=not again,
         )
 
-    def _watch(self, submitter: Submitter, held: list[TrialCommand]) -> None:
+    def _watch(
+        self, submitter: Submitter, held: list[TrialCommand], throttle: ArrayThrottle | None = None
+    ) -> None:
+        throttle = throttle or ArrayThrottle(self.plan.cluster.slurm.array_parallelism)  # from the 1st poll
+        started = utcnow()
+
         def refill() -> bool:  # the next wave a submit-count limit held back; True while some wait
             left = [c for c in held if read_status(c.trial.trial_dir, c.trial.trial_id).state == "pending"]
-            held[:] = self._submit_slurm(submitter, left, again=True) if left else []
+            if left and cancelled_since(self.plan.output_dir, started):
+                self._say(
+                    f"[launch] slurm: the sweep was cancelled; {len(left)} held-back trial(s) stay pending"
+                )
+                return False
+            held[:] = self._submit_slurm(submitter, left, throttle, again=True) if left else []
             return bool(held)
+
+        def tend(statuses: Sequence[TrialStatus], view: SlurmView) -> None:
+            throttle.observe(statuses, view)
+            throttle.rebalance(lambda array, limit: submitter.throttle(array, limit), self._say)
 
         with progress_bar(self.display, len(self.plan.commands), self.options.show_progress) as progress:
             watch(
@@ -358,6 +353,7 @@ class SweepLauncher:
                 refill=refill if held else None,
                 mem_gb=self.plan.cluster.slurm.mem_gb,
                 progress=progress,
+                tend=tend,
             )
 
 

@@ -25,7 +25,7 @@ HARNESS_SBATCH: dict[str, str] = {
     "error": "the logs go to <output-dir>/slurm/",
     "open-mode": "a requeued trial appends to its log",
     "signal": "USR2 90 s before the limit checkpoints and requeues the trial",
-    "dependency": "the arrays of one submission run one after another",
+    "dependency": "a sweep's arrays share one array_parallelism: a new array may wait for the live ones",
     "time": "the budget + slurm.grading_margin_min",
     "no-requeue": "preempted and checkpointed trials are requeued and resume",
     "hold": "each array is held until the launcher has recorded its job ids, then released",
@@ -57,7 +57,7 @@ class SlurmSettings(_File):
     array_parallelism: int = Field(32, ge=1)
     max_array_tasks: int | None = Field(None, ge=1)
     """Trials per job array at most (None: the cluster's MaxArraySize); a larger submission becomes
-    several arrays that run one after another."""
+    several arrays that share one array_parallelism."""
     grading_margin_min: int = Field(30, ge=0)
     query_interval_s: float = Field(30.0, ge=0)
     """How often a watching launcher asks squeue and sacct about the sweep's jobs (one call each):

@@ -1,17 +1,24 @@
-"""What a hard-killed local launcher leaves running: its trials' command sessions, found and stopped.
+"""What a hard-killed local launcher leaves running: its trials' command sessions, found and stopped, and
+its trials released for a re-run.
 
-Reads /proc (every process's stat and the boot time) and probes a trial's `.journal.lock`; writes
-nothing, signals the processes of a trial's session on this host.
+Reads /proc (every process's stat and the boot time) and probes a trial's `.journal.lock`; signals the
+processes of a trial's session on this host; writes a released trial's status.json (`release_orphan`).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+from mle_world.launch.liveness import agent_alive
+from mle_world.launch.state import release_orphan
+from mle_world.plan.sweep_plan import TrialCommand
+from mle_world.records import TrialStatus
 
 START_SLACK_S = 2.0
 """A process counts as the run's when it started at most this long before the run's `started_at`
@@ -122,3 +129,36 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return text[text.rindex(")") + 2 :].split()[0] != "Z"
+
+
+def release_orphans(
+    stale: Sequence[tuple[TrialCommand, TrialStatus]], say: Callable[[str], None], *, grace_s: float
+) -> list[TrialCommand]:
+    """Local trials left submitted/running by a launcher that is gone (the caller holds the lock):
+    a command it started that still runs on this host is stopped first (SIGTERM: the agent
+    checkpoints, SIGKILL after `grace_s`), so a trial never runs twice at once nor two trials on one
+    GPU; a trial whose agent still lives elsewhere is left alone. Returns the trials put back to
+    pending."""
+    here = socket.gethostname()
+    leftovers = [
+        run
+        for cmd, status in stale
+        if (run := find_leftover(cmd.trial.trial_id, status.pid, status.host, status.started_at, here))
+    ]
+    if leftovers:
+        names = ", ".join(run.trial_id for run in leftovers)
+        say(
+            f"[launch] stopping {len(leftovers)} trial(s) still running from a launcher that is gone: {names}"
+        )
+        stop_leftovers(leftovers, grace_s=grace_s)
+    released: list[TrialCommand] = []
+    for cmd, status in stale:
+        if agent_alive(cmd.trial.trial_dir):
+            say(
+                f"[launch] {cmd.trial.trial_id}: its agent still runs (pid {status.pid} on {status.host}) "
+                "although its launcher is gone; not restarted: stop it or let it end, then re-run"
+            )
+            continue
+        release_orphan(cmd.trial.trial_dir, cmd.trial.trial_id)
+        released.append(cmd)
+    return released

@@ -36,6 +36,7 @@ from mle_world.launch.slurm.queries import (
     query_states,
     run_tool,
 )
+from mle_world.launch.slurm.throttle import ArrayThrottle
 from mle_world.launch.state import Start, mark_checkpointed, mark_failed_infra
 from mle_world.launch.trial import Outcome, PostTrial, TrialJob, TrialSupervisor
 from mle_world.plan.cluster import USR2_LEAD_S, ClusterConfig, SlurmSettings
@@ -209,6 +210,11 @@ class Submitter(Protocol):
         """The accounting's MaxWall and submit-count limits for these settings (None: no accounting)."""
         ...
 
+    def throttle(self, array_id: str, limit: int) -> bool:
+        """Let this array run `limit` tasks at once from now on, whatever it depended on; False
+        when scontrol failed."""
+        ...
+
 
 @dataclass(frozen=True)
 class SubmititSubmitter:
@@ -256,6 +262,10 @@ class SubmititSubmitter:
     def limits(self, slurm: SlurmSettings) -> AccountLimits | None:
         return read_limits(account=slurm.account, qos=slurm.qos, partition=slurm.partition)
 
+    def throttle(self, array_id: str, limit: int) -> bool:
+        argv = ["scontrol", "update", f"JobId={array_id}", f"ArrayTaskThrottle={limit}", "Dependency="]
+        return run_tool(argv) is not None
+
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:
     """The sbatch script submitit would write for this array (its own renderer, same parameters).
@@ -298,11 +308,15 @@ def write_sbatch_preview(plan: SweepPlan, options: LaunchOptions) -> list[Path]:
     budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in plan.commands)
     max_size = query_max_array_size() if shutil.which("scontrol") else DEFAULT_MAX_ARRAY_SIZE
     chunks = array_chunks(len(plan.commands), plan.cluster, max_size)
+    throttle = ArrayThrottle(plan.cluster.slurm.array_parallelism)  # as a launch of an idle sweep
     paths = []
     for n, chunk in enumerate(chunks):
         params = slurm_parameters(plan.cluster, budget, f"mlew-{plan.regime}", len(chunk))
-        if n:
-            params["dependency"] = "afterany:<the previous array>"
+        limit, dependency = throttle.next_array(len(chunk))
+        throttle.submitted(f"<array {n + 1}>", len(chunk), limit, dependency)
+        params["array_parallelism"] = limit
+        if dependency is not None:
+            params["dependency"] = dependency
         text = submitit_sbatch_text(folder.absolute(), params, len(chunk))
         name = f"mlew-{plan.regime}" + (f"-{n + 1}of{len(chunks)}" if len(chunks) > 1 else "")
         path = files.sbatch_preview / f"{name}.sbatch"

@@ -21,6 +21,7 @@ from mle_world.errors import UserError
 from mle_world.launch.slurm.backend import SlurmTrial, Submitter, array_chunks, slurm_parameters
 from mle_world.launch.slurm.limits import check_wall, first_wave
 from mle_world.launch.slurm.queries import LiveTask
+from mle_world.launch.slurm.throttle import ArrayThrottle
 from mle_world.launch.state import FINAL, read_status, record_job_id, revert_submission, utcnow
 from mle_world.plan.sweep_plan import SweepPlan, TrialCommand
 from mle_world.records import Record
@@ -49,6 +50,21 @@ class SubmissionIntent(Record):
     """Set once sbatch answered (None: killed before that, or sbatch refused)."""
 
 
+class SweepCancel(Record):
+    """slurm/cancelled.json: `run_paper.py cancel` ran on this sweep."""
+
+    cancelled_at: datetime
+    tasks: int
+    """Pending or running tasks it cancelled."""
+
+
+def cancelled_since(output_dir: Path, since: datetime) -> bool:
+    """Whether `run_paper.py cancel` ran on this sweep after `since` (a launcher's start): a launcher
+    that watches then submits none of the trials it held back (they stay pending for a re-run)."""
+    record = load_record(layout.OutputFiles(output_dir).cancelled, SweepCancel)
+    return not isinstance(record, Unreadable) and record.cancelled_at > since
+
+
 def intents_dir(output_dir: Path) -> Path:
     return layout.OutputFiles(output_dir).intents
 
@@ -75,9 +91,10 @@ def submit_recorded(
     *,
     mark: Callable[[str], dict[str, int]],
     call: Callable[[TrialCommand, str], SlurmTrial],
-    after: str | None = None,
+    throttle: ArrayThrottle,
 ) -> tuple[str, str]:
-    """Submit `todo` as one array (starting after array `after` has ended, when given). The intent
+    """Submit `todo` as one array, within the sweep's one concurrency limit (`throttle`: a share of
+    the slots the sweep's live arrays leave, or after all of them with the whole limit). The intent
     (job name → trials, in array order) is on disk before sbatch runs, and `mark(token)` makes each
     trial carry the submission id as its fencing token (returning the previous attempt numbers):
     whatever happens to this process from here on, a re-run finds the array by name and no trial runs
@@ -88,8 +105,10 @@ def submit_recorded(
     # One array per submission; the budget (hence --time) is the same for every trial of a plan.
     budget = max(cmd.trial.spec.agent.budget.time_limit_s for cmd in todo)
     params = slurm_parameters(plan.cluster, budget, intent.job_name, len(todo))
-    if after is not None:
-        params["dependency"] = f"afterany:{after}"  # keeps the submission within array_parallelism
+    limit, dependency = throttle.next_array(len(todo))
+    params["array_parallelism"] = limit
+    if dependency is not None:
+        params["dependency"] = dependency  # keeps the sweep within array_parallelism
     calls = [call(cmd, submission) for cmd in todo]
     _kill_point("before-sbatch")
     try:
@@ -109,6 +128,7 @@ def submit_recorded(
         raise UserError(f"--backend slurm: submission failed: sbatch: {'; '.join(said)}") from None
     _kill_point("after-sbatch")
     first = ids[0].split("_")[0]
+    throttle.submitted(first, len(ids), limit, dependency)
     write_model(intent_path, intent.model_copy(update={"array_id": first}))
     for n, (cmd, job_id) in enumerate(zip(todo, ids, strict=True), start=1):
         # Only the ids (a re-run's reconciliation may adopt a task that already started).
@@ -119,7 +139,7 @@ def submit_recorded(
             f"--backend slurm: submitted job {first}, but `scontrol release {first}` failed and its tasks "
             "stay held: re-run the same command (it releases the arrays it adopts) or release it yourself"
         )
-    queued = f", after job {after}" if after is not None else ""
+    queued = f", after job(s) {', '.join(dependency.split(':')[1:])}" if dependency is not None else ""
     return (
         f"[launch] slurm: submitted {len(ids)} trials as job {first} "
         f"(parallelism {params['array_parallelism']}, time {params['time']} min{queued})"
@@ -134,11 +154,13 @@ def submit_arrays(
     mark: Callable[[Sequence[TrialCommand], str], dict[str, int]],
     call: Callable[[TrialCommand, str], SlurmTrial],
     say: Callable[[str], None],
+    throttle: ArrayThrottle,
     say_limit: bool = True,
 ) -> list[TrialCommand]:
     """Submit `todo` as one array, or as several of at most the cluster's MaxArraySize (or
-    slurm.max_array_tasks) trials, each starting after the previous one ended so the submission never
-    runs more than array_parallelism trials at once. A refused later array leaves the earlier ones
+    slurm.max_array_tasks) trials, all of them and the sweep's live arrays within one
+    array_parallelism (`throttle`: each new array gets the slots left, or waits for the live arrays).
+    A refused later array leaves the earlier ones
     submitted and says so: a re-run submits the rest. A submit-count limit of the accounting
     (MaxSubmitJobs…, every array task counts) lets only a first wave go now: returns the trials held
     back (still pending), which the caller submits as the first ones end (`say_limit=False`: without
@@ -167,7 +189,7 @@ def submit_arrays(
         part = [todo[i] for i in chunk]
         try:
             line, after = submit_recorded(
-                plan, part, submitter, mark=functools.partial(mark, part), call=call, after=after
+                plan, part, submitter, mark=functools.partial(mark, part), call=call, throttle=throttle
             )
         except UserError as exc:
             if not n:
@@ -243,7 +265,8 @@ def reconcile(output_dir: Path, commands: Sequence[TrialCommand], submitter: Sub
 
 def cancel_sweep(output_dir: Path, submitter: Submitter) -> list[LiveTask]:
     """scancel every pending or running task of this output dir's submissions (found by their job
-    names, which carry the submission id, so other sweeps of the same user are never touched).
+    names, which carry the submission id, so other sweeps of the same user are never touched), and
+    record the cancel (slurm/cancelled.json) for a launcher that still watches it.
     Returns the tasks cancelled; a UserError when squeue cannot answer."""
     intents = load_intents(output_dir)
     if not intents:
@@ -251,6 +274,11 @@ def cancel_sweep(output_dir: Path, submitter: Submitter) -> list[LiveTask]:
     tasks = submitter.live([intent.job_name for _, intent in intents])
     if tasks is None:
         raise UserError("cancel: squeue failed, so the sweep's live jobs are unknown; nothing was cancelled")
+    # Before scancel: a launcher watching the sweep stops submitting the trials a limit held back
+    # (its next wave would have started the cancelled sweep again).
+    write_model(
+        layout.OutputFiles(output_dir).cancelled, SweepCancel(cancelled_at=utcnow(), tasks=len(tasks))
+    )
     roots = sorted({t.job_id.split("_")[0] for t in tasks}, key=int)
     if roots:
         submitter.cancel(roots)  # whole arrays: one scancel, tasks not yet split off included

@@ -30,6 +30,7 @@ def watch(
     refill: Callable[[], bool] | None = None,
     mem_gb: int = 0,
     progress: Callable[[int, int, int], None] | None = None,
+    tend: Callable[[Sequence[TrialStatus], SlurmView], None] | None = None,
 ) -> None:
     """Wait until every trial is final. A job Slurm reports finished (twice in a row) while its status
     is not final died without a result (CANCELLED, NODE_FAIL, OOM, TIMEOUT) → failed/infra; so is a job
@@ -37,7 +38,9 @@ def watch(
     fail nothing is declared: it waits and says so. The status files are read every `poll_s`; Slurm is
     asked (one squeue and one sacct for the whole sweep) at most every `query_interval_s`, and then
     `refill` submits the next wave of trials an accounting limit held back (True while some wait).
-    `progress` gets (finished, running, failed) after each read of the status files."""
+    `progress` gets (finished, running, failed) after each read of the status files; `tend` the
+    active trials' statuses and Slurm's answer about their jobs, each time Slurm answered (the
+    launcher hands the slots of draining arrays to the next ones)."""
     suspicious: dict[str, int] = {}
     unknown_since: dict[str, float] = {}
     blind = False
@@ -77,6 +80,8 @@ def watch(
         if blind:
             say("[launch] slurm: squeue/sacct answer again; watching")
             blind = False
+        if tend is not None:
+            tend([s for _, s in active], view)
         for cmd, status in active:
             job = status.slurm_job_id
             key = cmd.trial.trial_id
