@@ -114,6 +114,9 @@ llama.cpp server's CPU (a real completion per test)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The slow tests first (a stable sort keeps each file's order): started last, one of them would run
+    # alone on one worker while the other has finished everything else.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     for item in items:
         for group in SERIAL_GROUPS:
             if item.get_closest_marker(group) is not None:
