@@ -7,9 +7,11 @@ nothing.
 
 from __future__ import annotations
 
+import gc
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +116,20 @@ def pending_in_slurm(trials: Sequence[TrialStatus]) -> tuple[tuple[str, int], ..
     return tuple(reasons.most_common()) if reasons else ()
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the statuses are read: each read allocates a record
+    and its strings, and the collector's full passes over the growing heap of them (records hold no
+    cycles to find) were 0.8 s CPU of a 100,000-trial `status`. Back on as before when done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _holder(output_dir: Path) -> str:
     try:
         return (output_dir / layout.LAUNCHER_LOCK).read_text(encoding="utf-8", errors="replace").strip()[:200]
@@ -129,12 +145,13 @@ def read_sweep_status(output_dir: Path) -> SweepStatus:
         raise UserError(f"{output_dir}: not an output dir of run_paper.py (no launch.json)")
     trials: list[tuple[str, TrialStatus]] = []
     bad: list[tuple[Path, str]] = []
-    for path in layout.status_candidates(output_dir):
-        got = load_record(path, TrialStatus)
-        if not isinstance(got, Unreadable):
-            trials.append((path, got))
-        elif not got.missing:  # a trial dir without a status (yet) is no problem
-            bad.append((Path(path), got.detail))
+    with collector_paused():
+        for path in layout.status_candidates(output_dir):
+            got = load_record(path, TrialStatus)
+            if not isinstance(got, Unreadable):
+                trials.append((path, got))
+            elif not got.missing:  # a trial dir without a status (yet) is no problem
+                bad.append((Path(path), got.detail))
     alive = launcher_alive(output_dir)
     ended = () if alive else ended_slurm_jobs(trials)  # a watching launcher records them itself
     statuses = tuple(t for _, t in trials)
