@@ -95,6 +95,12 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
     table.add_row("[bold]total", *(f"[bold]{s.counts[state]}" for state in STATES))
     out.append(table)
     out.append(Text(printable_line(who)))
+    if s.slurm_unreachable is not None:
+        line = (
+            f"Slurm unreachable: {s.slurm_unreachable}: the counts above are the trials' own status files; "
+            "Slurm's pending reasons and ended jobs are unknown"
+        )
+        out.append(Text(printable_line(line), style="yellow"))
 
     if s.running:
         shown = len(s.running_longest)

@@ -134,6 +134,9 @@ class SweepSummary(_Model):
     """Per role (coder, feedback, world, execution), with `--costs`; None when not asked."""
     spend_unreadable: tuple[str, ...] = ()
     """Cost CSVs `--costs` could not read (left out of `spend`)."""
+    slurm_unreachable: str | None = None
+    """Why squeue did not answer this time (its wait is bounded): the counts are the trials' files alone,
+    Slurm's pending reasons and ended jobs unknown. None when it answered or was not asked."""
 
 
 def read_spend(output_dir: Path) -> tuple[tuple[Spend, ...], tuple[str, ...]]:
@@ -329,4 +332,5 @@ def summarise(output_dir: Path, sweep: SweepStatus, now: datetime, *, costs: boo
         next_commands=next_commands(output_dir, sweep, infra, len(failed) - infra, launch),
         spend=spend,
         spend_unreadable=spend_unreadable,
+        slurm_unreachable=sweep.slurm_unreachable,
     )
