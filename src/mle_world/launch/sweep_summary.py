@@ -233,9 +233,9 @@ def estimate_eta(trials: tuple[TrialStatus, ...], now: datetime) -> tuple[float 
         return 0.0, width
     if not measured or not running:
         return None, width  # no times to go by, or no parallelism seen (all wait in the queue)
-    run_left = _planned([trial_key(t.trial_id) for t in running], measured)
-    busy = [max(0.0, planned - _elapsed(t, now)) for t, planned in zip(running, run_left, strict=True)]
-    todo = _planned([trial_key(t.trial_id) for t in waiting], measured)
+    planned = _planned([trial_key(t.trial_id) for t in (*running, *waiting)], measured)
+    run_left, todo = planned[: len(running)], planned[len(running) :]
+    busy = [max(0.0, left - _elapsed(t, now)) for t, left in zip(running, run_left, strict=True)]
     return makespan(todo, width, busy_s=busy), width
 
 
