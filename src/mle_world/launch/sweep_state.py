@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from mle_world import layout
@@ -41,16 +42,25 @@ class SweepStatus:
 
     def orphaned(self) -> list[TrialStatus]:
         """Local trials still marked submitted/running although their launcher is gone."""
-        if self.launcher_alive:
-            return []
-        return [t for t in self.trials if t.state in ("submitted", "running") and t.backend == "local"]
+        return list(self._orphaned)
 
     def unstarted(self) -> list[TrialStatus]:
         """Trials still pending although no launcher runs (one stopped by Ctrl-C, or `--no-wait` that
         left some unsubmitted): nothing starts them until the sweep's command runs again."""
+        return list(self._unstarted)
+
+    # Found once: the summary and its next command ask a few times each (a pass over every trial).
+    @cached_property
+    def _orphaned(self) -> tuple[TrialStatus, ...]:
         if self.launcher_alive:
-            return []
-        return [t for t in self.trials if t.state == "pending"]
+            return ()
+        return tuple(t for t in self.trials if t.state in ("submitted", "running") and t.backend == "local")
+
+    @cached_property
+    def _unstarted(self) -> tuple[TrialStatus, ...]:
+        if self.launcher_alive:
+            return ()
+        return tuple(t for t in self.trials if t.state == "pending")
 
     def stuck(self) -> int:
         """Unfinished trials that cannot progress: orphaned local ones, ended Slurm jobs, unstarted ones."""
