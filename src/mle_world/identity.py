@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +50,37 @@ def trial_hash(
     lower_is_better: bool | None = None,
 ) -> str:
     """A trial's science hash (spec.json's `science_hash`); a known metric direction is part of it."""
-    return stable_hash(
-        {
+    return TrialHasher.of(settings)(regime, configuration, task, seed, lower_is_better)
+
+
+@dataclass(frozen=True)
+class TrialHasher:
+    """`trial_hash` for the trials of one configuration's settings, their canonical JSON made once: in
+    a plan of 2,380 trials, dumping and encoding the same settings per trial was 0.08 s of 0.3."""
+
+    agent_json: str
+    """`science_of(settings)` as `stable_hash` encodes it."""
+
+    @classmethod
+    def of(cls, settings: AgentSettings) -> TrialHasher:
+        return cls(json.dumps(science_of(settings), sort_keys=True, separators=(",", ":")))
+
+    def __call__(
+        self, regime: Regime, configuration: str, task: str, seed: int, lower_is_better: bool | None = None
+    ) -> str:
+        rest = {
             "scheme": HASH_SCHEME,
             "regime": regime,
             "configuration": configuration,
             "task": task,
             "seed": seed,
-            "agent": science_of(settings),
             **({} if lower_is_better is None else {"lower_is_better": lower_is_better}),
         }
-    )
+        # `stable_hash` of the same object with "agent" in it: sorted, "agent" is its first key.
+        text = (
+            '{"agent":' + self.agent_json + "," + json.dumps(rest, sort_keys=True, separators=(",", ":"))[1:]
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def sweep_hash(

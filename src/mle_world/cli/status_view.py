@@ -22,9 +22,10 @@ from rich.text import Text
 from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.escapes import printable_line
+from mle_world.launch.next_command import launch_problem
 from mle_world.launch.state import STATES, utcnow
-from mle_world.launch.sweep_state import SweepStatus, read_sweep_status
-from mle_world.launch.sweep_summary import Spend, SweepSummary, launch_problem, summarise
+from mle_world.launch.sweep_state import SweepStatus, collector_paused, read_sweep_status
+from mle_world.launch.sweep_summary import Spend, SweepSummary, summarise
 from mle_world.launch.trial_tail import find_trial_dir, read_trial_tail
 
 
@@ -94,6 +95,12 @@ def render_summary(s: SweepSummary) -> list[RenderableType]:
     table.add_row("[bold]total", *(f"[bold]{s.counts[state]}" for state in STATES))
     out.append(table)
     out.append(Text(printable_line(who)))
+    if s.slurm_unreachable is not None:
+        line = (
+            f"Slurm unreachable: {s.slurm_unreachable}: the counts above are the trials' own status files; "
+            "Slurm's pending reasons and ended jobs are unknown"
+        )
+        out.append(Text(printable_line(line), style="yellow"))
 
     if s.running:
         shown = len(s.running_longest)
@@ -260,15 +267,16 @@ def _spend_table(spend: tuple[Spend, ...]) -> RenderableType:
 def show_status(output_dir: Path, console: Console, *, as_json: bool = False, costs: bool = False) -> int:
     """Print the sweep's state (or, `as_json`, its `SweepSummary`); exit 1 when some trial failed, else 0.
     `costs` adds the spend so far (reads every cost CSV)."""
-    sweep = read_sweep_status(output_dir)
-    if as_json:
-        summary = summarise(output_dir, sweep, utcnow(), costs=costs)
-        # ensure_ascii: every control and non-ASCII character of a cause is an escape, inert on a terminal.
-        print(json.dumps(summary.model_dump(mode="json"), indent=2, ensure_ascii=True))
-        if summary.unreadable:  # as the table refuses them (exit 2): counts without them misreport
-            return 2
-        return 1 if summary.counts["failed"] else 0
-    view = status_view(output_dir, sweep, utcnow(), costs=costs)
+    with collector_paused():  # a record per trial, none in a cycle: see collector_paused
+        sweep = read_sweep_status(output_dir)
+        if as_json:
+            summary = summarise(output_dir, sweep, utcnow(), costs=costs)
+            # ensure_ascii: every control and non-ASCII character of a cause is an escape, inert on a terminal.
+            print(json.dumps(summary.model_dump(mode="json"), indent=2, ensure_ascii=True))
+            if summary.unreadable:  # as the table refuses them (exit 2): counts without them misreport
+                return 2
+            return 1 if summary.counts["failed"] else 0
+        view = status_view(output_dir, sweep, utcnow(), costs=costs)
     for renderable in view.renderables:
         # soft_wrap: a line (a command to copy, a path) stays one line in a log or a pipe.
         console.print(renderable, soft_wrap=isinstance(renderable, Text))
@@ -291,7 +299,8 @@ def watch_status(
 
     def frame() -> tuple[Group, StatusView]:
         now = utcnow()
-        view = status_view(output_dir, read_sweep_status(output_dir), now, strict=False, costs=costs)
+        with collector_paused():
+            view = status_view(output_dir, read_sweep_status(output_dir), now, strict=False, costs=costs)
         footer = Text(f"updated {now:%H:%M:%S} UTC · every {interval_s:g}s · Ctrl-C to leave", style="dim")
         return Group(*view.renderables, footer), view
 

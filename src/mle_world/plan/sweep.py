@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mle_world import layout
 from mle_world.errors import UserError
-from mle_world.identity import trial_hash
+from mle_world.identity import TrialHasher
 from mle_world.plan.config import PaperConfig
 from mle_world.records import BudgetSettings, Regime, SandboxSettings, TrialPaths, TrialSpec
 
@@ -97,6 +97,7 @@ def expand(
                 {**settings.budget.model_dump(), "max_steps": selection.max_steps}
             )
             settings = settings.model_copy(update={"budget": budget})
+        science_hash = TrialHasher.of(settings)
         for task in tasks:
             public, private = task_data_dirs(data_dir, task)
             lower_is_better = directions[task]
@@ -106,7 +107,7 @@ def expand(
                 trial_dir = layout.trial_dir(output_dir, configuration, task, seed)
                 spec = TrialSpec(
                     trial_id=layout.trial_id(regime, configuration, task, seed),
-                    science_hash=trial_hash(regime, configuration, task, seed, settings, lower_is_better),
+                    science_hash=science_hash(regime, configuration, task, seed, lower_is_better),
                     regime=regime,
                     configuration=configuration,
                     task=task,

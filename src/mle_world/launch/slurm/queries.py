@@ -11,7 +11,7 @@ import math
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from mle_world.errors import UserError
@@ -72,10 +72,18 @@ class LiveTask:
         return int(self.job_id.split("_")[1]) if "_" in self.job_id else 0
 
 
-def run_tool(argv: list[str]) -> str | None:
-    """A Slurm tool's stdout; None when it is missing, hangs past 60 s or fails."""
+TOOL_TIMEOUT_S = 60.0
+"""How long a Slurm tool may take before it counts as failed (the launcher's queries)."""
+
+QUEUE_TIMEOUT_S = 5.0
+"""How long `status` waits for its one squeue. A controller that does not answer costs this once a
+poll: squeue's own retries (a connect a second for MessageTimeout, 10 s by default) took 18 s a call."""
+
+
+def run_tool(argv: list[str], timeout_s: float = TOOL_TIMEOUT_S) -> str | None:
+    """A Slurm tool's stdout; None when it is missing, hangs past `timeout_s` or fails."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -101,12 +109,8 @@ def query_states(job_ids: Sequence[str]) -> SlurmView:
     roots = sorted({j.split("_")[0] for j in job_ids})
     if not roots:
         return SlurmView({}, squeue_ok=True, sacct_ok=True)
-    states: dict[str, str] = {}
-    sacct = run_tool(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)])
-    for line in (sacct or "").splitlines():
-        job, _, state = line.partition("|")
-        for one in _expand(job.strip()):
-            states[one] = state.split()[0] if state.strip() else "UNKNOWN"
+    sacct = query_accounting(roots, TOOL_TIMEOUT_S)
+    states = dict(sacct or {})
     squeue = run_tool(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(roots)])
     for line in (squeue or "").splitlines():
         job, _, state = line.partition("|")
@@ -114,14 +118,73 @@ def query_states(job_ids: Sequence[str]) -> SlurmView:
     return SlurmView(states, squeue_ok=squeue is not None, sacct_ok=sacct is not None)
 
 
-def query_pending_reasons(job_ids: Sequence[str]) -> Counter[str] | None:
-    """Why the pending tasks of these jobs' arrays wait (squeue's reason → tasks), one squeue call;
-    None when squeue cannot answer."""
+@dataclass(frozen=True)
+class QueueView:
+    """What one squeue said about some arrays' live tasks; `problem` says why squeue gave no answer
+    (then nothing is known of Slurm, and the caller asks nothing more this poll)."""
+
+    tasks: dict[str, tuple[str, str]]
+    """`12_3` → (state, reason) for every pending, running, ... task of the arrays asked about."""
+    problem: str | None = None
+
+    def pending_reasons(self, roots: Collection[str]) -> Counter[str]:
+        """Why the pending tasks of these arrays wait: squeue's reason → tasks."""
+        return Counter(
+            reason
+            for job, (state, reason) in self.tasks.items()
+            if state == "PENDING" and job.split("_")[0] in roots
+        )
+
+
+_NO_SUCH_JOB = "Invalid job id specified"
+"""squeue's complaint (exit 1) when the one job id it was given is gone from the controller."""
+
+
+def query_queue(job_ids: Sequence[str], timeout_s: float | None = None) -> QueueView:
+    """One squeue for every array of `job_ids` (states and pending reasons of their live tasks), killed
+    after `timeout_s` (QUEUE_TIMEOUT_S): one question to the controller a poll, whatever the number of
+    arrays (squeue filters one listing of the queue by every id given)."""
     roots = sorted({j.split("_")[0] for j in job_ids})
     if not roots:
-        return Counter()
-    out = run_tool(["squeue", "-h", "-r", "-t", "PD", "-o", "%r", "-j", ",".join(roots)])
-    return None if out is None else Counter(line.strip() for line in out.splitlines() if line.strip())
+        return QueueView({})
+    timeout_s = QUEUE_TIMEOUT_S if timeout_s is None else timeout_s
+    argv = ["squeue", "-h", "-r", "-o", "%i|%T|%r", "-j", ",".join(roots)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return QueueView({}, f"squeue did not answer within {timeout_s:g} s")
+    except OSError as exc:
+        return QueueView({}, f"squeue: {exc.strerror or exc}")
+    if proc.returncode != 0:
+        said = " ".join(proc.stderr.split())
+        if _NO_SUCH_JOB in said:  # the controller answered: no such job (any longer)
+            return QueueView({})
+        return QueueView({}, f"squeue: {said[:200] or f'exit {proc.returncode}'}")
+    tasks: dict[str, tuple[str, str]] = {}
+    for line in proc.stdout.splitlines():
+        job, _, rest = line.partition("|")
+        state, _, reason = rest.partition("|")
+        if job.strip():
+            tasks[job.strip()] = (state.strip(), reason.strip())
+    return QueueView(tasks)
+
+
+def query_accounting(job_ids: Sequence[str], timeout_s: float | None = None) -> dict[str, str] | None:
+    """sacct's state of every task of these jobs' arrays (pending tasks expanded); None when sacct
+    cannot answer within `timeout_s` (QUEUE_TIMEOUT_S)."""
+    roots = sorted({j.split("_")[0] for j in job_ids})
+    if not roots:
+        return {}
+    timeout_s = QUEUE_TIMEOUT_S if timeout_s is None else timeout_s
+    out = run_tool(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", ",".join(roots)], timeout_s)
+    if out is None:
+        return None
+    states: dict[str, str] = {}
+    for line in out.splitlines():
+        job, _, state = line.partition("|")
+        for one in _expand(job.strip()):
+            states[one] = state.split()[0] if state.strip() else "UNKNOWN"
+    return states
 
 
 _JOB_TIME = "the budget + slurm.grading_margin_min"
