@@ -4,7 +4,8 @@ Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, ev
 temp dir (or --keep DIR, where a sweep already written for a size is reused) and prints, per size, a
 table of whole-process runs (median wall, CPU and peak RSS of --repeats after a warm-up; each child's
 own figures from `os.wait4`): `run_paper.py audit` (every table, summary.csv, report.md, plots and
-index.html) into an emptied --out each run (a first audit: every file read, every PNG drawn) and into
+index.html) into an emptied --out each run (a first audit: every file read, every PNG drawn; and with
+--no-plots, nothing drawn) and into
 the same --out each run (a re-audit: what the first parsed and the PNGs whose inputs did not change
 are kept), against baselines measured in the same run: bare `python -c pass`, the imports alone (the
 audit's modules and matplotlib's Agg figure: the floor under the first audit), and, when MLE-bench is
@@ -41,6 +42,7 @@ from synthetic import TASKS, make_sweep  # noqa: E402
 MATPLOTLIB = "matplotlib.figure, matplotlib.backends.backend_agg"
 """What `audit.plots.new_figure` imports."""
 FIRST = "run_paper.py audit into an empty --out (first audit: everything read and written, plots drawn)"
+BARE = "run_paper.py audit --no-plots into an empty --out (first audit: no PNG drawn)"
 AGAIN = "run_paper.py audit again (re-audit: unchanged inputs and plots kept)"
 PASS = "python -c pass"
 IMPORTS = "imports alone (the audit's modules and matplotlib's Agg figure; nothing read or drawn)"
@@ -204,6 +206,7 @@ def main() -> None:
             fresh = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(here / "fresh")]
             results = dict(fixed)
             results[FIRST] = whole_process(fresh, repeats, here / "fresh")
+            results[BARE] = whole_process([*fresh, "--no-plots"], repeats, here / "fresh")
             results[AGAIN] = whole_process(audit, repeats)
             baseline = aggregator_command(dirs, here)
             if baseline is not None:
