@@ -1,16 +1,23 @@
-"""Benchmark: audit time for a synthetic sweep of N grading reports (default 10,000).
+"""Benchmark: audit time and memory as the sweep grows (default 1,000, 10,000 and 100,000 grading reports).
 
-Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, events) under a temp
-dir (or --keep DIR) and prints a table of whole-process runs (median wall and CPU of --repeats):
-`run_paper.py audit` (every table, summary.csv, report.md, plots and index.html) into the same --out
-each run (a re-audit: PNGs whose inputs did not change are kept) and into an emptied --out each run
-(every PNG drawn), against baselines measured in the same run: bare `python -c pass`, the imports
-alone (the audit's modules and matplotlib's Agg figure: the floor under the empty --out row), and, when MLE-bench
-is installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
+Writes a synthetic two-regime output layout (launch.json, reports, cost CSVs, events) per size under a
+temp dir (or --keep DIR, where a sweep already written for a size is reused) and prints, per size, a
+table of whole-process runs (median wall, CPU and peak RSS of --repeats after a warm-up; each child's
+own figures from `os.wait4`): `run_paper.py audit` (every table, summary.csv, report.md, plots and
+index.html) into an emptied --out each run (a first audit: every file read, every PNG drawn; and with
+--no-plots, nothing drawn) and into
+the same --out each run (a re-audit: what the first parsed and the PNGs whose inputs did not change
+are kept), against baselines measured in the same run: bare `python -c pass`, the imports alone (the
+audit's modules and matplotlib's Agg figure: the floor under the first audit), and, when MLE-bench is
+installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
 scripts/install_mlebench.sh puts them), MLE-bench's own aggregator
-(`experiments/aggregate_grading_reports.py`) over the same reports, run by the venv's python.
+(`experiments/aggregate_grading_reports.py`) over the same reports, run by the venv's python (its
+report paths passed through a file: 100,000 of them exceed the kernel's argument limit). Then a
+scaling table: each process's CPU per size and the ratio of each size to the one before.
 
-Usage: python benchmarks/audit.py [--reports 10000] [--repeats 5] [--no-events] [--keep DIR]
+Sizes above 10,000 run max(1, repeats x 10,000 / size) times (one run of 100,000 per ten of 10,000).
+
+Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -18,13 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,41 +41,84 @@ from synthetic import TASKS, make_sweep  # noqa: E402
 
 MATPLOTLIB = "matplotlib.figure, matplotlib.backends.backend_agg"
 """What `audit.plots.new_figure` imports."""
+FIRST = "run_paper.py audit into an empty --out (first audit: everything read and written, plots drawn)"
+BARE = "run_paper.py audit --no-plots into an empty --out (first audit: no PNG drawn)"
+AGAIN = "run_paper.py audit again (re-audit: unchanged inputs and plots kept)"
+PASS = "python -c pass"
+IMPORTS = "imports alone (the audit's modules and matplotlib's Agg figure; nothing read or drawn)"
+RUN_WITH_LIST = (
+    "import runpy, sys; script, listed, *rest = sys.argv[1:]; "
+    "sys.argv = [script, '--grading-reports', *open(listed).read().splitlines(), *rest]; "
+    "runpy.run_path(script, run_name='__main__')"
+)
+"""Runs the aggregator unchanged with its `--grading-reports` taken from a file, one path a line."""
 
 
-def mlebench_reports(dirs: list[Path], root: Path) -> tuple[list[str], Path]:
-    """The same reports in MLE-bench's run-group shape ({"competition_reports": [...]}) and a split file."""
+@dataclass(frozen=True)
+class Run:
+    """Medians of one process's timed runs."""
+
+    wall: float
+    cpu: float
+    rss_mb: float
+    """Peak resident set size of the child (ru_maxrss), MB."""
+
+
+def sweep_of(root: Path, n_reports: int, events: bool) -> tuple[list[Path], float]:
+    """The synthetic sweep of `n_reports` under `root` (reused when a complete one is there) and the
+    seconds its generation took (0 when reused)."""
+    done = root / "sweep.json"
+    want = {"reports": n_reports, "events": events}
+    if done.is_file() and json.loads(done.read_text()).get("sweep") == want:
+        return [Path(d) for d in json.loads(done.read_text())["dirs"]], 0.0
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    dirs = make_sweep(root, n_reports, events=events)
+    done.write_text(json.dumps({"sweep": want, "dirs": [str(d) for d in dirs]}))
+    return dirs, time.perf_counter() - t0
+
+
+def mlebench_reports(dirs: list[Path], root: Path) -> tuple[Path, Path]:
+    """The same reports in MLE-bench's run-group shape ({"competition_reports": [...]}), a file listing
+    their paths and a split file."""
     out, paths = root / "mlebench-reports", []
     out.mkdir(exist_ok=True)
     for directory in dirs:
         for report in sorted(directory.glob("runs/*/*_grading_report.json")):
             target = out / f"{directory.name}.{report.parent.name}.{report.name}"
-            target.write_text(json.dumps({"competition_reports": [json.loads(report.read_text())]}))
+            if not target.is_file():
+                target.write_text(json.dumps({"competition_reports": [json.loads(report.read_text())]}))
             paths.append(str(target))
+    listed = root / "mlebench-reports.txt"
+    listed.write_text("\n".join(paths) + "\n")
     split = root / "split.txt"
     split.write_text("\n".join(TASKS) + "\n")
-    return paths, split
+    return listed, split
 
 
-def whole_process(cmd: list[str], repeats: int, fresh: Path | None = None) -> tuple[float, float]:
-    """Median wall and CPU seconds (user + sys of the child) of `repeats` runs after one warm-up.
+def whole_process(cmd: list[str], repeats: int, fresh: Path | None = None) -> Run:
+    """Medians of `repeats` runs after one warm-up: wall, CPU (user + sys of the child) and peak RSS.
 
     `fresh`: a dir removed before each run (untimed), e.g. the audit's output dir, so that nothing
-    from an earlier run (the PNGs it keeps when their inputs are unchanged) is reused.
+    from an earlier run (what it parsed, the PNGs it keeps when their inputs are unchanged) is reused.
     """
-    walls, cpus = [], []
+    walls, cpus, rss = [], [], []
     for i in range(repeats + 1):
         if fresh is not None:
             shutil.rmtree(fresh, ignore_errors=True)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=REPO)
+        _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise SystemExit(f"benchmark: {' '.join(cmd[:4])} ... exited {child.returncode}")
         if i:
             walls.append(wall)
-            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(walls), statistics.median(cpus)
+            cpus.append(usage.ru_utime + usage.ru_stime)
+            rss.append(usage.ru_maxrss / 1024)  # KiB on Linux
+    return Run(statistics.median(walls), statistics.median(cpus), statistics.median(rss))
 
 
 def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | None:
@@ -86,8 +136,42 @@ def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | 
     ).stdout.strip()
     label = f"MLE-bench aggregate_grading_reports.py @{commit or '?'} (MLEBENCH_VENV)"
     python = str(Path(venv) / "bin" / "python")
-    paths, split = mlebench_reports(dirs, root)
-    return label, [python, str(script), "--grading-reports", *paths, "--split", str(split), "--pad-missing"]
+    listed, split = mlebench_reports(dirs, root)
+    command = [python, "-c", RUN_WITH_LIST, str(script), str(listed), "--split", str(split)]
+    return label, [*command, "--pad-missing"]
+
+
+def table(results: dict[str, Run], reference: Run | None) -> list[str]:
+    """One size's rows: wall, CPU, peak RSS and CPU against python -c pass and the aggregator."""
+    base = results[PASS].cpu
+    lines = [
+        "| process | wall s | CPU s | peak RSS MB | CPU vs python -c pass | CPU vs MLE-bench aggregator |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, run in results.items():
+        versus = f"{run.cpu / reference.cpu:.2f}x" if reference else "n/a (MLEBENCH_VENV not set)"
+        lines.append(
+            f"| {name} | {run.wall:.2f} | {run.cpu:.2f} | {run.rss_mb:.0f} | {run.cpu / base:.1f}x | {versus} |"
+        )
+    return lines
+
+
+def scaling(by_size: dict[int, dict[str, Run]]) -> list[str]:
+    """Each process's CPU per size and each size's ratio to the one before (x size ratio)."""
+    sizes = sorted(by_size)
+    names = [n for n in by_size[sizes[0]] if n not in (PASS, IMPORTS)]
+    head = [f"{n:,} CPU s" for n in sizes]
+    ratios = [f"{b:,}/{a:,} (x{b / a:g} reports)" for a, b in zip(sizes, sizes[1:], strict=False)]
+    lines = [
+        f"| process | {' | '.join(head + ratios)} | peak RSS MB at {sizes[-1]:,} |",
+        "|---|" + "---:|" * (len(head) + len(ratios) + 1),
+    ]
+    for name in names:
+        cpus = [by_size[n][name].cpu for n in sizes]
+        steps = [f"{b / a:.2f}x" for a, b in zip(cpus, cpus[1:], strict=False)]
+        cells = [f"{c:.2f}" for c in cpus] + steps + [f"{by_size[sizes[-1]][name].rss_mb:.0f}"]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return lines
 
 
 def main() -> None:
@@ -95,49 +179,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--reports", type=int, default=10_000)
+    parser.add_argument("--sizes", default="1000,10000,100000", help="report counts, comma-separated")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
     root = args.keep or Path(tempfile.mkdtemp(prefix="audit-bench-"))
     py = sys.executable
     try:
-        t0 = time.perf_counter()
-        dirs = make_sweep(root, args.reports, events=not args.no_events)
-        print(f"synthetic sweep: {args.reports} reports in {len(dirs)} output dirs "
-              f"(generated in {time.perf_counter() - t0:.1f} s)")  # fmt: skip
-        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
-              f"medians of {args.repeats} whole-process runs")  # fmt: skip
-        audit = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "audit")]
-        fresh = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(root / "fresh")]
-        # What any audit that draws its PNGs with matplotlib pays before reading a file: the floor under
-        # the "empty --out" row (the one row the issue's target is about), measured beside it.
         imports = "import mle_world.cli, mle_world.audit, mle_world.audit.pages, " + MATPLOTLIB
-        cases = {
-            "python -c pass": ([py, "-c", "pass"], None),
-            "imports alone (the audit's modules and matplotlib's Agg figure; nothing read or drawn)": (
-                [py, "-c", imports], None
-            ),
-            "run_paper.py audit again (tables, summary.csv, report.md, index.html; unchanged plots kept)": (
-                audit, None
-            ),
-            "run_paper.py audit into an empty --out (everything written, plots drawn)": (fresh, root / "fresh"),
-        }  # fmt: skip
-        baseline = aggregator_command(dirs, root)
-        if baseline is not None:
-            cases[baseline[0]] = (baseline[1], None)
-        results = {name: whole_process(cmd, args.repeats, out) for name, (cmd, out) in cases.items()}
-        base_wall, base_cpu = results["python -c pass"]
-        reference = results[baseline[0]] if baseline is not None else None
-        print()
-        print("| process | wall s | CPU s | CPU vs python -c pass | CPU vs MLE-bench aggregator |")
-        print("|---|---:|---:|---:|---:|")
-        for name, (wall, cpu) in results.items():
-            versus = (
-                f"{cpu / reference[1]:.2f}x" if reference else "n/a (MLE-bench not installed: MLEBENCH_VENV)"
-            )
-            print(f"| {name} | {wall:.2f} | {cpu:.2f} | {cpu / base_cpu:.1f}x | {versus} |")
+        fixed = {
+            PASS: whole_process([py, "-c", "pass"], args.repeats),
+            IMPORTS: whole_process([py, "-c", imports], args.repeats),
+        }
+        by_size: dict[int, dict[str, Run]] = {}
+        for n in sizes:
+            repeats = args.repeats if n <= 10_000 else max(1, args.repeats * 10_000 // n)
+            here = root / f"n{n}"
+            dirs, took = sweep_of(here, n, events=not args.no_events)
+            made = f"generated in {took:.1f} s" if took else "reused"
+            print(f"\n### {n:,} reports in {len(dirs)} output dirs ({made}); "
+                  f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
+                  f"medians of {repeats} whole-process runs\n")  # fmt: skip
+            audit = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(here / "audit")]
+            fresh = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(here / "fresh")]
+            results = dict(fixed)
+            results[FIRST] = whole_process(fresh, repeats, here / "fresh")
+            results[BARE] = whole_process([*fresh, "--no-plots"], repeats, here / "fresh")
+            results[AGAIN] = whole_process(audit, repeats)
+            baseline = aggregator_command(dirs, here)
+            if baseline is not None:
+                results[baseline[0]] = whole_process(baseline[1], repeats)
+            by_size[n] = results
+            print("\n".join(table(results, results[baseline[0]] if baseline else None)), flush=True)
+        if len(sizes) > 1:
+            print("\n### scaling: CPU s per size, and each size against the one before\n")
+            print("\n".join(scaling(by_size)))
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

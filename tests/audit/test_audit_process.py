@@ -60,3 +60,44 @@ def test_audit_frees_what_it_read(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
     assert out.stdout.strip().splitlines()[-1] == "0", out.stderr
+
+
+NO_PLOTS = """
+import contextlib, io, json, sys
+from mle_world.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(["audit", *sys.argv[1:]])
+print(json.dumps({"code": code, "matplotlib": "matplotlib" in sys.modules}))
+"""
+
+
+def test_no_plots_draws_nothing_and_keeps_the_current_plots(tmp_path: Path) -> None:
+    dirs = make_sweep(tmp_path, 300, events=True)  # ungated predictions too: a calibration plot
+    out = tmp_path / "audit"
+
+    def audit(*flags: str) -> tuple[bool, str]:
+        """(matplotlib imported, report.md's plots section) of one audit process."""
+        run = subprocess.run(
+            [sys.executable, "-c", NO_PLOTS, *map(str, dirs), "--out", str(out), *flags],
+            capture_output=True, text=True, check=True, cwd=tmp_path,
+        )  # fmt: skip
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        assert result["code"] == 0, run.stderr
+        return result["matplotlib"], (out / "report.md").read_text().partition("## Plots")[2]
+
+    assert audit("--no-plots") == (False, "")
+    assert not list(out.glob("*.png"))
+    drew, plots = audit()
+    assert drew and "(medal_rates.png)" in plots and "(calibration.png)" in plots
+    drawn = {p.name: p.read_bytes() for p in out.glob("*.png")}
+    # Unchanged numbers: the PNGs drawn are still the sweep's, shown without drawing anything.
+    assert audit("--no-plots") == (False, plots)
+    assert 'src="data:image/png;base64,' in (out / "index.html").read_text()
+    report = next(dirs[0].glob("runs/aide/*_grading_report.json"))
+    data = json.loads(report.read_text())
+    data.update(gold_medal=not data["gold_medal"], any_medal=not data["gold_medal"])
+    report.write_text(json.dumps(data))
+    # A medal changed: medal_rates.png shows old numbers, so it is left out (and left as it was).
+    drew, plots = audit("--no-plots")
+    assert not drew and "medal_rates.png" not in plots and "(calibration.png)" in plots
+    assert {p.name: p.read_bytes() for p in out.glob("*.png")} == drawn

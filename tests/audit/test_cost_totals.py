@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mle_world.audit.cache import open_parsed_inputs
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.costs.summary import read_cost_rows, summarise_cost_rows
 
@@ -105,3 +106,26 @@ def test_cells_that_are_not_finite_numbers_are_unknown(tmp_path: Path, quoted: b
     assert summary["coder"].cost_usd is None and summary["coder"].prompt_tokens is None
     assert summary["coder"].completion_tokens is None  # 1e400 is no count
     assert summary["world"].prompt_tokens == 10 and summary["world"].cost_usd == 0.5
+
+
+def test_kept_entries_sum_as_a_first_read(tmp_path: Path) -> None:
+    """A re-audit's totals from the kept entries (a file of one trial kept as its total, others as rows)
+    equal a first read's, also for a trial whose rows are in two files and for unreadable files."""
+    costs, audit_dir = tmp_path / "costs", tmp_path / "audit"
+    costs.mkdir()
+    audit_dir.mkdir()
+    for name, data in FILES.items():
+        (costs / name).write_bytes(data)
+    (costs / "p.t1-again.csv").write_text(f"{HEADER}\nt1,coder,0.1,1,1,0.3\n")  # t1's rows in two files
+    (costs / "q.two-trials.csv").write_text(f"{HEADER}\nt30,coder,0.1,1,1,\nt31,coder,0.2,2,2,\n")
+    first = open_parsed_inputs(audit_dir)
+    fresh = read_cost_totals(str(costs), first)
+    assert fresh == read_cost_totals(str(costs))
+    first.save()
+    again = open_parsed_inputs(audit_dir)
+    assert read_cost_totals(str(costs), again) == fresh
+    assert again.read == 0  # every entry used (p.t1-again.csv's rows read again: t1's total began in a.)
+    assert fresh[0]["t1"].cost == 0.25 + 0.5 + 0.1 and fresh[0]["t1"].gpu == 0.1 + 0.3
+    entries = again.entries["cost"]
+    assert len(entries[str(costs / "a.plain.csv")][1]) == 3  # (readable, trial id, total)
+    assert len(entries[str(costs / "q.two-trials.csv")][1]) == 2  # (readable, rows)

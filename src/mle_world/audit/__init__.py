@@ -92,8 +92,11 @@ def run_audit(
     out_dir: Path | None = None,
     plots: bool = True,
     trial_pages: bool = True,
+    draw_plots: bool = True,
 ) -> int:
     """Audit `dirs`, write outputs, show the tables on `display`; exit code 1 under `strict` if anything is off.
+
+    `draw_plots` off (`--no-plots`): no PNG is drawn; those already drawn from the same numbers are kept.
 
     "Off" means a missing, invalid or duplicate trial report, or an unreadable/missing launch.json.
     Raises UserError when an input dir does not exist.
@@ -109,7 +112,7 @@ def run_audit(
     from mle_world.audit.pages import write_pages
 
     with no_cyclic_gc():
-        written = write_outputs(result, target, plots=plots)
+        written = write_outputs(result, target, plots=plots, draw=draw_plots)
         pngs = [p.name for p in written if p.suffix == ".png"]
         written += write_pages(result, target, pngs, pages=trial_pages)
         parsed.save()

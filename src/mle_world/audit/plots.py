@@ -287,21 +287,31 @@ def save_png(fig: Any, path: Path, key: str) -> None:
 
 
 def write_plots(
-    rates: Sequence[RateRow], world: Sequence[WorldRow], curves: Sequence[Curve], out_dir: Path
+    rates: Sequence[RateRow],
+    world: Sequence[WorldRow],
+    curves: Sequence[Curve],
+    out_dir: Path,
+    draw: bool = True,
 ) -> list[str]:
-    """Write the PNGs that have data (keeping those already drawn from the same inputs); their file names."""
+    """Write the PNGs that have data (keeping those already drawn from the same inputs); their file names.
+
+    `draw` off (`audit --no-plots`): nothing is drawn and matplotlib is not imported; only the PNGs
+    already drawn from the same inputs are kept and named (one whose inputs changed is left out).
+    """
     figures = (
         ("medal_rates.png", medal_rates_data(rates), draw_medal_rates),
         ("calibration.png", calibration_data(world), draw_calibration),
         ("best_metric_over_time.png", curves_data(curves), draw_curves),
     )
     written = []
-    for name, data, draw in figures:
+    for name, data, drawing in figures:
         if data is None:
             continue
         key, path = digest(data), out_dir / name
         if png_text(path, DIGEST_KEY) != key:
-            save_png(draw(data), path, key)
+            if not draw:
+                continue
+            save_png(drawing(data), path, key)
         written.append(name)
     return written
 
@@ -353,12 +363,15 @@ def draw_whatif(data: dict[str, Any]) -> Any:
     return fig
 
 
-def write_whatif_plot(curves: Sequence[WhatIfRow], out_dir: Path) -> list[str]:
-    """`whatif_gates.png` when there are what-if rows (kept when drawn from the same inputs); its name."""
+def write_whatif_plot(curves: Sequence[WhatIfRow], out_dir: Path, draw: bool = True) -> list[str]:
+    """`whatif_gates.png` when there are what-if rows (kept when drawn from the same inputs); its name.
+    `draw` off: as in `write_plots`, only a PNG already drawn from the same inputs is kept and named."""
     data = whatif_data(curves)
     if data is None:
         return []
     key, path = digest(data), out_dir / WHATIF_PNG
     if png_text(path, DIGEST_KEY) != key:
+        if not draw:
+            return []
         save_png(draw_whatif(data), path, key)
     return [WHATIF_PNG]

@@ -353,11 +353,11 @@ def report_markdown(result: AuditResult, plots: Sequence[str]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_outputs(result: AuditResult, out_dir: Path, plots: bool = True) -> list[Path]:
-    """summary.csv, report.md and the PNGs into `out_dir`."""
+def write_outputs(result: AuditResult, out_dir: Path, plots: bool = True, draw: bool = True) -> list[Path]:
+    """summary.csv, report.md and the PNGs into `out_dir` (`draw` off: only the PNGs still current)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = write_plots(result.rates, result.world, result.curves, out_dir) if plots else []
-    names += write_whatif_plot(result.whatif.curves, out_dir) if plots else []
+    names = write_plots(result.rates, result.world, result.curves, out_dir, draw) if plots else []
+    names += write_whatif_plot(result.whatif.curves, out_dir, draw) if plots else []
     write_text_atomic(out_dir / "summary.csv", summary_csv(result))
     write_text_atomic(out_dir / "report.md", report_markdown(result, names))
     return [out_dir / "summary.csv", out_dir / "report.md", *(out_dir / n for n in names)]

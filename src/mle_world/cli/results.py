@@ -101,6 +101,11 @@ def add_audit_flags(p: argparse.ArgumentParser) -> None:
         help="the directory to write the audit into (default: the first OUTPUT_DIR/audit)",
     )
     p.add_argument("--no-trial-pages", action="store_true", help="write index.html without a page per trial")
+    p.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="draw no PNG (matplotlib is not even imported); those drawn before from the same numbers are kept and shown",
+    )
 
 
 def add_show_flags(p: argparse.ArgumentParser) -> None:
@@ -238,6 +243,7 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
             display=RichDisplay(console),
             out_dir=args.out,
             trial_pages=not args.no_trial_pages,
+            draw_plots=not args.no_plots,
         )
     except OSError as exc:
         # Where the OS refuses to let us write (a read-only or pseudo file system): name the flag.
