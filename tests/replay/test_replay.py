@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,21 @@ from mle_world.replay.replies import ReplayReply
 pytestmark = pytest.mark.timeout(120)
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_replay(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`run_paper.py replay ...` in a process of its own: the scripted server answers from this one (an
+    in-process command would leave the server's keep-alive connection threads running here)."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "run_paper.py"), "replay", *argv, "--config", str(paper())],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def world_requests(server: FakeOpenAIServer) -> list[dict]:
     """The world-model requests a server got (not the endpoint check's probes)."""
     return [r for r in server.chat_requests if r["messages"][0].get("content") == WORLD_SYSTEM]
@@ -34,7 +51,7 @@ def replies(out: Path) -> list[ReplayReply]:
     ]
 
 
-def test_replayed_requests_are_the_ones_the_agent_sent(tmp_path: Path, cli) -> None:
+def test_replayed_requests_are_the_ones_the_agent_sent(tmp_path: Path) -> None:
     data = tmp_path / "data"
     public = task_data(data)
     out = tmp_path / "ungated"
@@ -61,9 +78,7 @@ def test_replayed_requests_are_the_ones_the_agent_sent(tmp_path: Path, cli) -> N
     assert len(sent) == 4  # every stage is consulted, one candidate a step
 
     with FakeOpenAIServer("fake-world", default=world) as replay_server:
-        run = cli.run(
-            "replay", str(out), "--world-url", replay_server.url, "--config", str(paper()), cwd=tmp_path
-        )
+        run = run_replay(str(out), "--world-url", replay_server.url, cwd=tmp_path)
         assert run.returncode == 0, run.stderr
         again = world_requests(replay_server)
 
@@ -84,18 +99,15 @@ def paper() -> Path:
     return packaged_config("paper.yaml")
 
 
-def test_a_world_model_of_known_accuracy_is_recovered(tmp_path: Path, cli) -> None:
+def test_a_world_model_of_known_accuracy_is_recovered(tmp_path: Path) -> None:
     truth = scripted_sweep(tmp_path / "ungated", tmp_path / "data", trials=20, steps=20)
     accuracy = 0.7
     model = KnownAccuracyWorld(truth, accuracy, seed=3)
     with FakeOpenAIServer("scripted-70", default=model) as server:
-        run = cli.run(
-            "replay",
+        run = run_replay(
             str(tmp_path / "ungated"),
             "--world-url",
             server.url,
-            "--config",
-            str(paper()),
             cwd=tmp_path,
         )
     assert run.returncode == 0, run.stderr
@@ -110,3 +122,88 @@ def test_a_world_model_of_known_accuracy_is_recovered(tmp_path: Path, cli) -> No
     report = (tmp_path / "ungated" / "replay" / "scripted-70" / "replay-report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| replayed | all |"))
     assert f"| {hits / n:.3f} |" in row
+
+
+def test_pairwise_replay_scores_siblings_and_exports_the_corpus(tmp_path: Path) -> None:
+    from replaykit import KnownPairwiseWorld
+
+    from mle_world.replay.corpus import PreferencePair
+
+    metrics: dict[str, float | None] = {}
+    scripted_sweep(tmp_path / "ungated", tmp_path / "data", trials=6, steps=12, seed=5, metrics=metrics)
+    model = KnownPairwiseWorld(metrics, 0.8, seed=1)
+    corpus = tmp_path / "pairs.jsonl"
+    with FakeOpenAIServer("pairwise-80", default=model) as server:
+        run = run_replay(
+            str(tmp_path / "ungated"),
+            "--world-url",
+            server.url,
+            "--mode",
+            "pairwise",
+            "--export",
+            str(corpus),
+            cwd=tmp_path,
+        )
+    assert run.returncode == 0, run.stderr
+    pairs = [PreferencePair.model_validate_json(line) for line in corpus.read_text().splitlines()]
+    assert pairs and len(pairs) == len(model.right)
+    for pair in pairs:
+        a, b = metrics[pair.a.node_id], metrics[pair.b.node_id]
+        assert (pair.a.metric, pair.b.metric) == (a, b)
+        assert pair.better == ("A" if b is None or (a is not None and a > b) else "B")
+        assert pair.a.node_id != pair.b.node_id and pair.context.task_description.startswith("# Tiny task")
+        # Siblings: the same parent (or both drafts), which the context shows.
+        assert (pair.context.parent is None) == (pair.a.stage == "draft")
+    stored = replies(tmp_path / "ungated" / "replay" / "pairwise-80")
+    hits = sum(model.right.values())
+    assert len(stored) == len(pairs) and all(r.mode == "pairwise" and r.valid for r in stored)
+    report = (tmp_path / "ungated" / "replay" / "pairwise-80" / "replay-report.md").read_text()
+    assert f"| wm-point | {len(pairs)} | 0 | {hits / len(pairs):.3f} |" in report
+
+
+def refused(run, *needles: str) -> None:
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path: Path, cli) -> None:
+    out = tmp_path / "ungated"
+    scripted_sweep(out, tmp_path / "data", trials=1, steps=4)
+    journal = out / "runs" / "wm-point" / "tiny_seed100" / "journal.json"
+    events = journal.with_name("events.jsonl")
+
+    # Each input is refused before an endpoint is contacted (the dead one by the endpoint checks).
+    def replay(*dirs: Path, url: str = "http://127.0.0.1:9/v1") -> object:
+        return cli.run("replay", *map(str, dirs), "--world-url", url, cwd=tmp_path)
+
+    # An unreachable endpoint, through the endpoint checks every command uses.
+    refused(
+        replay(out),
+        "replay: world endpoint http://127.0.0.1:9/v1",
+        "unreachable",
+    )
+    # A gated sweep holds no ground truth for vetoed candidates.
+    gated = tmp_path / "gated"
+    spec = spec_for(gated, task_data(tmp_path / "gdata"), regime="gated")
+    write_launch(gated, "gated", [spec.trial_id], tmp_path / "gdata")
+    refused(replay(gated), "no ungated trial with a world model", "1 gated")
+    # No candidate with an outcome: the events say none ran.
+    saved = events.read_text()
+    events.write_text(saved.replace('"executed":true', '"executed":false'))
+    refused(replay(out), "replay: no recorded candidates")
+    events.write_text(saved)
+    # A journal or a launch of another harness version.
+    text = journal.read_text()
+    journal.write_text(json.dumps({**json.loads(text), "version": 1}))
+    refused(replay(out), f"{journal}: journal version 1", "another harness version")
+    journal.write_text(text)
+    launch = out / "launch.json"
+    record = launch.read_text()
+    launch.write_text(json.dumps({**json.loads(record), "harness_version": "0.0.9"}))
+    refused(replay(out), "launch.json: launched by harness 0.0.9")
+    launch.write_text(record)
+    refused(replay(tmp_path / "nowhere"), "replay:", "no such directory")
+    assert not (out / "replay").exists() and not (gated / "replay").exists()

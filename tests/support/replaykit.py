@@ -116,11 +116,18 @@ def spec_for(
 
 
 def scripted_sweep(
-    out: Path, data_dir: Path, *, trials: int, steps: int, seed: int = 0, configuration: str = "wm-point"
+    out: Path,
+    data_dir: Path,
+    *,
+    trials: int,
+    steps: int,
+    seed: int = 0,
+    configuration: str = "wm-point",
+    metrics: dict[str, float | None] | None = None,
 ) -> dict[str, bool]:
     """An ungated sweep written record by record: each trial a chain of drafts and improves, every node
     consulted and executed (ungated, one candidate a step), its outcome in events.jsonl. Returns node id →
-    whether it improved (the ground truth a world model is scored on)."""
+    whether it improved (the ground truth a world model is scored on); `metrics` gets each node's metric."""
     rng = random.Random(seed)
     public = task_data(data_dir)
     truth: dict[str, bool] = {}
@@ -162,6 +169,8 @@ def scripted_sweep(
             )
             nodes.append(node)
             truth[node_id] = improved
+            if metrics is not None:
+                metrics[node_id] = metric
             event = PredictionEvent(
                 ts=TS + timedelta(minutes=step + 1),
                 node_id=node_id,
@@ -220,3 +229,35 @@ class KnownAccuracyWorld:
         says = self.truth[node] if hit else not self.truth[node]
         body = {"p_bug": 0.2, "p_improves": 0.9 if says else 0.1, "confidence": 0.8, "rationale": "scripted"}
         return Reply(content=json.dumps(body))
+
+
+def pair_of(request: dict[str, Any]) -> tuple[str, str] | None:
+    """The node ids marked in a pairwise prompt's solutions A and B."""
+    text = prompt_text(request)
+    if "Solution A" not in text:
+        return None
+    a_part, b_part = text.split("Solution A", 1)[1].split("Solution B", 1)
+    a, b = MARKER.search(a_part), MARKER.search(b_part)
+    return (a.group(1), b.group(1)) if a and b else None
+
+
+class KnownPairwiseWorld:
+    """A pairwise world endpoint that names the better solution with probability `accuracy` (a seeded
+    coin per pair), judging by `metric` (node id → metric, None for a buggy run; higher is better)."""
+
+    def __init__(self, metric: dict[str, float | None], accuracy: float, seed: int = 0) -> None:
+        self.metric = metric
+        self.accuracy = accuracy
+        self.seed = seed
+        self.right: dict[tuple[str, str], bool] = {}
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        pair = pair_of(request)
+        if pair is None:
+            return Reply(content="OK")
+        a, b = (self.metric[n] for n in pair)
+        truth = "A" if b is None or (a is not None and a > b) else "B"
+        hit = random.Random(f"{self.seed}:{pair}").random() < self.accuracy
+        self.right[pair] = hit
+        said = truth if hit else ("B" if truth == "A" else "A")
+        return Reply(content=json.dumps({"better": said, "confidence": 0.8, "rationale": "scripted"}))

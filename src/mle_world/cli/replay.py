@@ -69,13 +69,14 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from mle_world.agent import EndpointClient, MemorySink
     from mle_world.launch.endpoints import check_endpoints
     from mle_world.plan.config import load_paper_config
-    from mle_world.replay import EndpointDown, load_sources, plan_replay, run_plan
+    from mle_world.replay import EndpointDown, load_sources, plan_replay, require_requests, run_plan
     from mle_world.tasks.registry import load_registry
 
     dirs = [require_output_dir(d.absolute(), "replay") for d in args.output_dirs]
     sources = load_sources(
         dirs, tuple(args.configs or ()), args.data_dir.absolute() if args.data_dir else None
     )
+    require_requests(sources, args.mode)
     config = load_paper_config(args.config or default_config_path("paper.yaml"), load_registry().__contains__)
     models: dict[Role, str] = {"world": args.world_model} if args.world_model else {}
     flags = EndpointFlags(urls={"world": args.world_url}, models=models)

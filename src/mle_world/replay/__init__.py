@@ -16,13 +16,21 @@ from mle_world import layout
 from mle_world.errors import UserError
 from mle_world.replay.corpus import write_corpus
 from mle_world.replay.replies import ReplyStore
-from mle_world.replay.requests import PairRequest, PointRequest, RequestBuilder
+from mle_world.replay.requests import PairRequest, PointRequest, RequestBuilder, has_requests
 from mle_world.replay.scoring import Scores, report_markdown, score
 from mle_world.replay.sending import EndpointDown, Progress, SendResult, send_all
 from mle_world.replay.sources import Sources, load_sources
 from mle_world.storage import write_text_atomic
 
-__all__ = ["EndpointDown", "Plan", "ReplayOutcome", "load_sources", "plan_replay", "run_plan"]
+__all__ = [
+    "EndpointDown",
+    "Plan",
+    "ReplayOutcome",
+    "load_sources",
+    "plan_replay",
+    "require_requests",
+    "run_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -46,20 +54,9 @@ class ReplayOutcome:
     written: tuple[Path, ...]
 
 
-def plan_replay(
-    sources: Sources,
-    model: Any,
-    model_id: str,
-    max_tokens: int,
-    mode: Literal["pointwise", "pairwise"],
-    pairs_too: bool,
-) -> Plan:
-    """The requests of `mode` (and the pairs, for an export); a UserError when there are none."""
-    builder = RequestBuilder(model, model_id, max_tokens)
-    points = builder.pointwise(sources.trials) if mode == "pointwise" else []
-    pairs = builder.pairwise(sources.trials) if mode == "pairwise" or pairs_too else []
-    wanted = points if mode == "pointwise" else pairs
-    if not wanted:
+def require_requests(sources: Sources, mode: Literal["pointwise", "pairwise"]) -> None:
+    """A UserError when `mode` has nothing to replay in these trials (before any endpoint is contacted)."""
+    if not has_requests(sources.trials, mode):
         what = (
             "consulted candidate whose execution has an outcome"
             if mode == "pointwise"
@@ -68,6 +65,20 @@ def plan_replay(
         raise UserError(
             f"replay: no recorded candidates: {len(sources.trials)} ungated trial(s) hold no {what}"
         )
+
+
+def plan_replay(
+    sources: Sources,
+    model: Any,
+    model_id: str,
+    max_tokens: int,
+    mode: Literal["pointwise", "pairwise"],
+    pairs_too: bool,
+) -> Plan:
+    """The requests of `mode` (and the pairs, for an export)."""
+    builder = RequestBuilder(model, model_id, max_tokens)
+    points = builder.pointwise(sources.trials) if mode == "pointwise" else []
+    pairs = builder.pairwise(sources.trials) if mode == "pairwise" or pairs_too else []
     return Plan(sources, points, pairs if mode == "pairwise" or pairs_too else [], model_id)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -127,10 +127,7 @@ class RequestBuilder:
         for trial in trials:
             consultant = self.consultant(trial)
             temperature = trial.spec.agent.world_model.temperature
-            for node in trial.checkpoint.nodes:
-                event = trial.recorded.get(node.id)
-                if event is None or not event.executed or event.actual_improved is None:
-                    continue
+            for node, event in candidates(trial):
                 ctx = self.context(trial, consultant, node.group, node.parent_id)
                 seed = agent.request_seed(trial.spec.seed, node.group, node.candidate, 0, "predict")
                 messages = agent.pointwise_messages(ctx, node)
@@ -139,35 +136,51 @@ class RequestBuilder:
         return out
 
     def pairwise(self, trials: Sequence[TrialSource]) -> list[PairRequest]:
-        """Each executed node with an outcome paired with its next executed sibling, where one did better.
-
-        The context is the earlier sibling's step's (neither outcome known yet); which sibling is shown as
-        A is a seeded coin per pair, as the agent places the best in a comparison with it.
-        """
+        """`sibling_pairs` of each trial, each with the context of the earlier sibling's step (neither
+        outcome known yet); which sibling is shown as A is a seeded coin per pair."""
         out = []
         for trial in trials:
             consultant = self.consultant(trial)
             spec = trial.spec
-            direction = trial.checkpoint.lower_is_better
-            siblings: dict[str | None, list[agent.Node]] = defaultdict(list)
-            for node in trial.checkpoint.nodes:
-                if node.executed and node.exec_time is not None:
-                    siblings[node.parent_id].append(node)
-            for parent_id, group in siblings.items():
-                for first, second in zip(group, group[1:], strict=False):
-                    winner = _better(first, second, direction)
-                    if winner is None:
-                        continue
-                    swap = agent.step_rng(spec.seed, first.group, f"replay-pair:{second.id}").random() < 0.5
-                    a, b = (second, first) if swap else (first, second)
-                    better: Literal["A", "B"] = "A" if (winner is first) != swap else "B"
-                    ctx = self.context(trial, consultant, first.group, parent_id)
-                    seed = agent.request_seed(spec.seed, first.group, second.group, 0, "compare")
-                    messages = agent.pairwise_messages(ctx, a, b)
-                    temperature = spec.agent.world_model.temperature
-                    rid = request_id(self.model_id, self.max_tokens, temperature, seed, messages)
-                    out.append(PairRequest(rid, trial, a, b, ctx, messages, seed, better))
+            temperature = spec.agent.world_model.temperature
+            for first, second, winner in sibling_pairs(trial):
+                swap = agent.step_rng(spec.seed, first.group, f"replay-pair:{second.id}").random() < 0.5
+                a, b = (second, first) if swap else (first, second)
+                better: Literal["A", "B"] = "A" if winner is a else "B"
+                ctx = self.context(trial, consultant, first.group, first.parent_id)
+                seed = agent.request_seed(spec.seed, first.group, second.group, 0, "compare")
+                messages = agent.pairwise_messages(ctx, a, b)
+                rid = request_id(self.model_id, self.max_tokens, temperature, seed, messages)
+                out.append(PairRequest(rid, trial, a, b, ctx, messages, seed, better))
         return out
+
+
+def candidates(trial: TrialSource) -> Iterator[tuple[agent.Node, PredictionEvent]]:
+    """The trial's consulted candidates whose execution has an outcome, with their PredictionEvent."""
+    for node in trial.checkpoint.nodes:
+        event = trial.recorded.get(node.id)
+        if event is not None and event.executed and event.actual_improved is not None:
+            yield node, event
+
+
+def sibling_pairs(trial: TrialSource) -> Iterator[tuple[agent.Node, agent.Node, agent.Node]]:
+    """(earlier, later, the one that did better): each executed node with an outcome paired with its next
+    executed sibling (same parent, or both drafts), where one did better."""
+    siblings: dict[str | None, list[agent.Node]] = defaultdict(list)
+    for node in trial.checkpoint.nodes:
+        if node.executed and node.exec_time is not None:
+            siblings[node.parent_id].append(node)
+    for group in siblings.values():
+        for first, second in zip(group, group[1:], strict=False):
+            winner = _better(first, second, trial.checkpoint.lower_is_better)
+            if winner is not None:
+                yield first, second, winner
+
+
+def has_requests(trials: Sequence[TrialSource], mode: Mode) -> bool:
+    """Whether `mode` has anything to ask of these trials (checked before any endpoint is contacted)."""
+    found = candidates if mode == "pointwise" else sibling_pairs
+    return any(next(iter(found(trial)), None) is not None for trial in trials)
 
 
 def _better(x: agent.Node, y: agent.Node, lower_is_better: bool | None) -> agent.Node | None:
