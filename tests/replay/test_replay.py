@@ -206,4 +206,9 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path: Path, c
     refused(replay(out), "launch.json: launched by harness 0.0.9")
     launch.write_text(record)
     refused(replay(tmp_path / "nowhere"), "replay:", "no such directory")
+    # Task data the world prompts show, missing under --data-dir.
+    elsewhere = cli.run(
+        "replay", str(out), "--world-url", "http://127.0.0.1:9/v1", "--data-dir", str(tmp_path), cwd=tmp_path
+    )
+    refused(elsewhere, f"--data-dir: {tmp_path}/tiny/prepared/public: no such directory")
     assert not (out / "replay").exists() and not (gated / "replay").exists()
