@@ -28,7 +28,7 @@ from mle_world.cli.options import (
 )
 from mle_world.errors import UserError
 from mle_world.escapes import printable_line
-from mle_world.records import Role
+from mle_world.records import LLMCallEvent, Role
 
 
 def add_replay_flags(p: argparse.ArgumentParser) -> None:
@@ -84,7 +84,9 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     display = RichDisplay(console)
     probes = check_endpoints({"world": settings}, display, prefix="replay")
     model_id = settings.model or next(p.model for p in probes if p.ok and p.model)
-    settings = settings.model_copy(update={"model": model_id})
+    concurrency = args.concurrency or settings.max_concurrent
+    # The client's own bound on requests in flight is the one --concurrency sets.
+    settings = settings.model_copy(update={"model": model_id, "max_concurrent": concurrency})
     out = (
         layout.ReplayFiles(args.out.absolute()) if args.out else layout.OutputFiles(dirs[0]).replay(model_id)
     )
@@ -94,7 +96,8 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         if export.is_dir():
             raise UserError(f"--export {export}: is a directory (name the corpus file)")
         check_writable_dir(export.parent, "--export")
-    client = EndpointClient("world", settings, MemorySink())
+    calls = MemorySink()
+    client = EndpointClient("world", settings, calls)
     try:
         plan = plan_replay(sources, client, model_id, settings.max_tokens, args.mode, args.export is not None)
         total = len(plan.points if args.mode == "pointwise" else plan.pairs)
@@ -118,7 +121,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
                     client,
                     out,
                     mode=args.mode,
-                    concurrency=args.concurrency or settings.max_concurrent,
+                    concurrency=concurrency,
                     inputs=[str(d) for d in dirs],
                     export=args.export.absolute() if args.export else None,
                     progress=lambda done, _: bar.update(task, completed=done),
@@ -137,8 +140,13 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from mle_world.replay.scoring import show_scores
 
     show_scores(outcome.scores, display)
+    attempts = [e for e in calls.events if isinstance(e, LLMCallEvent) and e.model == model_id]
+    prompt = sum(e.prompt_tokens or 0 for e in attempts)
+    completion = sum(e.completion_tokens or 0 for e in attempts)
+    retries = sum(e.outcome != "ok" for e in attempts)
     display.say(
-        f"replay: {outcome.sent.sent} request(s) sent, {outcome.sent.reused} answered by an earlier run; "
+        f"replay: {outcome.sent.sent} request(s) sent ({prompt} prompt and {completion} completion tokens, "
+        f"{retries} failed attempt(s) retried), {outcome.sent.reused} answered by an earlier run; "
         + ", ".join(str(Path(p)) for p in outcome.written)
     )
     return 0
