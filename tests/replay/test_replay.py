@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from replaykit import KnownAccuracyWorld, scripted_sweep, spec_for, task_data, w
 from mle_world.agent.__main__ import build_agent
 from mle_world.agent.llm.client import Backoff
 from mle_world.agent.prompts import WORLD_SYSTEM
+from mle_world.records import WorldModelSettings
 from mle_world.replay.replies import ReplayReply
 
 pytestmark = pytest.mark.timeout(120)
@@ -51,7 +53,13 @@ def replies(out: Path) -> list[ReplayReply]:
     ]
 
 
-def test_replayed_requests_are_the_ones_the_agent_sent(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("configuration", "context", "candidates"),
+    [("wm-all-stages", "full", 1), ("wm-blind", "blind", 1), ("wm-rank4", "full", 3)],
+)
+def test_replayed_requests_are_the_ones_the_agent_sent(
+    tmp_path: Path, configuration: str, context: str, candidates: int
+) -> None:
     data = tmp_path / "data"
     public = task_data(data)
     out = tmp_path / "ungated"
@@ -70,12 +78,19 @@ def test_replayed_requests_are_the_ones_the_agent_sent(tmp_path: Path) -> None:
         FakeOpenAIServer("fake-world", default=world) as world_server,
     ):
         urls = {"coder": coder_server.url, "feedback": feedback_server.url, "world": world_server.url}
-        spec = spec_for(out, public, urls=urls)
+        world_settings = WorldModelSettings(
+            enabled=True,
+            candidates=candidates,
+            applies_to=("draft", "debug", "improve"),
+            context=context,  # type: ignore[arg-type]
+            temperature=0.7,
+        )
+        spec = spec_for(out, public, urls=urls, configuration=configuration, world=world_settings)
         write_launch(out, "ungated", [spec.trial_id], data)
         result = build_agent(spec, backoff=Backoff(base_s=0.01, cap_s=0.05), kill_grace_s=1.0).run()
         assert result.status == "completed" and result.executed == 4
         sent = world_requests(world_server)
-    assert len(sent) == 4  # every stage is consulted, one candidate a step
+    assert len(sent) == 4 * candidates  # every stage is consulted
 
     with FakeOpenAIServer("fake-world", default=world) as replay_server:
         run = run_replay(str(out), "--world-url", replay_server.url, cwd=tmp_path)
@@ -85,8 +100,13 @@ def test_replayed_requests_are_the_ones_the_agent_sent(tmp_path: Path) -> None:
     def key(r: dict) -> tuple:
         return (json.dumps(r["messages"]), r["seed"], r["temperature"], r["max_tokens"])
 
-    # The replay's endpoint is another server of the same model: the same prompts, seeds and temperature.
-    assert sorted(map(key, again)) == sorted(map(key, sent))
+    # The replay's endpoint is another server of the same model: the same prompts, seeds and temperature,
+    # for each candidate that ran (one a step; ungated, the others were not selected and have no outcome).
+    assert len(again) == 4 and not Counter(map(key, again)) - Counter(map(key, sent))
+    if candidates == 1:
+        assert sorted(map(key, again)) == sorted(map(key, sent))
+    if context == "blind":
+        assert all("Parent solution" not in r["messages"][1]["content"] for r in again)
     stored = replies(out / "replay" / "fake-world")
     assert len(stored) == 4 and all(r.prediction is not None and r.prediction.valid for r in stored)
     assert (out / "replay" / "fake-world" / "replay-report.md").is_file()
