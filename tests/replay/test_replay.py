@@ -142,6 +142,12 @@ def test_a_world_model_of_known_accuracy_is_recovered(tmp_path: Path) -> None:
     report = (tmp_path / "ungated" / "replay" / "scripted-70" / "replay-report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| replayed | all |"))
     assert f"| {hits / n:.3f} |" in row
+    # The gate at wm-point's settings (threshold 0.5, min_confidence 0.6) would have skipped each
+    # candidate the model said p_improves 0.1 of (confidence 0.8): precision and recall per decision.
+    flagged = [not truth[r.node_id] for r in stored if r.prediction.p_improves < 0.5]  # type: ignore[union-attr]
+    worse = [r.prediction.p_improves < 0.5 for r in stored if not truth[r.node_id]]  # type: ignore[union-attr]
+    gate = f"| {len(flagged)} | {sum(flagged) / len(flagged):.3f} | {sum(worse) / len(worse):.3f} |"
+    assert gate in row, (gate, row)
 
 
 def test_pairwise_replay_scores_siblings_and_exports_the_corpus(tmp_path: Path) -> None:

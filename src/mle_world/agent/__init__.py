@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from mle_world.agent.consult import Consultant as Consultant
     from mle_world.agent.consult import TaskFacts as TaskFacts
     from mle_world.agent.events import MemorySink as MemorySink
+    from mle_world.agent.gate import rejects as rejects
     from mle_world.agent.journal import JOURNAL_VERSION as JOURNAL_VERSION
     from mle_world.agent.journal import Checkpoint as Checkpoint
     from mle_world.agent.journal import CorruptJournal as CorruptJournal
@@ -70,6 +71,7 @@ _EXPORTS = {
     "step_rng": "mle_world.agent.seeds",
     "Comparison": "mle_world.agent.world",
     "WorldModel": "mle_world.agent.world",
+    "rejects": "mle_world.agent.gate",
     "EndpointClient": "mle_world.agent.llm.client",
     "EndpointFailure": "mle_world.agent.llm.client",
     "MemorySink": "mle_world.agent.events",

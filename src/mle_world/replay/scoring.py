@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mle_world import agent
 from mle_world.audit.analysis import CalibrationRow, WorldRow, calibration_of, world_row
 from mle_world.audit.predictions import PredictionLine
 from mle_world.audit.report import WORLD_COLUMNS, bins_table, stage_table
@@ -19,7 +20,7 @@ from mle_world.audit.stats import brier_score
 from mle_world.audit.tables import Column, Table, build, markdown, num, show
 from mle_world.escapes import markdown_text
 from mle_world.launch.display import Display
-from mle_world.records import Prediction
+from mle_world.records import GateLabel, Prediction
 from mle_world.replay.replies import ReplayReply
 from mle_world.replay.requests import PairRequest, PointRequest
 
@@ -27,7 +28,17 @@ REPLAYED = "replayed"
 RECORDED = "recorded"
 
 
-def _line(request: PointRequest, said: Prediction) -> PredictionLine:
+def counterfactual(request: PointRequest, said: Prediction) -> GateLabel | None:
+    """What the gated regime would have done with the replayed verdict, at the trial's own gate settings
+    (`agent.rejects`; the forced rule ignored, as the recorded counterfactual ignores it). Known for one
+    candidate a step only: with several, the step's other candidates were not replayed (no outcome)."""
+    settings = request.trial.spec.agent.world_model
+    if settings.candidates != 1 or settings.selection != "pointwise":
+        return None
+    return "skip" if agent.rejects(said, settings) else "execute"
+
+
+def _line(request: PointRequest, said: Prediction, gate: GateLabel | None) -> PredictionLine:
     event = request.recorded
     return PredictionLine(
         stage=event.stage,
@@ -35,7 +46,7 @@ def _line(request: PointRequest, said: Prediction) -> PredictionLine:
         valid=said.valid,
         gate=event.gate,
         executed=event.executed,
-        counterfactual_gate=None,
+        counterfactual_gate=gate,
         p_improves=said.p_improves,
         p_bug=said.p_bug,
         actual_improved=event.actual_improved,
@@ -81,8 +92,9 @@ def score(
             continue
         answered += 1
         cfg = request.trial.spec.configuration
-        replayed[cfg].append(_line(request, reply.prediction))
-        recorded[cfg].append(_line(request, request.recorded.prediction))
+        replayed[cfg].append(_line(request, reply.prediction, counterfactual(request, reply.prediction)))
+        said = request.recorded.prediction
+        recorded[cfg].append(_line(request, said, said.counterfactual_gate))
     rows: list[WorldRow] = []
     for cfg in sorted(replayed):
         for regime, lines in ((REPLAYED, replayed[cfg]), (RECORDED, recorded[cfg])):
@@ -144,7 +156,9 @@ PAIR_COLUMNS: list[Column[PairRow]] = [
 NOTE = (
     "Each candidate's world-model request rebuilt from its trial's journal as the agent built it, sent to the "
     "replayed model; scored against what its execution gave (events.jsonl). `replayed` rows are the replayed "
-    "model, `recorded` rows the trial's own world model on the same candidates. Accuracy is at p_improves ≥ 0.5."
+    "model, `recorded` rows the trial's own world model on the same candidates. Accuracy is at p_improves ≥ 0.5. "
+    "`would skip`, gate precision and recall: the gated regime's decision on each candidate at its trial's "
+    "gate settings (one candidate a step only), per decision: the search would have diverged after a skip."
 )
 PAIR_NOTE = (
     "Pairs of executed siblings (same parent, or both drafts), the context of the earlier one's step; right "
