@@ -226,6 +226,13 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path: Path, c
     journal.write_text(json.dumps({**json.loads(text), "version": 1}))
     refused(replay(out), f"{journal}: journal version 1", "another harness version")
     journal.write_text(text)
+    spec_path = journal.with_name("spec.json")
+    spec_text = spec_path.read_text()
+    newer = json.loads(spec_text)
+    newer["agent"]["endpoints"]["world"]["structured_output"] = True  # a field of a newer harness
+    spec_path.write_text(json.dumps(newer))
+    refused(replay(out), f"{spec_path}: agent.endpoints.world.structured_output", "another harness version")
+    spec_path.write_text(spec_text)
     launch = out / "launch.json"
     record = launch.read_text()
     launch.write_text(json.dumps({**json.loads(record), "harness_version": "0.0.9"}))

@@ -6,6 +6,7 @@ public data (description, preview); writes nothing. Bad input is a `UserError` n
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +17,15 @@ import mle_world
 from mle_world import agent, layout
 from mle_world.errors import UserError, not_a_dir
 from mle_world.plan.sweep import task_data_dirs
-from mle_world.records import ExecutionEvent, LaunchRecord, LLMCallEvent, PredictionEvent, TrialSpec
-from mle_world.storage import read_record, read_text
+from mle_world.records import (
+    SPEC_VERSION,
+    ExecutionEvent,
+    LaunchRecord,
+    LLMCallEvent,
+    PredictionEvent,
+    TrialSpec,
+)
+from mle_world.storage import Unreadable, load_record, read_record, read_text
 from mle_world.trial_events import EVENT
 
 
@@ -131,6 +139,28 @@ def _launch(output_dir: Path) -> LaunchRecord:
     return record
 
 
+def _spec(path: Path) -> TrialSpec:
+    """The trial's spec; one that another harness version wrote (a field this one does not know, another
+    spec_version) is said to be so, as the agent says it."""
+    got = load_record(path, TrialSpec)
+    if not isinstance(got, Unreadable):
+        return got
+    error = got.error
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        try:
+            version = json.loads(read_text(path)).get("spec_version")
+        except (OSError, ValueError, AttributeError):
+            version = None
+        if first["type"] == "extra_forbidden" or (version is not None and version != SPEC_VERSION):
+            where = ".".join(str(part) for part in first["loc"])
+            raise UserError(
+                f"{path}: {where}: {first['msg']} (spec_version {version}, this harness reads {SPEC_VERSION}): "
+                f"written by another harness version than this replay's mle_world {mle_world.__version__}"
+            )
+    raise UserError(got.line("trial spec"))
+
+
 def _checkpoint(files: layout.TrialFiles) -> agent.Checkpoint | None:
     try:
         checkpoint = agent.load_checkpoint(files.journal)
@@ -171,7 +201,7 @@ def load_sources(
         launch = _launch(output_dir)
         specs = layout.spec_paths(output_dir)
         for path in specs:
-            spec = read_record(path, TrialSpec, "trial spec")
+            spec = _spec(path)
             if configurations and spec.configuration not in configurations:
                 continue
             if spec.regime != "ungated":
