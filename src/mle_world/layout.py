@@ -29,6 +29,10 @@ SWEEP_IDENTITY = ".sweep-identity"
 LAUNCHER_LOCK = ".launcher.lock"
 """Held by the one launcher of an output dir for its whole run (launch.liveness.launcher_lock)."""
 COST_SUMMARY = "summary.csv"
+REPLAY = "replay"
+"""`replay`'s default --out: `replay/<world model>/` (ReplayFiles), beside the trials it never touches."""
+REPLIES = "replies.jsonl"
+REPLAY_REPORT = "replay-report.md"
 REPORT_SUFFIX = "_grading_report.json"
 
 # A trial dir's files.
@@ -67,6 +71,7 @@ FILE_NAMES = frozenset(
         *(SWEEP_IDENTITY, LAUNCHER_LOCK, SPEC, STATUS, STATUS_LOCK, JOURNAL, JOURNAL_LOG, JOURNAL_LOCK),
         *(EVENTS, RESULT, PREVIOUS_RESULT, BEST_SOLUTION, SUBMISSION_DIR, SUBMISSION_CSV, LOGS),
         *(AGENT_LOG, LAUNCHER_LOG, STAGED_SUBMISSION, WORKSPACE, INTENTS, CANCELLED, SBATCH_PREVIEW),
+        *(REPLAY, REPLIES, REPLAY_REPORT),
     }
 )
 """Every name above: no other module of the package spells one (tests/test_layout_names.py)."""
@@ -228,6 +233,28 @@ class OutputFiles:
 
     def trial(self, configuration: str, task: str, seed: int) -> TrialFiles:
         return TrialFiles(trial_dir(self.dir, configuration, task, seed))
+
+    def replay(self, model: str) -> ReplayFiles:
+        """`replay`'s default --out for one world model (its id made a safe folder name)."""
+        return ReplayFiles(
+            self.dir / REPLAY / (re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip(".-") or "model")
+        )
+
+
+@dataclass(frozen=True)
+class ReplayFiles:
+    """The files of one replay's --out dir: the replies (append-only) and the report."""
+
+    dir: Path
+
+    @property
+    def replies(self) -> Path:
+        """One line per answered world-model request, keyed by its request id (replay/replies.py)."""
+        return self.dir / REPLIES
+
+    @property
+    def report(self) -> Path:
+        return self.dir / REPLAY_REPORT
 
 
 _DIGITS = re.compile(r"(\d+)")

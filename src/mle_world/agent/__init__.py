@@ -12,18 +12,37 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mle_world.agent.budget import Budget as Budget
+    from mle_world.agent.consult import Consultant as Consultant
+    from mle_world.agent.consult import TaskFacts as TaskFacts
+    from mle_world.agent.events import MemorySink as MemorySink
     from mle_world.agent.gate import GateOutcome as GateOutcome
     from mle_world.agent.gate import choose as choose
     from mle_world.agent.gate import rank_pointwise as rank_pointwise
     from mle_world.agent.gate import rejects as rejects
+    from mle_world.agent.journal import JOURNAL_VERSION as JOURNAL_VERSION
+    from mle_world.agent.journal import Checkpoint as Checkpoint
+    from mle_world.agent.journal import CorruptJournal as CorruptJournal
+    from mle_world.agent.journal import Journal as Journal
     from mle_world.agent.journal import Node as Node
+    from mle_world.agent.journal import load_checkpoint as load_checkpoint
     from mle_world.agent.journal import load_journal_data as load_journal_data
     from mle_world.agent.journal import log_path as log_path
+    from mle_world.agent.llm.client import EndpointClient as EndpointClient
+    from mle_world.agent.llm.client import EndpointFailure as EndpointFailure
     from mle_world.agent.llm.redaction import Redactor as Redactor
     from mle_world.agent.llm.response_models import build_response_models as build_response_models
     from mle_world.agent.llm.transport import http_client as http_client
     from mle_world.agent.llm.window import RESERVE_TOKENS as RESERVE_TOKENS
+    from mle_world.agent.preview import data_preview as data_preview
+    from mle_world.agent.preview import task_description as task_description
+    from mle_world.agent.prompts import pairwise_messages as pairwise_messages
+    from mle_world.agent.prompts import pointwise_messages as pointwise_messages
     from mle_world.agent.sandbox.workspace import file_sha256 as file_sha256
+    from mle_world.agent.seeds import request_seed as request_seed
+    from mle_world.agent.seeds import step_rng as step_rng
+    from mle_world.agent.world import Comparison as Comparison
+    from mle_world.agent.world import WorldModel as WorldModel
 
 _EXPORTS = {
     # the journal as the audit and grading read it
@@ -42,6 +61,27 @@ _EXPORTS = {
     "choose": "mle_world.agent.gate",
     "rank_pointwise": "mle_world.agent.gate",
     "rejects": "mle_world.agent.gate",
+    # replay: a recorded candidate's world-model request rebuilt by the agent's own code (its journal as
+    # the loop checkpoints it, the consultant's context, the prompts, seeds and reply parsing, the client)
+    "JOURNAL_VERSION": "mle_world.agent.journal",
+    "Checkpoint": "mle_world.agent.journal",
+    "CorruptJournal": "mle_world.agent.journal",
+    "Journal": "mle_world.agent.journal",
+    "load_checkpoint": "mle_world.agent.journal",
+    "Budget": "mle_world.agent.budget",
+    "Consultant": "mle_world.agent.consult",
+    "TaskFacts": "mle_world.agent.consult",
+    "data_preview": "mle_world.agent.preview",
+    "task_description": "mle_world.agent.preview",
+    "pointwise_messages": "mle_world.agent.prompts",
+    "pairwise_messages": "mle_world.agent.prompts",
+    "request_seed": "mle_world.agent.seeds",
+    "step_rng": "mle_world.agent.seeds",
+    "Comparison": "mle_world.agent.world",
+    "WorldModel": "mle_world.agent.world",
+    "EndpointClient": "mle_world.agent.llm.client",
+    "EndpointFailure": "mle_world.agent.llm.client",
+    "MemorySink": "mle_world.agent.events",
 }
 __all__ = list(_EXPORTS)
 

@@ -9,7 +9,7 @@ budget and world-model tables are the ones to move into modules of their own.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
@@ -366,6 +366,18 @@ def _count_prediction(row: WorldRow, data: _WorldData, pred: PredictionLine, cal
         data.bug_y.append(pred.actual_buggy)
 
 
+def world_row(
+    regime: str, configuration: str, predictions: Iterable[PredictionLine], n_bins: int = 10
+) -> WorldRow:
+    """One row of `world_rows` from predictions of any source (replay scores a replayed world model so)."""
+    row = WorldRow(regime, configuration)
+    data = _WorldData()
+    for pred in predictions:
+        _count_prediction(row, data, pred, calibrated=regime == "ungated")
+    _finish(row, data, n_bins)
+    return row
+
+
 def _finish(row: WorldRow, data: _WorldData, n_bins: int) -> None:
     flagged = [bad for veto, bad in data.vetoes if veto]
     worse = [veto for veto, bad in data.vetoes if bad]
@@ -493,21 +505,31 @@ class CalibrationRow:
 
 def calibration_rows(sweep: Sweep, n_bins: int = 10) -> list[CalibrationRow]:
     """p_improves (and p_bug) against the observed outcome per stage and mode, from ungated trials."""
+    return calibration_of(
+        (
+            pred
+            for trial in sweep.trials
+            if trial.regime == "ungated"
+            for pred in trial_predictions(trial).predictions
+        ),
+        n_bins,
+    )
+
+
+def calibration_of(predictions: Iterable[PredictionLine], n_bins: int = 10) -> list[CalibrationRow]:
+    """`calibration_rows` of any ungated predictions (a replayed world model's too)."""
     improves: dict[tuple[str, str], tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
     bugs: dict[tuple[str, str], tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
-    for trial in sweep.trials:
-        if trial.regime != "ungated":
+    for pred in predictions:
+        if not pred.valid or not pred.executed:
             continue
-        for pred in trial_predictions(trial).predictions:
-            if not pred.valid or not pred.executed:
-                continue
-            key: tuple[str, str] = (pred.stage, pred.mode)
-            if pred.p_improves is not None and pred.actual_improved is not None:
-                improves[key][0].append(pred.p_improves)
-                improves[key][1].append(pred.actual_improved)
-            if pred.p_bug is not None and pred.actual_buggy is not None:
-                bugs[key][0].append(pred.p_bug)
-                bugs[key][1].append(pred.actual_buggy)
+        key: tuple[str, str] = (pred.stage, pred.mode)
+        if pred.p_improves is not None and pred.actual_improved is not None:
+            improves[key][0].append(pred.p_improves)
+            improves[key][1].append(pred.actual_improved)
+        if pred.p_bug is not None and pred.actual_buggy is not None:
+            bugs[key][0].append(pred.p_bug)
+            bugs[key][1].append(pred.actual_buggy)
     rows = []
     for group in sorted(set(improves) | set(bugs)):
         probs, outcomes = improves.get(group, ([], []))

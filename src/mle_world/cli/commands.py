@@ -43,6 +43,7 @@ COMMANDS: dict[str, Command] = {
     "cancel": Command("results", "add_cancel_flags", "cmd_cancel"),
     "audit": Command("results", "add_audit_flags", "cmd_audit"),
     "show": Command("results", "add_show_flags", "cmd_show"),
+    "replay": Command("replay", "add_replay_flags", "cmd_replay"),
     "grade": Command("results", "add_grade_flags", "cmd_grade"),
     "estimate": Command("estimate", "add_estimate_flags", "cmd_estimate"),
     "prepare": Command("setup", "add_prepare_flags", "cmd_prepare"),
