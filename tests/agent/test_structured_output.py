@@ -15,8 +15,8 @@ from fakeserver import FakeOpenAIServer, Reply
 
 from mle_world.agent.events import MemorySink
 from mle_world.agent.journal import Node
-from mle_world.agent.llm.client import EndpointClient, EndpointFailure
-from mle_world.agent.llm.structured import response_format
+from mle_world.agent.llm.client import Backoff, EndpointClient, EndpointFailure
+from mle_world.agent.llm.structured import PROBABILITY_GRID, response_format
 from mle_world.agent.prompts import REVIEW_TOOL, WorldContext
 from mle_world.agent.review import REVIEW_SCHEMA, Reviewer, ReviewReply
 from mle_world.agent.world import (
@@ -39,9 +39,8 @@ CANDIDATE = Node(id="n1", step=0, stage="draft", plan="Fit a tree.", code="print
 
 
 def client(server: FakeOpenAIServer, role: Role, setting: StructuredOutput) -> EndpointClient:
-    return EndpointClient(
-        role, EndpointSettings(url=server.url, model="m", structured_output=setting), MemorySink()
-    )
+    settings = EndpointSettings(url=server.url, model="m", structured_output=setting)
+    return EndpointClient(role, settings, MemorySink(), backoff=Backoff(base_s=0.01, cap_s=0.04))
 
 
 def golden(name: str, value: Any) -> None:
@@ -67,7 +66,14 @@ def test_a_prediction_request_carries_the_reply_models_schema(setting: Structure
         if setting == "json_schema"
         else request["response_format"]["schema"]
     )
-    assert schema == {k: v for k, v in PredictionReply.model_json_schema().items() if k != "description"}
+    derived = {k: v for k, v in PredictionReply.model_json_schema().items() if k != "description"}
+    if setting == "json_object":
+        # llama-cpp-python ignores minimum/maximum: the probabilities go as the enum of their grid.
+        for name in ("p_bug", "p_improves", "confidence"):
+            bounded = derived["properties"][name]
+            assert (bounded.pop("minimum"), bounded.pop("maximum")) == (0.0, 1.0)
+            bounded["enum"] = list(PROBABILITY_GRID)
+    assert schema == derived
     assert schema["required"] == ["p_bug", "p_improves", "predicted_metric", "confidence", "rationale"]
     assert schema["additionalProperties"] is False
 
@@ -113,9 +119,18 @@ def test_a_server_refusing_the_format_is_asked_again_without_it_for_the_rest_of_
         second = world.predict(CTX, CANDIDATE)
         sent = [(s.status, s.request.get("response_format", {}).get("type")) for s in server.sent]
     assert first.valid and second.valid
-    assert sent == [(422, "json_schema"), (200, None), (200, None)]
+    assert sent == [(500, "json_schema"), (200, None), (200, None)]
     outcomes = [e.outcome for e in sink.events if isinstance(e, LLMCallEvent)]
     assert outcomes == ["error", "ok", "ok"]
+
+
+def test_an_outage_is_no_refusal_of_the_format() -> None:
+    with FakeOpenAIServer() as server:
+        server.fail_next(1, status=500)
+        server.push(json.dumps(PREDICTION))
+        world = WorldModel(client(server, "world", "json_schema"), 1.0)
+        assert world.predict(CTX, CANDIDATE).valid
+        assert [r["response_format"]["type"] for r in server.chat_requests] == ["json_schema"] * 2
 
 
 def test_another_rejection_is_no_refusal_of_the_format() -> None:

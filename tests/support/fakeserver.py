@@ -109,7 +109,7 @@ class FakeOpenAIServer:
         `quote_refused_key`: the 401 quotes the Authorization header it refused (as some gateways do);
         `answers_as`: the model id completions report (a gateway routing an alias), not the requested one;
         `response_formats`: the `response_format` types accepted (None: any), another one is answered
-        with llama-cpp-python's 422."""
+        with llama-cpp-python's 500."""
         self.answers_as = answers_as
         self.model = model
         self.served = (model, *also_serves)
@@ -481,16 +481,14 @@ class FakeOpenAIServer:
                     and kind not in fake.response_formats
                 ):
                     with fake._lock:
-                        fake.sent.append(SentRecord(422, model, None, request))
-                    # llama-cpp-python's FastAPI validation error, as its server sends it.
+                        fake.sent.append(SentRecord(500, model, None, request))
+                    # llama-cpp-python 0.3.36's answer: its request model's validation error, as a 500.
                     allowed = " or ".join(repr(k) for k in fake.response_formats)
-                    detail = {
-                        "type": "literal_error",
-                        "loc": ["body", "response_format", "type"],
-                        "msg": f"Input should be {allowed}",
-                        "input": kind,
-                    }
-                    self._send(422, {"detail": [detail]})
+                    message = (
+                        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+                        f"'type'), 'msg': \"Input should be {allowed}\", 'input': {kind!r}}}"
+                    )
+                    self._send(500, {"error": {"message": message, "type": "internal_server_error"}})
                     return
                 reply = fake._next_reply(request)
                 if reply.delay_s:

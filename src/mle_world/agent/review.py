@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mle_world.agent.journal import Node, valid_metric
 from mle_world.agent.llm.client import ChatModel, ReplySchema, ToolsUnsupported
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE, review_messages, strip_think
-from mle_world.agent.world import RATIONALE_CHARS, decode_json, parse_json_object
+from mle_world.agent.world import PLAIN_TEXT, RATIONALE_CHARS, decode_json, parse_json_object
 
 _PRINTED = re.compile(r"^\s*Validation metric:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$", re.M)
 _FIELDS: dict[str, Any] = REVIEW_TOOL["function"]["parameters"]["properties"]
@@ -29,7 +29,9 @@ class ReviewReply(BaseModel):
 
     is_bug: bool = Field(description=_FIELDS["is_bug"]["description"])
     has_csv_submission: bool = Field(description=_FIELDS["has_csv_submission"]["description"])
-    summary: str = Field(max_length=RATIONALE_CHARS, description=_FIELDS["summary"]["description"])
+    summary: str = Field(
+        max_length=RATIONALE_CHARS, pattern=PLAIN_TEXT, description=_FIELDS["summary"]["description"]
+    )
     metric: float | None = Field(description=_FIELDS["metric"]["description"])
     lower_is_better: bool = Field(description=_FIELDS["lower_is_better"]["description"])
 

@@ -21,9 +21,14 @@ from mle_world.agent.prompts import WorldContext, pairwise_messages, pointwise_m
 from mle_world.records import Prediction
 
 _FENCED_JSON = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
-RATIONALE_CHARS = 400
+RATIONALE_CHARS = 300
 """Longest rationale constrained decoding allows: the JSON must close within the role's max_tokens
 (a grammar-bound reply cut at max_tokens is no JSON at all; the demo's world role has 160 tokens)."""
+PLAIN_TEXT = rf"^[A-Za-z0-9 .,;:!?()'%+*/=_-]{{0,{RATIONALE_CHARS}}}$"
+"""What a free-text field may hold under constrained decoding: no `<`, so no `<|im_end|>` (a chat
+template's stop string, which the 270M demo model writes inside strings: the server stops there and the
+JSON never closes), no quote, backslash or control character (llama.cpp's pattern grammar writes the
+characters as they are, unescaped)."""
 
 
 class PredictionReply(BaseModel):
@@ -39,7 +44,7 @@ class PredictionReply(BaseModel):
     predicted_metric: float | None
     """The validation metric expected, or null."""
     confidence: float = Field(ge=0.0, le=1.0)
-    rationale: str = Field(max_length=RATIONALE_CHARS)
+    rationale: str = Field(max_length=RATIONALE_CHARS, pattern=PLAIN_TEXT)
 
 
 class ComparisonReply(BaseModel):
@@ -49,7 +54,7 @@ class ComparisonReply(BaseModel):
 
     better: Literal["A", "B"]
     confidence: float = Field(ge=0.0, le=1.0)
-    rationale: str = Field(max_length=RATIONALE_CHARS)
+    rationale: str = Field(max_length=RATIONALE_CHARS, pattern=PLAIN_TEXT)
 
 
 PREDICTION_SCHEMA = ReplySchema.of(PredictionReply)

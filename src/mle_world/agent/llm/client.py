@@ -87,6 +87,14 @@ class ToolsUnsupported(Exception):
     """The server rejected a request because it carried tools (no tool-calling support)."""
 
 
+class _StructuredRefused(Exception):
+    """The server refused a request's `response_format` (raised out of the retry policy: no outage)."""
+
+    def __init__(self, error: openai.APIStatusError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class ContextOverflow(Exception):
     """The server rejected a request as longer than its context window (HTTP 400).
 
@@ -229,7 +237,7 @@ _CONTEXT_MARKERS = (
 )
 
 
-def is_context_overflow(error: openai.APIStatusError) -> bool:
+def is_context_overflow(error: openai.BadRequestError) -> bool:
     """A 400 saying the prompt plus max_tokens does not fit the model's context window."""
     text = str(error).lower()
     return any(marker in text for marker in _CONTEXT_MARKERS)
@@ -668,7 +676,14 @@ class EndpointClient:
             if seed is not None:
                 body["seed"] = seed + call.resamples
             # The raw response: its content type is checked before the body is parsed.
-            raw = client.chat.completions.with_raw_response.create(**body, timeout=timeout)
+            try:
+                raw = client.chat.completions.with_raw_response.create(**body, timeout=timeout)
+            except openai.APIStatusError as error:
+                if constrained is not None and refuses_structured_output(error):
+                    # Not an outage, even as a 500 (llama-cpp-python's answer to the json_schema type).
+                    latency = self._clock() - start
+                    raise _StructuredRefused(error) from error
+                raise
             parsed = _parse_completion(raw, bool(tools), resample=call.resamples < MAX_RESAMPLES)
             latency = self._clock() - start
             if _usage_of(parsed[0]) == (None, None):
@@ -677,19 +692,19 @@ class EndpointClient:
 
         try:
             completion, message = self._call(call, send)
+        except _StructuredRefused as refusal:
+            self._event(call, latency, "error", self._describe(refusal.error))
+            self._refused_structured_output(refusal.error)
+            return self.chat(
+                messages,
+                purpose=purpose,
+                temperature=temperature,
+                tools=tools,
+                tool_choice=tool_choice,
+                timeout_s=timeout_s,
+                seed=seed,
+            )
         except openai.APIStatusError as error:
-            refused = constrained is not None and not is_context_overflow(error)
-            if refused and refuses_structured_output(error):
-                self._refused_structured_output(error)
-                return self.chat(
-                    messages,
-                    purpose=purpose,
-                    temperature=temperature,
-                    tools=tools,
-                    tool_choice=tool_choice,
-                    timeout_s=timeout_s,
-                    seed=seed,
-                )
             self._raise_for_status(error, bool(tools))
         counts = _usage_of(completion)
         tool_arguments: str | None = None

@@ -42,6 +42,26 @@ class ReplySchema:
         return cls(model.__name__, schema)
 
 
+PROBABILITY_GRID = tuple(round(i * 0.05, 2) for i in range(21))
+"""The values a probability may take under llama-cpp-python's grammar (0.0, 0.05, ..., 1.0)."""
+
+
+def _enumerate_probabilities(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema with each number bounded to [0, 1] given as the enum `PROBABILITY_GRID`.
+
+    llama-cpp-python's schema converter ignores `minimum`/`maximum` (a TODO in its source), and the
+    270M demo model then writes `"p_bug": 29401`, which validation drops: the prediction is as invalid
+    as without a schema. An enum of the same range is what its grammar can enforce.
+    """
+    properties = {}
+    for name, field in schema.get("properties", {}).items():
+        if field.get("type") == "number" and field.get("minimum") == 0 and field.get("maximum") == 1:
+            rest = {k: v for k, v in field.items() if k not in ("minimum", "maximum")}
+            field = {**rest, "enum": list(PROBABILITY_GRID)}
+        properties[name] = field
+    return {**schema, "properties": properties}
+
+
 def response_format(setting: StructuredOutput, reply: ReplySchema) -> dict[str, Any] | None:
     """The request's `response_format` for an endpoint's setting; None for `none`."""
     if setting == "json_schema":
@@ -50,14 +70,15 @@ def response_format(setting: StructuredOutput, reply: ReplySchema) -> dict[str, 
             "json_schema": {"name": reply.name, "schema": dict(reply.schema), "strict": True},
         }
     if setting == "json_object":
-        return {"type": "json_object", "schema": dict(reply.schema)}
+        return {"type": "json_object", "schema": _enumerate_probabilities(reply.schema)}
     return None
 
 
 def refuses_structured_output(error: openai.APIStatusError) -> bool:
-    """A server's 400/422 to a request with `response_format` that names the format (not, say, the
-    temperature): the request is worth sending again without it."""
-    if error.status_code not in (400, 422):
+    """A server's 400/422/500 to a request with `response_format` that names the format (not, say, the
+    temperature): the request is worth sending again without it. llama-cpp-python's server answers the
+    json_schema type with a 500 (its request model's validation error, naming `response_format`)."""
+    if error.status_code not in (400, 422, 500):
         return False
     text = f"{error} {error.body!r}".lower()
     return any(marker in text for marker in _REFUSAL_MARKERS)
