@@ -21,7 +21,7 @@ from mle_world.agent.prompts import WorldContext, pairwise_messages, pointwise_m
 from mle_world.records import Prediction
 
 _FENCED_JSON = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
-RATIONALE_CHARS = 300
+RATIONALE_CHARS = 120
 """Longest rationale constrained decoding allows: the JSON must close within the role's max_tokens
 (a grammar-bound reply cut at max_tokens is no JSON at all; the demo's world role has 160 tokens)."""
 PLAIN_TEXT = rf"^[A-Za-z0-9 .,;:!?()'%+*/=_-]{{0,{RATIONALE_CHARS}}}$"
