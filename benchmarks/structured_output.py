@@ -155,7 +155,12 @@ def main() -> None:
                 tally.latencies.append(time.perf_counter() - start)
                 tally.requests += 1
                 tally.invalid += not ok
-            print(f"{kind} {i + 1}/{args.requests}", file=sys.stderr, end="\r")
+                # One line per request as it ends: a run cut short still says what it measured.
+                state = "ok" if ok else "invalid"
+                print(
+                    f"{kind} {i + 1}/{args.requests} {s}: {state} {tally.latencies[-1]:.1f} s",
+                    file=sys.stderr,
+                )
     header = f"{'kind':<8} {'structured_output':<17} {'requests':>8} {'invalid':>7} {'share':>6} {'vs none':>7} {'mean s':>7} {'vs none':>7}"
     print(header)
     print("-" * len(header))
