@@ -4,7 +4,7 @@
 # Re-running resumes: finished trials are skipped, infrastructure failures (e.g. an endpoint that gave
 # up) are retried while attempts are left (--retry-failed infra).
 # Knobs: OUT (runs/demo), DATA_DIR, PORT (8011),
-# N_WORKERS (2), CODER_URL/FEEDBACK_URL/WORLD_URL (use your own servers instead of llama.cpp).
+# N_WORKERS (1), CODER_URL/FEEDBACK_URL/WORLD_URL (use your own servers instead of llama.cpp).
 set -euo pipefail
 # --help prints the header above; the script takes no arguments (its knobs are environment variables).
 case ${1:-} in
@@ -16,7 +16,10 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/demo}
 DATA_DIR=${DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mle-world/demo-data}
 PORT=${PORT:-8011}
-N_WORKERS=${N_WORKERS:-2}
+# One worker: llama.cpp answers one request at a time and reuses the KV cache of the previous prompt's
+# prefix, so a trial's coder retries (same prompt, next seed) took 0.2-17 s after one another and 80-230 s
+# when another trial's prompt came in between (2026-12-03, the 2-core machine at load 8-11).
+N_WORKERS=${N_WORKERS:-1}
 log() { printf '\n==> %s\n' "$*"; }
 die() { echo "demo.sh: $*" >&2; exit 2; }
 

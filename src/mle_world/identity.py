@@ -32,6 +32,10 @@ def science_of(settings: AgentSettings) -> dict[str, Any]:
     for endpoint in data["endpoints"].values():
         for key in TRANSPORT_FIELDS:
             endpoint.pop(key, None)
+        # Constrained decoding changes what the model writes (science), but off it is left out, so
+        # the sweeps made before the setting existed keep their identity.
+        if endpoint.get("structured_output") == "none":
+            del endpoint["structured_output"]
     return data
 
 

@@ -18,6 +18,8 @@ Role = Literal["coder", "feedback", "world"]
 ROLES: tuple[Role, ...] = ("coder", "feedback", "world")
 Regime = Literal["gated", "ungated"]
 Stage = Literal["draft", "debug", "improve"]
+StructuredOutput = Literal["none", "json_schema", "json_object"]
+"""How an endpoint is asked for JSON-schema constrained decoding (`EndpointSettings.structured_output`)."""
 GateLabel = Literal["execute", "skip", "forced", "not_gated", "not_selected"]
 """execute/forced/skip: the gated decision on a step's best-ranked candidate (skip = the step is
 vetoed); not_gated: the candidate an ungated step ran; not_selected: another candidate of the step."""
@@ -80,6 +82,12 @@ class EndpointSettings(Record):
     """Requests one trial may have in flight to this role at once (concurrent candidates count)."""
     context_length: int | None = Field(None, gt=0)
     """Tokens the model accepts (prompt + completion); null: the `max_model_len` /v1/models reports."""
+    structured_output: StructuredOutput = "none"
+    """Constrained decoding of the world model's and the reviewer's JSON replies (world and feedback
+    roles only): `json_schema` sends OpenAI's `response_format` `{"type": "json_schema", ...}` (vLLM,
+    llama.cpp's llama-server, OpenAI); `json_object` sends `{"type": "json_object", "schema": ...}`
+    (llama-cpp-python's server, which refuses the other); `none` sends no `response_format`. A server
+    that refuses it gets the request again without it, and none for the rest of the trial."""
 
     @field_validator("url", mode="before")
     @classmethod

@@ -28,6 +28,9 @@ def fast_config(tmp_path: Path) -> Path:
         {"max_steps": 3, "time_limit_s": 120, "debug_timeout_s": 20, "exec_timeout_s": 30}
     )
     config["search"].update({"num_drafts": 1, "debug_prob": 1.0})
+    # The end-to-end tests' 12 trials: the demo's wm-all-stages (drafts gated too) runs in
+    # tests/agent/test_configurations.py against scripted servers, in both regimes.
+    config["configurations"].pop("wm-all-stages", None)
     path = tmp_path / "demo-fast.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

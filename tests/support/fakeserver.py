@@ -91,6 +91,7 @@ class FakeOpenAIServer:
         default: Responder | Reply | str | None = None,
         latency_s: float = 0.0,
         reject_tools: bool = False,
+        response_formats: tuple[str, ...] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         max_model_len: int | None = 32768,
@@ -106,7 +107,9 @@ class FakeOpenAIServer:
         naming another model (vLLM's answer); `required_key`: 401 without `Bearer <key>`;
         `echo_tools`: with nothing scripted, a request with tools gets a call of its chosen tool;
         `quote_refused_key`: the 401 quotes the Authorization header it refused (as some gateways do);
-        `answers_as`: the model id completions report (a gateway routing an alias), not the requested one."""
+        `answers_as`: the model id completions report (a gateway routing an alias), not the requested one;
+        `response_formats`: the `response_format` types accepted (None: any), another one is answered
+        with llama-cpp-python's 500."""
         self.answers_as = answers_as
         self.model = model
         self.served = (model, *also_serves)
@@ -117,6 +120,7 @@ class FakeOpenAIServer:
         self.default = default
         self.latency_s = latency_s
         self.reject_tools = reject_tools
+        self.response_formats = response_formats
         self.max_model_len = max_model_len
         self._capacity = threading.BoundedSemaphore(capacity) if capacity else None
         """At most this many chat requests are answered at once (others queue), like a GPU's batch."""
@@ -469,6 +473,22 @@ class FakeOpenAIServer:
                             }
                         },
                     )
+                    return
+                kind = (request.get("response_format") or {}).get("type")
+                if (
+                    fake.response_formats is not None
+                    and kind is not None
+                    and kind not in fake.response_formats
+                ):
+                    with fake._lock:
+                        fake.sent.append(SentRecord(500, model, None, request))
+                    # llama-cpp-python 0.3.36's answer: its request model's validation error, as a 500.
+                    allowed = " or ".join(repr(k) for k in fake.response_formats)
+                    message = (
+                        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+                        f"'type'), 'msg': \"Input should be {allowed}\", 'input': {kind!r}}}"
+                    )
+                    self._send(500, {"error": {"message": message, "type": "internal_server_error"}})
                     return
                 reply = fake._next_reply(request)
                 if reply.delay_s:

@@ -10,12 +10,33 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from mle_world.agent.journal import Node, valid_metric
-from mle_world.agent.llm.client import ChatModel, ToolsUnsupported
+from mle_world.agent.llm.client import ChatModel, ReplySchema, ToolsUnsupported
 from mle_world.agent.prompts import REVIEW_TOOL, REVIEW_TOOL_CHOICE, review_messages, strip_think
-from mle_world.agent.world import decode_json, parse_json_object
+from mle_world.agent.world import PLAIN_TEXT, RATIONALE_CHARS, decode_json, parse_json_object
 
 _PRINTED = re.compile(r"^\s*Validation metric:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$", re.M)
+_FIELDS: dict[str, Any] = REVIEW_TOOL["function"]["parameters"]["properties"]
+
+
+class ReviewReply(BaseModel):
+    """The `submit_review` arguments as a model: the JSON fallback's schema for constrained decoding
+    (the tool call's own schema is the tool's parameters). Fields, order and descriptions are the tool's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    is_bug: bool = Field(description=_FIELDS["is_bug"]["description"])
+    has_csv_submission: bool = Field(description=_FIELDS["has_csv_submission"]["description"])
+    summary: str = Field(
+        max_length=RATIONALE_CHARS, pattern=PLAIN_TEXT, description=_FIELDS["summary"]["description"]
+    )
+    metric: float | None = Field(description=_FIELDS["metric"]["description"])
+    lower_is_better: bool = Field(description=_FIELDS["lower_is_better"]["description"])
+
+
+REVIEW_SCHEMA = ReplySchema.of(ReviewReply)
 
 
 @dataclass(frozen=True)
@@ -149,6 +170,7 @@ class Reviewer:
             purpose="review",
             timeout_s=timeout_s,
             seed=None if seed is None else seed + 1,
+            reply_schema=REVIEW_SCHEMA,
         )
         answer = parse_json_object(strip_think(reply.content))
         return buggy_verdict(node, answer, submission_exists, printed)

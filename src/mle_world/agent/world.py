@@ -13,12 +13,52 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from mle_world.agent.journal import Node
-from mle_world.agent.llm.client import ChatModel, ContextOverflow, storable
+from mle_world.agent.llm.client import ChatModel, ContextOverflow, ReplySchema, storable
 from mle_world.agent.prompts import WorldContext, pairwise_messages, pointwise_messages, strip_think
 from mle_world.records import Prediction
 
 _FENCED_JSON = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
+RATIONALE_CHARS = 120
+"""Longest rationale constrained decoding allows: the JSON must close within the role's max_tokens
+(a grammar-bound reply cut at max_tokens is no JSON at all; the demo's world role has 160 tokens)."""
+PLAIN_TEXT = rf"^[A-Za-z0-9 .,;:!?()'%+*/=_-]{{0,{RATIONALE_CHARS}}}$"
+"""What a free-text field may hold under constrained decoding: no `<`, so no `<|im_end|>` (a chat
+template's stop string, which the 270M demo model writes inside strings: the server stops there and the
+JSON never closes), no quote, backslash or control character (llama.cpp's pattern grammar writes the
+characters as they are, unescaped)."""
+
+
+class PredictionReply(BaseModel):
+    """The JSON object the pointwise prompt asks for, in its order; its schema is what constrained
+    decoding sends. Replies are still read by `validate_prediction` (a server may ignore the schema)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    p_bug: float = Field(ge=0.0, le=1.0)
+    """Probability that the run counts as buggy."""
+    p_improves: float = Field(ge=0.0, le=1.0)
+    """Probability that it runs and beats the best so far."""
+    predicted_metric: float | None
+    """The validation metric expected, or null."""
+    confidence: float = Field(ge=0.0, le=1.0)
+    rationale: str = Field(max_length=RATIONALE_CHARS, pattern=PLAIN_TEXT)
+
+
+class ComparisonReply(BaseModel):
+    """The JSON object the pairwise prompt asks for (read by `validate_comparison`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    better: Literal["A", "B"]
+    confidence: float = Field(ge=0.0, le=1.0)
+    rationale: str = Field(max_length=RATIONALE_CHARS, pattern=PLAIN_TEXT)
+
+
+PREDICTION_SCHEMA = ReplySchema.of(PredictionReply)
+COMPARISON_SCHEMA = ReplySchema.of(ComparisonReply)
 
 
 @dataclass(frozen=True)
@@ -208,11 +248,21 @@ class WorldModel:
         self.temperature = temperature
 
     def _ask(
-        self, messages: list[dict[str, str]], purpose: str, timeout_s: float | None, seed: int | None
+        self,
+        messages: list[dict[str, str]],
+        purpose: str,
+        timeout_s: float | None,
+        seed: int | None,
+        schema: ReplySchema,
     ) -> tuple[str, str | None]:
         """The reply's text without think blocks, and why it is invalid if it was cut at max_tokens."""
         reply = self.model.chat(
-            messages, purpose=purpose, temperature=self.temperature, timeout_s=timeout_s, seed=seed
+            messages,
+            purpose=purpose,
+            temperature=self.temperature,
+            timeout_s=timeout_s,
+            seed=seed,
+            reply_schema=schema,
         )
         cut = None
         if reply.finish_reason == "length":
@@ -223,7 +273,9 @@ class WorldModel:
         self, ctx: WorldContext, candidate: Node, timeout_s: float | None = None, seed: int | None = None
     ) -> Prediction:
         try:
-            text, cut = self._ask(pointwise_messages(ctx, candidate), "predict", timeout_s, seed)
+            text, cut = self._ask(
+                pointwise_messages(ctx, candidate), "predict", timeout_s, seed, PREDICTION_SCHEMA
+            )
         except ContextOverflow as error:
             return Prediction(mode="pointwise", valid=False, error=f"context length exceeded: {error}")
         prediction = validate_prediction(parse_json_object(text))
@@ -235,7 +287,7 @@ class WorldModel:
         self, ctx: WorldContext, a: Node, b: Node, timeout_s: float | None = None, seed: int | None = None
     ) -> Comparison:
         try:
-            text, cut = self._ask(pairwise_messages(ctx, a, b), "compare", timeout_s, seed)
+            text, cut = self._ask(pairwise_messages(ctx, a, b), "compare", timeout_s, seed, COMPARISON_SCHEMA)
         except ContextOverflow as error:
             return Comparison(valid=False, error=f"context length exceeded: {error}")
         comparison = validate_comparison(parse_json_object(text))

@@ -96,6 +96,11 @@ class PaperFile(_File):
         missing = [r for r in ROLES if r not in value]
         if missing:
             raise ValueError(f"missing roles: {', '.join(missing)}")
+        if value["coder"].structured_output != "none":
+            # The coder answers with a plan and a code block, never with a JSON object.
+            raise ValueError(
+                "coder.structured_output: only the world and feedback roles reply with JSON; use none"
+            )
         return value
 
     @field_validator("stages")

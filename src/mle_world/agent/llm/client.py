@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, NoReturn, Protocol, TypeVar
 
 import openai
 import pydantic
@@ -31,6 +31,7 @@ from mle_world.agent.events import EventSink
 from mle_world.agent.llm.redaction import Redactor
 from mle_world.agent.llm.replicas import Backoff, Lease, ReplicaPool
 from mle_world.agent.llm.response_models import build_response_models
+from mle_world.agent.llm.structured import ReplySchema, refuses_structured_output, response_format
 from mle_world.agent.llm.transport import http_client
 from mle_world.records import EndpointSettings, LLMCallEvent, Role
 
@@ -42,6 +43,7 @@ __all__ = [
     "EndpointFailure",
     "Message",
     "OutageListener",
+    "ReplySchema",
     "ToolsUnsupported",
 ]
 
@@ -85,6 +87,14 @@ class ToolsUnsupported(Exception):
     """The server rejected a request because it carried tools (no tool-calling support)."""
 
 
+class _StructuredRefused(Exception):
+    """The server refused a request's `response_format` (raised out of the retry policy: no outage)."""
+
+    def __init__(self, error: openai.APIStatusError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class ContextOverflow(Exception):
     """The server rejected a request as longer than its context window (HTTP 400).
 
@@ -108,6 +118,7 @@ class ChatModel(Protocol):
         tool_choice: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
         seed: int | None = None,
+        reply_schema: ReplySchema | None = None,
     ) -> ChatReply: ...
 
     def context_length(self) -> int | None:
@@ -380,6 +391,8 @@ class EndpointClient:
         self._no_usage_from: set[str] = set()
         """Replica URLs already warned about for answering without `usage` (one warning each)."""
         self._warn_lock = threading.Lock()
+        self._structured = settings.structured_output
+        """The endpoint's constrained decoding; `none` once the server refused it (rest of the trial)."""
 
     def close(self) -> None:
         for replica in self.pool.replicas:
@@ -552,6 +565,30 @@ class EndpointClient:
         left = self.settings.timeout_s if timeout_s is None else max(0.0, timeout_s)
         return self._clock() + left + self.settings.outage_window_s
 
+    def _raise_for_status(self, error: openai.APIStatusError, tools: bool) -> NoReturn:
+        """The exception a final HTTP error of a chat request becomes."""
+        if isinstance(error, openai.BadRequestError):
+            if is_context_overflow(error):
+                raise ContextOverflow(self._describe(error)) from error
+            if tools and _is_tools_rejection(error):
+                raise ToolsUnsupported(self._redactor.text(str(error))) from error
+            raise EndpointFailure(self.role, f"request rejected: {self._describe(error)}") from error
+        raise EndpointFailure(self.role, self._describe(error)) from error
+
+    def _refused_structured_output(self, error: openai.APIStatusError) -> None:
+        """The server refused the request's `response_format`: none for the rest of the trial (the
+        replies are parsed and validated as ever), and the trial's log says so once."""
+        with self._warn_lock:
+            if self._structured == "none":
+                return
+            setting, self._structured = self._structured, "none"
+        log.warning(
+            "%s endpoint refused structured_output %s (%s); asking without it for the rest of the trial",
+            self.role,
+            setting,
+            self._describe(error),
+        )
+
     # ---- requests ----------------------------------------------------------------------
     @property
     def max_tokens(self) -> int:
@@ -608,9 +645,11 @@ class EndpointClient:
         tool_choice: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
         seed: int | None = None,
+        reply_schema: ReplySchema | None = None,
     ) -> ChatReply:
         """One completion; `timeout_s` is the trial's time left (the request never outlives it by
-        more than the outage window)."""
+        more than the outage window). `reply_schema`: the JSON object the reply must be, which the
+        request asks the server to enforce when the endpoint's `structured_output` says so."""
         model = self.model()
         body: dict[str, Any] = {
             "model": model,
@@ -625,6 +664,9 @@ class EndpointClient:
             body["tools"] = list(tools)
             if tool_choice:
                 body["tool_choice"] = dict(tool_choice)
+        constrained = response_format(self._structured, reply_schema) if reply_schema else None
+        if constrained is not None:
+            body["response_format"] = constrained
         call = _Call(purpose, model, self._deadline(timeout_s))
         latency = 0.0
 
@@ -634,7 +676,14 @@ class EndpointClient:
             if seed is not None:
                 body["seed"] = seed + call.resamples
             # The raw response: its content type is checked before the body is parsed.
-            raw = client.chat.completions.with_raw_response.create(**body, timeout=timeout)
+            try:
+                raw = client.chat.completions.with_raw_response.create(**body, timeout=timeout)
+            except openai.APIStatusError as error:
+                if constrained is not None and refuses_structured_output(error):
+                    # Not an outage, even as a 500 (llama-cpp-python's answer to the json_schema type).
+                    latency = self._clock() - start
+                    raise _StructuredRefused(error) from error
+                raise
             parsed = _parse_completion(raw, bool(tools), resample=call.resamples < MAX_RESAMPLES)
             latency = self._clock() - start
             if _usage_of(parsed[0]) == (None, None):
@@ -643,14 +692,20 @@ class EndpointClient:
 
         try:
             completion, message = self._call(call, send)
-        except openai.BadRequestError as error:
-            if is_context_overflow(error):
-                raise ContextOverflow(self._describe(error)) from error
-            if tools and _is_tools_rejection(error):
-                raise ToolsUnsupported(self._redactor.text(str(error))) from error
-            raise EndpointFailure(self.role, f"request rejected: {self._describe(error)}") from error
+        except _StructuredRefused as refusal:
+            self._event(call, latency, "error", self._describe(refusal.error))
+            self._refused_structured_output(refusal.error)
+            return self.chat(
+                messages,
+                purpose=purpose,
+                temperature=temperature,
+                tools=tools,
+                tool_choice=tool_choice,
+                timeout_s=timeout_s,
+                seed=seed,
+            )
         except openai.APIStatusError as error:
-            raise EndpointFailure(self.role, self._describe(error)) from error
+            self._raise_for_status(error, bool(tools))
         counts = _usage_of(completion)
         tool_arguments: str | None = None
         calls = getattr(message, "tool_calls", None)
