@@ -428,3 +428,25 @@ def test_the_dry_runs_sbatch_preview_shows_the_arrays_shares_of_the_limit(dirs: 
         ["#SBATCH --array=0-1%1"],
         ["#SBATCH --dependency='afterany:<array 1>:<array 2>'"],  # one trial: a job, no array
     ]
+
+
+def test_max_array_size_is_asked_again_when_scontrol_fails_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy controller failing one `scontrol show config` must not make the launcher take Slurm's
+    default (1001), which would submit a sweep as one array its cluster refuses, or not split it."""
+    from mle_world.launch.slurm.queries import query_max_array_size
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{calls}"\n'
+        f'[ "$(wc -l < "{calls}")" -ge 2 ] || {{ echo "Socket timed out" >&2; exit 1; }}\n'
+        "echo 'MaxArraySize            = 5'\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    assert query_max_array_size() == 5
+    assert calls.read_text().count("x") == 2

@@ -234,7 +234,9 @@ def test_planned_keys_are_the_expanded_trials_keys_in_their_order() -> None:
     from mle_world.tasks.registry import load_registry
 
     registry = load_registry()
-    config = load_paper_config(Path("configs/paper.yaml"), registry.__contains__)
+    # From the checkout, not the working directory (another test in the same xdist worker may chdir).
+    paper = Path(__file__).resolve().parents[2] / "configs" / "paper.yaml"
+    config = load_paper_config(paper, registry.__contains__)
     runtime = RuntimeSpec("process", python=sys.executable)
     for selection in (Selection(), Selection(configurations=("wm-point", "aide"), seeds=(36, 34))):
         trials = expand(

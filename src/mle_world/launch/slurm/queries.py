@@ -215,10 +215,23 @@ def ended_cause(job: str, state: str, mem_gb: int) -> str:
     return f"slurm job {job} {state} without a result"
 
 
+MAX_ARRAY_SIZE_ATTEMPTS = 3
+"""`scontrol show config` tries before MaxArraySize falls back to Slurm's default: a busy controller
+fails a call now and then, and a wrong size either makes sbatch refuse every array or splits for nothing."""
+
+
 def query_max_array_size() -> int:
     """MaxArraySize from `scontrol show config`; Slurm's default when scontrol cannot answer."""
-    out = run_tool(["scontrol", "show", "config"]) or ""
-    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    # Imported here: `status` imports this module and never asks (tenacity costs 20 ms to import).
+    from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
+
+    out = Retrying(
+        stop=stop_after_attempt(MAX_ARRAY_SIZE_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.5, max=4),
+        retry=retry_if_result(lambda answer: answer is None),
+        retry_error_callback=lambda _state: None,
+    )(run_tool, ["scontrol", "show", "config"])
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out or "", re.M)
     return int(match[1]) if match and int(match[1]) > 0 else DEFAULT_MAX_ARRAY_SIZE
 
 
