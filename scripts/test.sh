@@ -119,9 +119,10 @@ finish "mlebench"
 export MLEBENCH_VENV="$MLEBENCH_CI_PREFIX/venv" MLEBENCH_DIR="$MLEBENCH_CI_PREFIX/mle-bench"
 rm -rf "$logs"
 
-# Two pytest-xdist workers: most of the suite waits on subprocesses, loopback servers and Slurm rather
-# than computing, so two workers on two cores halve the wall time. Tests sharing one machine-wide resource
-# (the Slurm cluster, the llama.cpp server) stay on one worker each (xdist groups, tests/conftest.py).
+# Three pytest-xdist workers on two cores: most of the suite waits on subprocesses, loopback servers,
+# Slurm and containers rather than computing (a run with two took 13 min 46 s of wall for about 9 min of
+# CPU). Tests sharing one machine-wide resource (the Slurm cluster, the llama.cpp server) stay on one
+# worker each (xdist groups, tests/conftest.py).
 # MLEW_TEST_WORKERS=0 runs everything in this process, serially.
-log "pytest (${MLEW_TEST_WORKERS:-2} workers)"
-python3 -m pytest -n "${MLEW_TEST_WORKERS:-2}" --dist loadgroup "$@"
+log "pytest (${MLEW_TEST_WORKERS:-3} workers)"
+python3 -m pytest -n "${MLEW_TEST_WORKERS:-3}" --dist loadgroup "$@"
