@@ -131,6 +131,29 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         os.kill(pid, 15)
 
 
+# --- the working directory, as every test finds it ---
+
+_START_CWD = os.getcwd()
+
+
+@pytest.fixture(autouse=True)
+def _cwd_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test starts in the directory pytest started in, and one that leaves another (or a deleted one)
+    is named in a warning: under xdist a worker runs hundreds of tests in one process, and in one CI run
+    every later test of a worker failed on `getcwd` (sbatch, bash, os.getcwd) after its cwd was removed."""
+    yield
+    try:
+        now: str | None = os.getcwd()
+    except FileNotFoundError:
+        now = None
+    if now != _START_CWD:
+        os.chdir(_START_CWD)
+        import warnings
+
+        where = now or "a deleted directory"
+        warnings.warn(f"{request.node.nodeid} left the working directory at {where}", stacklevel=2)
+
+
 # --- the CLI in this process (tests/support/clikit.py) ---
 
 
