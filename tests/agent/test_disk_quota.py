@@ -185,7 +185,13 @@ os.chdir("working")
 def _nest(root: Path, levels: int, name: str, size: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
     code = DEEP_TREE.replace('os.chdir("working")', f"os.chdir({str(root)!r})")
-    exec(code + f"nest({levels}, {name!r}, b'x' * {size})", {})  # noqa: S102 - the test's own code
+    # The tree is built by chdir-ing into it, which the test's process must not keep: the test then
+    # deletes it, and every later test of an xdist worker inherited a removed working directory.
+    here = os.getcwd()
+    try:
+        exec(code + f"nest({levels}, {name!r}, b'x' * {size})", {})  # noqa: S102 - the test's own code
+    finally:
+        os.chdir(here)
 
 
 def test_usage_counts_what_lies_past_path_max_and_past_the_recursion_limit(tmp_path: Path) -> None:
