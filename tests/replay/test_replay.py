@@ -229,9 +229,11 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path: Path, c
     spec_path = journal.with_name("spec.json")
     spec_text = spec_path.read_text()
     newer = json.loads(spec_text)
-    newer["agent"]["endpoints"]["world"]["structured_output"] = True  # a field of a newer harness
+    newer["agent"]["endpoints"]["world"]["speculative_decoding"] = True  # a field of a newer harness
     spec_path.write_text(json.dumps(newer))
-    refused(replay(out), f"{spec_path}: agent.endpoints.world.structured_output", "another harness version")
+    refused(
+        replay(out), f"{spec_path}: agent.endpoints.world.speculative_decoding", "another harness version"
+    )
     spec_path.write_text(spec_text)
     launch = out / "launch.json"
     record = launch.read_text()
