@@ -119,10 +119,9 @@ finish "mlebench"
 export MLEBENCH_VENV="$MLEBENCH_CI_PREFIX/venv" MLEBENCH_DIR="$MLEBENCH_CI_PREFIX/mle-bench"
 rm -rf "$logs"
 
-# Three pytest-xdist workers on two cores: most of the suite waits on subprocesses, loopback servers,
-# Slurm and containers rather than computing (a run with two took 13 min 46 s of wall for about 9 min of
-# CPU). Tests sharing one machine-wide resource (the Slurm cluster, the llama.cpp server) stay on one
-# worker each (xdist groups, tests/conftest.py).
-# MLEW_TEST_WORKERS=0 runs everything in this process, serially.
-log "pytest (${MLEW_TEST_WORKERS:-3} workers)"
-python3 -m pytest -n "${MLEW_TEST_WORKERS:-3}" --dist loadgroup "$@"
+# Serial by default. MLEW_TEST_WORKERS=N runs N pytest-xdist workers (3 took 10 min 7 s of pytest wall
+# here instead of about 17 min, the slurm and llama tests on one worker each: tests/conftest.py), but two
+# tests still fail under that load or order and are not fixed yet (docs/testing.md): until they are, CI
+# runs every test in one process.
+log "pytest (${MLEW_TEST_WORKERS:-0} xdist workers; 0 = serial)"
+python3 -m pytest -n "${MLEW_TEST_WORKERS:-0}" --dist loadgroup "$@"
