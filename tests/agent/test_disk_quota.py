@@ -64,34 +64,66 @@ def test_usage_counts_allocated_bytes_once_per_inode_and_never_follows_links(tmp
     assert measure(tmp_path / "ws-link") == used
 
 
+CEILING_PRELUDE = """
+import json, os, sys
+from pathlib import Path
+from mle_world.agent.sandbox.disk_quota import DiskCeiling
+MIB = 1 << 20
+workspace, neighbour = Path(sys.argv[1]) / "ws", Path(sys.argv[1]) / "other-trial"
+workspace.mkdir()
+neighbour.mkdir()
+def write(path, size):
+    path.write_bytes(os.urandom(size))
+seen = []
+"""
+
+
+def _ceiling_checks(tmp_path: Path, body: str) -> list[Any]:
+    """`body` run on a tmpfs of its own (CEILING_PRELUDE before it), what it appended to `seen`: the
+    ceiling's cheap check compares the file system's used blocks and inodes between two walks, and on a
+    shared /tmp other processes deleting files in between hid this test's growth from it."""
+    out = tmp_path / "fs"
+    script = CEILING_PRELUDE + body + "\nprint(json.dumps(seen))\n"
+    proc = in_private_tmpfs(out, [sys.executable, "-c", script, str(out)], size="32m")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return list(json.loads(proc.stdout))
+
+
 def test_the_ceiling_counts_only_its_own_workspace(tmp_path: Path) -> None:
-    workspace, neighbour = tmp_path / "ws", tmp_path / "other-trial"
-    workspace.mkdir()
-    ceiling = DiskCeiling(workspace, 4 * MIB)
-    _write(neighbour / "big.bin", 8 * MIB)  # the filesystem grows past the room: the workspace is walked
-    assert not ceiling.exceeded()
-    _write(workspace / "small.bin", 2 * MIB)
-    assert not ceiling.exceeded()
-    _write(workspace / "more.bin", 3 * MIB)
-    assert ceiling.exceeded()
-    assert ceiling.peak.bytes >= 5 * MIB
-    kind, message = ceiling.error
-    assert kind == "DiskLimitError" and "disk limit of 4 MiB" in message
+    seen = _ceiling_checks(
+        tmp_path,
+        """
+ceiling = DiskCeiling(workspace, 4 * MIB)
+write(neighbour / "big.bin", 8 * MIB)  # the file system grows past the room: the workspace is walked
+seen.append(ceiling.exceeded())
+write(workspace / "small.bin", 2 * MIB)
+seen.append(ceiling.exceeded())
+write(workspace / "more.bin", 3 * MIB)
+seen += [ceiling.exceeded(), ceiling.peak.bytes, *ceiling.error]
+""",
+    )
+    assert seen[:3] == [False, False, True], seen
+    assert seen[3] >= 5 * MIB
+    assert seen[4] == "DiskLimitError" and "disk limit of 4 MiB" in seen[5]
 
 
 def test_the_ceiling_counts_files_that_take_no_space(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    ceiling = DiskCeiling(workspace, 1 << 40, max_inodes=100)
-    for i in range(90):
-        (workspace / f"empty-{i}").touch()
-    assert not ceiling.exceeded()
-    for i in range(20):
-        (workspace / f"more-{i}").touch()
-    assert ceiling.exceeded() and ceiling.peak.inodes == 110
-    kind, message = ceiling.error
+    seen = _ceiling_checks(
+        tmp_path,
+        """
+ceiling = DiskCeiling(workspace, 1 << 40, max_inodes=100)
+for i in range(90):
+    (workspace / f"empty-{i}").touch()
+seen.append(ceiling.exceeded())
+for i in range(20):
+    (workspace / f"more-{i}").touch()
+seen += [ceiling.exceeded(), ceiling.peak.inodes, *ceiling.error]
+""",
+    )
+    assert seen[:3] == [False, True, 110], seen
     assert (
-        kind == "DiskLimitError" and "110 files and directories, over the sandbox's limit of 100" in message
+        seen[3] == "DiskLimitError"
+        and "110 files and directories, over the sandbox's limit of 100" in seen[4]
     )
 
 
