@@ -472,6 +472,44 @@ def test_the_oom_killer_ends_the_script_not_its_agent(memory_limit: Path, tmp_pa
 
 
 @needs_bwrap
+def test_the_sandboxs_outer_process_is_the_oom_killers_choice_before_the_agent(tmp_path: Path) -> None:
+    """Once the killer has marked a dying script done, the memory its memfd files hold is still charged;
+    the next pick was the agent, unless bubblewrap's outer process (outside the script's PID namespace,
+    so read here from the host side) also scores 1000."""
+    import threading
+    import time
+
+    from mle_world.agent.sandbox.process_tree import children_of
+
+    layout = sandbox_layout(tmp_path)
+    runner = _runner(layout, SandboxSettings())
+    seen: dict[int, str] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid in children_of(os.getpid()):
+                try:
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap":
+                        seen[pid] = Path(f"/proc/{pid}/oom_score_adj").read_text().strip()
+                except OSError:
+                    continue
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = runner.run(
+            "import time; time.sleep(1.5)", args=[], timeout_s=60, log_path=tmp_path / "a.log"
+        )
+    finally:
+        done.set()
+        watcher.join()
+    assert result.ok, result.term_out
+    assert list(seen.values()) == ["1000"], seen
+
+
+@needs_bwrap
 @pytest.mark.skipif(os.uname().machine not in KEYCTL, reason="the filter knows x86_64 and aarch64")
 def test_a_script_neither_reads_nor_fills_the_launchers_session_keyring(tmp_path: Path) -> None:
     """It possessed the session keyring of whoever started the launcher (a Kerberos ticket cache of type

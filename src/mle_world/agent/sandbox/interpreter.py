@@ -262,6 +262,14 @@ class ProcessRunner:
         finally:
             if started_w is not None:
                 os.close(started_w)
+        if self.jail is not None:
+            # The killer's next choice after the script: bubblewrap's outer process (its death takes
+            # the sandbox down). Memory the script wrote into memfd files stays charged while it exits,
+            # after the killer has marked it done; the next pick among processes at an equal score was
+            # the agent, the largest resident set (seen: the agent ended by SIGKILL, the trial lost).
+            # Raising one's own child's score needs no privilege.
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{proc.pid}/oom_score_adj").write_text("1000")
         assert proc.stdout is not None
         reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
         reader.start()
