@@ -173,6 +173,11 @@ local Slurm cluster (its one node, its queue and accounting, which the tests ass
 llama.cpp server's CPU (a real completion per test)."""
 
 
+# tryfirst: xdist's worker turns the xdist_group marks into node-id suffixes in its own
+# pytest_collection_modifyitems, which ran before this one (registered later, called first): the groups
+# were never applied, and the slurm tests ran on every worker at once (one of them left slurm.conf with
+# the MaxArraySize another had set, and each saw the other's MaxArraySize mid-test).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The slow tests first (a stable sort keeps each file's order): started last, one of them would run
     # alone on one worker while the other has finished everything else.
