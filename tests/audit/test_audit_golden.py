@@ -20,6 +20,8 @@ from mle_world.cli.display import RichDisplay
 
 GOLDEN = Path(__file__).with_name("golden")
 
+pytestmark = pytest.mark.shared_setup
+
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:

@@ -29,7 +29,7 @@ from runtimekit import runtime_options
 
 from mle_world.launch.endpoints import PROBE_TOOL_NAME
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_setup]
 
 HOME_CANARY = "mlew-home-canary.txt"
 

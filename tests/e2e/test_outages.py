@@ -24,7 +24,7 @@ import yaml
 from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer, Reply
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.shared_setup, pytest.mark.timeout(900)]
 
 OUTAGE_S = 30.0
 BUDGET_S = 20.0

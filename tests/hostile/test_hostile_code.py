@@ -40,6 +40,10 @@ DISK_MB = 64
 
 pytestmark = [
     pytest.mark.slow,
+    # With the slurm tests: the pyxis ones make /root traversable for a while (`traversable`), and a
+    # process-runtime test on another worker that saw it so built no view for it, then lost the
+    # interpreter's standard library mid-run when the mode came back (ModuleNotFoundError).
+    pytest.mark.shared_setup("slurm"),
     pytest.mark.skipif(os.geteuid() != 0, reason="creates a user and switches to it: needs root"),
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
 ]

@@ -23,7 +23,7 @@ import yaml
 from e2ekit import REPO, cli
 from fakeserver import HOSTILE_FORMULA_ID, HOSTILE_MODEL_ID, FakeOpenAIServer, Reply
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.shared_setup, pytest.mark.timeout(900)]
 
 RAW = ("\x1b", "\x07", "\x9b", "\u202e")
 """What a terminal (or `cat` on a file) would interpret: ESC, BEL, the 8-bit CSI, the bidi override."""

@@ -24,7 +24,7 @@ from browser import dump_dom
 from e2ekit import REPO, cli
 from fakeserver import FakeOpenAIServer, Reply
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.shared_setup, pytest.mark.timeout(600)]
 
 ESC = "\x1b]52;c;cHduZWQ=\x07\x1b]0;OWNED\x1b\\\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\\x1b[2K\x1b[1A"
 """OSC 52 (the clipboard), OSC 0 (the title), OSC 8 (a hyperlink), erase the line and move up."""

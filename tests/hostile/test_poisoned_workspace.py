@@ -31,6 +31,7 @@ from mle_world.agent.sandbox.workspace import TrialLayout, set_up_trial_dir
 from mle_world.records import AgentResult, BudgetSettings, SandboxSettings, SearchSettings
 
 pytestmark = [
+    pytest.mark.shared_setup,
     pytest.mark.timeout(300),
     pytest.mark.skipif(os.geteuid() != 0, reason="the agent of a root launch of `process`: needs root"),
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
