@@ -84,7 +84,7 @@ def test_one_real_tokens_trial(tmp_path: Path, llama_url: str, data_dir: Path, f
             "-m",
             "wm-point",
             "-i",
-            "2",
+            "1",
             "--grade",
             "--runtime",
             "process",
@@ -108,9 +108,9 @@ def test_one_real_tokens_trial(tmp_path: Path, llama_url: str, data_dir: Path, f
     assert proc.returncode == 0, proc.stderr[-3000:]
     trial = out / "runs" / "wm-point" / "iris-species_seed34"
     result = json.loads((trial / "result.json").read_text())
-    # `-i 2` caps the steps; on a loaded machine the 120 s budget can end the trial after the first one
-    # (seen in CI at load 12), which is a completed trial all the same: its tokens are what is checked.
-    assert result["status"] == "completed" and 1 <= result["steps"] <= 2
+    # One step (a draft: coder and feedback calls, generated on the CPU): the token accounting is what
+    # is checked, and a second step doubled the suite's longest test (133 s of 2 cores under xdist).
+    assert result["status"] == "completed" and result["steps"] == 1
     report = json.loads((out / "runs" / "wm-point" / "iris-species_seed34_grading_report.json").read_text())
     assert report["competition_id"] == "iris-species"
     assert isinstance(report["valid_submission"], bool)
