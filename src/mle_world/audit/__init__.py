@@ -9,6 +9,7 @@ them with rich); it never prints itself.
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,7 @@ from mle_world.audit.cache import ParsedInputs, open_parsed_inputs
 from mle_world.audit.collect import Sweep as Sweep
 from mle_world.audit.collect import load_sweep as load_sweep
 from mle_world.audit.comparisons import compare
+from mle_world.audit.memo import RecordingDisplay, drop_memo, input_stamps, load_memo, memo_key, save_memo
 from mle_world.audit.pairing import science_problems
 from mle_world.audit.report import show_tables, write_outputs
 from mle_world.audit.whatif import whatif_rows
@@ -107,18 +109,31 @@ def run_audit(
         if not directory.is_dir():
             raise UserError(f"audit: {directory}: {not_a_dir(directory)}")
     target = out_dir if out_dir is not None else default_out_dir(dirs)
+    began = time.time_ns()
+    flags = {"pad_missing": pad_missing, "plots": plots, "trial_pages": trial_pages, "draw_plots": draw_plots}
+    key = memo_key(dirs, target, flags)
+    shown = display if display is not None else SilentDisplay()
+    memo = load_memo(target, key)
+    if memo is not None and memo.current():
+        memo.show(shown)
+        return 1 if strict and memo.bad else 0
+    drop_memo(target)
     parsed = open_parsed_inputs(target)
     result = audit(dirs, pad_missing=pad_missing, parsed=parsed)
     from mle_world.audit.pages import write_pages
 
+    out = RecordingDisplay(shown)
     with no_cyclic_gc():
         written = write_outputs(result, target, plots=plots, draw=draw_plots)
         pngs = [p.name for p in written if p.suffix == ".png"]
         written += write_pages(result, target, pngs, pages=trial_pages)
         parsed.save()
-        out = display if display is not None else SilentDisplay()
         show_tables(result, out)
     out.say(f"wrote {', '.join(str(p) for p in written)}")
     sweep = result.sweep
     bad = bool(sweep.missing or sweep.invalid or sweep.duplicates or sweep.problems)
+    inputs = input_stamps(sweep, parsed.used, began)
+    if inputs is not None:
+        pages = [target / "trials"] if trial_pages else []  # where pages.write_trial_pages puts them
+        save_memo(target, key, inputs, [*written, *pages], out.shown, bad)
     return 1 if strict and bad else 0
