@@ -3,7 +3,8 @@
 Reads launch.json, grading reports, status.json, events.jsonl, journal.json, costs/*.csv and one
 spec.json per dir and configuration; writes `<out_dir>/summary.csv`, `report.md`, PNG plots,
 `index.html` and `trials/*.html`, and shows the tables on the `Display` it is given (the CLI's draws
-them with rich); it never prints itself.
+them with rich); it never prints itself. A re-audit that `audit/memo.py` finds nothing changed for
+only shows what the last one showed (it reads and writes nothing else).
 """
 
 from __future__ import annotations
