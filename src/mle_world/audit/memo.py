@@ -166,40 +166,47 @@ def input_stamps(
     after it was read.
 
     `stamped`: the parsed-inputs cache's entries this audit used (kind → path → [stamp, value]), whose
-    stamps were taken with the read; every other path is stat'ed now.
+    stamps were taken with the read; every other path is stat'ed now: the dirs first (a sweep still
+    running changes them most often, and then no trial's file is looked at: 0.73 → 0.0004 s of CPU at
+    100,000 reports when a configuration dir had just changed).
     """
+    settled = began_ns - SETTLED_NS
     stamps: dict[str, Stamp | None] = {}
+
+    def settled_all(paths: Iterable[str]) -> bool:
+        for path in paths:
+            if path not in stamps:
+                stamp = stamp_of(path)
+                if stamp is not None and stamp[3] >= settled:
+                    return False
+                stamps[path] = stamp
+        return True
+
+    heads: list[str] = []
+    for output_dir in sweep.dirs:
+        files = layout.OutputFiles(output_dir)
+        heads += (str(files.launch), str(files.runs), str(files.costs))
+        heads += (p for p in _entries(str(files.runs)) if os.path.isdir(p))  # each report's dir among them
+    if not settled_all(heads):
+        return None
     for entries in stamped.values():
         for path, entry in entries.items():
             stamps[path] = entry[0]
-    after: set[str] = set()
+    pending: list[str] = []
     for output_dir in sweep.dirs:
-        files = layout.OutputFiles(output_dir)
-        after.update((str(files.launch), str(files.runs), str(files.costs)))
-        after.update(_entries(str(files.costs)))
-        after.update(p for p in _entries(str(files.runs)) if os.path.isdir(p))
+        pending += _entries(str(layout.OutputFiles(output_dir).costs))
+    submission, submission_csv = layout.SUBMISSION_DIR, str(layout.SUBMISSION_RELPATH)
     for trial in sweep.trials:
-        after.add(trial.report_text)
-        after.add(os.path.dirname(trial.report_text))
+        pending.append(trial.report_text)
         if trial.dir_missing:
             continue
-        directory = trial.dir_text
-        after.add(directory)
-        names: Iterable[str] = trial.files if trial.files is not None else layout.TRIAL_RECORDS
-        after.update(f"{directory}/{name}" for name in names)
-        if trial.files is None or layout.SUBMISSION_DIR in trial.files:
-            after.add(f"{directory}/{layout.SUBMISSION_DIR}")
-            after.add(f"{directory}/{layout.SUBMISSION_RELPATH}")
-    after.update(sweep.unexpected)
-    settled = began_ns - SETTLED_NS
-    for path in after:
-        if path in stamps:
-            continue
-        stamp = stamp_of(path)
-        if stamp is not None and stamp[3] >= settled:
-            return None
-        stamps[path] = stamp
-    return stamps
+        directory, names = trial.dir_text, trial.files
+        pending.append(directory)
+        pending += [f"{directory}/{name}" for name in (layout.TRIAL_RECORDS if names is None else names)]
+        if names is None or submission in names:
+            pending += (f"{directory}/{submission}", f"{directory}/{submission_csv}")
+    pending += sweep.unexpected
+    return stamps if settled_all(pending) else None
 
 
 def _entries(directory: str) -> list[str]:
