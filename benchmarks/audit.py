@@ -5,9 +5,10 @@ temp dir (or --keep DIR, where a sweep already written for a size is reused) and
 table of whole-process runs (median wall, CPU and peak RSS of --repeats after a warm-up; each child's
 own figures from `os.wait4`): `run_paper.py audit` (every table, summary.csv, report.md, plots and
 index.html) into an emptied --out each run (a first audit: every file read, every PNG drawn; and with
---no-plots, nothing drawn) and into
-the same --out each run (a re-audit: what the first parsed and the PNGs whose inputs did not change
-are kept), against baselines measured in the same run: bare `python -c pass`, the imports alone (the
+--no-plots, nothing drawn), into the same --out each run (a re-audit: shown from the memo of the one
+before, `audit/memo.py`) and into the same --out after one report was rewritten before each run (a
+re-audit of a sweep that moved: the memo cannot serve, what the last audit parsed and the PNGs whose
+numbers did not change are kept), against baselines measured in the same run: bare `python -c pass`, the imports alone (the
 audit's modules and matplotlib's Agg figure: the floor under the first audit), and, when MLE-bench is
 installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
 scripts/install_mlebench.sh puts them), MLE-bench's own aggregator
@@ -17,7 +18,13 @@ scaling table: each process's CPU per size and the ratio of each size to the one
 
 Sizes above 10,000 run max(1, repeats x 10,000 / size) times (one run of 100,000 per ten of 10,000).
 
+--against CHECKOUT also runs the three audits with another checkout's run_paper.py and src/ (e.g. the
+commit before a change, as a git worktree), into audit dirs of their own, each right after this one's,
+and prints a before/after table: each audit's CPU from both, after / before, and both against the
+aggregator.
+
 Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--keep DIR]
+                                  [--against CHECKOUT]
 """
 
 from __future__ import annotations
@@ -39,11 +46,15 @@ sys.path.insert(0, str(REPO / "tests" / "support"))  # the tests' helpers
 
 from synthetic import TASKS, make_sweep  # noqa: E402
 
+REPORT_SUFFIX = "_grading_report.json"
+"""`layout.REPORT_SUFFIX` (this file runs the checkouts' code in child processes only)."""
+
 MATPLOTLIB = "matplotlib.figure, matplotlib.backends.backend_agg"
 """What `audit.plots.new_figure` imports."""
 FIRST = "run_paper.py audit into an empty --out (first audit: everything read and written, plots drawn)"
 BARE = "run_paper.py audit --no-plots into an empty --out (first audit: no PNG drawn)"
 AGAIN = "run_paper.py audit again (re-audit: unchanged inputs and plots kept)"
+CHANGED = "run_paper.py audit again after one report was rewritten (re-audit of a sweep that moved)"
 PASS = "python -c pass"
 IMPORTS = "imports alone (the audit's modules and matplotlib's Agg figure; nothing read or drawn)"
 RUN_WITH_LIST = (
@@ -97,18 +108,38 @@ def mlebench_reports(dirs: list[Path], root: Path) -> tuple[Path, Path]:
     return listed, split
 
 
-def whole_process(cmd: list[str], repeats: int, fresh: Path | None = None) -> Run:
+def rewrite(path: Path) -> None:
+    """Replace `path` by a copy of itself, as the harness rewrites a file (a new inode, renamed over it)."""
+    tmp = path.with_name(f".{path.name}.bench")
+    shutil.copyfile(path, tmp)
+    os.replace(tmp, path)
+
+
+def whole_process(
+    cmd: list[str],
+    repeats: int,
+    fresh: Path | None = None,
+    checkout: Path = REPO,
+    changed: Path | None = None,
+) -> Run:
     """Medians of `repeats` runs after one warm-up: wall, CPU (user + sys of the child) and peak RSS.
 
     `fresh`: a dir removed before each run (untimed), e.g. the audit's output dir, so that nothing
     from an earlier run (what it parsed, the PNGs it keeps when their inputs are unchanged) is reused.
+    `checkout`: the source tree the command runs from (its cwd, and its src/ first on the import path).
+    `changed`: an input rewritten (untimed) before each run.
     """
+    env = dict(os.environ)
+    if checkout != REPO:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout / "src"), env.get("PYTHONPATH")]))
     walls, cpus, rss = [], [], []
     for i in range(repeats + 1):
         if fresh is not None:
             shutil.rmtree(fresh, ignore_errors=True)
+        if changed is not None:
+            rewrite(changed)
         t0 = time.perf_counter()
-        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=REPO)
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=checkout, env=env)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - t0
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -128,13 +159,7 @@ def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | 
     script = checkout / "experiments" / "aggregate_grading_reports.py"
     if not venv or not script.is_file():
         return None
-    commit = subprocess.run(
-        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    label = f"MLE-bench aggregate_grading_reports.py @{commit or '?'} (MLEBENCH_VENV)"
+    label = f"MLE-bench aggregate_grading_reports.py @{commit_of(checkout)} (MLEBENCH_VENV)"
     python = str(Path(venv) / "bin" / "python")
     listed, split = mlebench_reports(dirs, root)
     command = [python, "-c", RUN_WITH_LIST, str(script), str(listed), "--split", str(split)]
@@ -174,6 +199,83 @@ def scaling(by_size: dict[int, dict[str, Run]]) -> list[str]:
     return lines
 
 
+def commit_of(checkout: Path) -> str:
+    """The short commit a checkout is at ('?' when git cannot tell)."""
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or "?"
+
+
+def before_after(
+    after: dict[str, Run], before: dict[str, Run], checkout: Path, reference: Run | None
+) -> list[str]:
+    """Each audit's CPU and peak RSS from `checkout` (before) and this one (after), after / before, and
+    both against the aggregator (`reference`) when it ran."""
+    label = f"{checkout} @{commit_of(checkout)}"
+    lines = [
+        f"| process | before CPU s ({label}) | after CPU s (@{commit_of(REPO)}) | after / before "
+        "| before vs aggregator | after vs aggregator | before peak RSS MB | after peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, new in after.items():
+        old = before.get(name)
+        if old is None and name not in (FIRST, BARE, AGAIN, CHANGED):
+            continue
+        versus = [f"{r.cpu / reference.cpu:.2f}x" if r and reference else "n/a" for r in (old, new)]
+        if old is None:
+            cells = [
+                "n/a (no such flag)",
+                f"{new.cpu:.2f}",
+                "n/a",
+                versus[0],
+                versus[1],
+                "n/a",
+                f"{new.rss_mb:.0f}",
+            ]
+            lines.append(f"| {name} | {' | '.join(cells)} |")
+            continue
+        lines.append(
+            f"| {name} | {old.cpu:.2f} | {new.cpu:.2f} | {new.cpu / old.cpu:.2f}x | {versus[0]} | {versus[1]} "
+            f"| {old.rss_mb:.0f} | {new.rss_mb:.0f} |"
+        )
+    return lines
+
+
+def has_no_plots(py: str, checkout: Path) -> bool:
+    """Whether the checkout's `audit` has --no-plots."""
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    cmd = [py, str(checkout / "run_paper.py"), "audit", "--help"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=checkout, env=env)
+    return "--no-plots" in done.stdout
+
+
+def audits(
+    py: str, dirs: list[Path], here: Path, repeats: int, checkouts: dict[str, Path]
+) -> dict[str, dict[str, Run]]:
+    """The four audits (first, first --no-plots, again, again after a change) of `dirs`, each run from
+    every checkout in turn (tag → checkout; each into dirs of `here` named after its tag): tag →
+    process → Run."""
+    runs: dict[str, dict[str, Run]] = {tag: {} for tag in checkouts}
+    report = min(dirs[0].glob(f"runs/*/*{REPORT_SUFFIX}"))
+    for name in (FIRST, BARE, AGAIN, CHANGED):
+        for tag, checkout in checkouts.items():
+            if name == BARE and not has_no_plots(py, checkout):
+                continue  # a checkout from before `audit --no-plots`
+            script = str(checkout / "run_paper.py")
+            again = name in (AGAIN, CHANGED)
+            out = here / f"{tag}{'audit' if again else 'fresh'}"
+            cmd = [py, script, "audit", *map(str, dirs), "--out", str(out)]
+            if name == BARE:
+                cmd.append("--no-plots")
+            changed = report if name == CHANGED else None
+            runs[tag][name] = whole_process(cmd, repeats, None if again else out, checkout, changed)
+    return runs
+
+
 def main() -> None:
     """Run the benchmark."""
     parser = argparse.ArgumentParser(
@@ -183,7 +285,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--against", type=Path, default=None, metavar="CHECKOUT")
     args = parser.parse_args()
+    if args.against is not None and not (args.against / "run_paper.py").is_file():
+        raise SystemExit(f"--against {args.against}: no run_paper.py there")
     sizes = sorted(int(s) for s in args.sizes.split(","))
     root = args.keep or Path(tempfile.mkdtemp(prefix="audit-bench-"))
     py = sys.executable
@@ -202,17 +307,21 @@ def main() -> None:
             print(f"\n### {n:,} reports in {len(dirs)} output dirs ({made}); "
                   f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
                   f"medians of {repeats} whole-process runs\n")  # fmt: skip
-            audit = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(here / "audit")]
-            fresh = [py, "run_paper.py", "audit", *map(str, dirs), "--out", str(here / "fresh")]
-            results = dict(fixed)
-            results[FIRST] = whole_process(fresh, repeats, here / "fresh")
-            results[BARE] = whole_process([*fresh, "--no-plots"], repeats, here / "fresh")
-            results[AGAIN] = whole_process(audit, repeats)
+            checkouts = {"": REPO}
+            if args.against is not None:
+                checkouts["before-"] = args.against.resolve()
+            runs = audits(py, dirs, here, repeats, checkouts)
+            results = {**fixed, **runs[""]}
+            before = runs.get("before-")
             baseline = aggregator_command(dirs, here)
             if baseline is not None:
                 results[baseline[0]] = whole_process(baseline[1], repeats)
             by_size[n] = results
             print("\n".join(table(results, results[baseline[0]] if baseline else None)), flush=True)
+            if before is not None:
+                print(f"\n#### before / after at {n:,} reports\n")
+                reference = results[baseline[0]] if baseline else None
+                print("\n".join(before_after(results, before, args.against.resolve(), reference)), flush=True)
         if len(sizes) > 1:
             print("\n### scaling: CPU s per size, and each size against the one before\n")
             print("\n".join(scaling(by_size)))

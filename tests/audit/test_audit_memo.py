@@ -1,0 +1,264 @@
+"""A re-audit whose inputs, flags and harness are unchanged shows and keeps what the last audit computed
+(nothing read or computed); anything else that changed makes it compute again, and give what a fresh
+audit gives.
+
+Reads nothing; writes small synthetic sweeps (journals, statuses, a missing, a corrupt and an unexpected
+report) and their audit dirs under tmp_path.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from synthetic import add_irregularities, make_sweep
+
+import mle_world.audit as audit_package
+from mle_world.audit import memo, run_audit
+from mle_world.cli.display import RichDisplay
+from mle_world.launch.display import PlainDisplay
+
+OUTPUTS = ("summary.csv", "report.md", "index.html")
+
+
+@pytest.fixture
+def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many audits computed (read the sweep) so far; the sweep's files are trusted however new."""
+    # The sweeps here were written just now: a memo trusts files unchanged since the audit began.
+    monkeypatch.setattr(memo, "SETTLED_NS", 0)
+    calls = [0]
+    real = audit_package.load_sweep
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(audit_package, "load_sweep", counted)
+    return calls
+
+
+def sweep(root: Path, n: int = 250) -> list[Path]:
+    dirs = make_sweep(root, n, events=True, seed=4)
+    add_irregularities(dirs, seed=4)
+    return dirs
+
+
+def audited(dirs: list[Path], out: Path, **flags: Any) -> dict[str, str]:
+    """What the audit writes and shows (its exit code under --strict among them)."""
+    buf = io.StringIO()
+    flags.setdefault("draw_plots", False)  # PNGs drawn cost most of a small audit; one test draws them
+    code = run_audit(dirs, out_dir=out, display=PlainDisplay(buf), strict=True, **flags)
+    files = {name: (out / name).read_text() for name in OUTPUTS}
+    return {**files, "shown": buf.getvalue(), "code": str(code)}
+
+
+def fresh(dirs: list[Path], tmp_path: Path, name: str, **flags: Any) -> dict[str, str]:
+    """A fresh audit's outputs, its `wrote` line naming the dir it was asked for."""
+    out = audited(dirs, tmp_path / name, **flags)
+    out["shown"] = out["shown"].replace(str(tmp_path / name), str(tmp_path / "audit"))
+    return out
+
+
+def test_a_memoised_re_audit_writes_and_shows_what_a_computed_one_does(
+    tmp_path: Path, computed: list[int]
+) -> None:
+    dirs = sweep(tmp_path / "sweep")
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    assert computed[0] == 1 and (out / memo.NAME).is_file()
+    assert first["code"] == "1"  # the corrupt and missing reports: --strict's exit is kept too
+    again = audited(dirs, out)
+    assert computed[0] == 1  # shown from the memo: nothing read
+    assert again == first
+    (out / memo.NAME).unlink()
+    assert audited(dirs, out) == first  # computed again, the same
+    assert computed[0] == 2
+    assert fresh(dirs, tmp_path, "fresh") == first
+
+
+def test_the_cli_prints_the_same_tables_from_the_memo(tmp_path: Path, computed: list[int], cli: Any) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    argv = ("audit", *map(str, dirs), "--out", str(tmp_path / "audit"), "--no-trial-pages")
+    first = cli.run(*argv, cwd=tmp_path)
+    again = cli.run(*argv, cwd=tmp_path)
+    assert computed[0] == 1
+    assert first.returncode == again.returncode == 0 and again.stdout == first.stdout
+    assert "Completeness" in again.stdout and "wrote " in again.stdout
+
+
+def test_a_rich_display_shows_the_memo_as_it_showed_the_audit(tmp_path: Path, computed: list[int]) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    shown = []
+    for _ in range(2):
+        buf = io.StringIO()
+        run_audit(dirs, out_dir=tmp_path / "audit", display=RichDisplay(Console(file=buf, width=120)))
+        shown.append(buf.getvalue())
+    assert computed[0] == 1 and shown[0] == shown[1]
+
+
+def _replace(path: Path, text: str) -> None:
+    """Rewrite a file the way the harness does (a new file renamed over it)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _report(dirs: list[Path]) -> Path:
+    return sorted(dirs[0].glob("runs/wm-point/*_grading_report.json"))[-1]
+
+
+def _rescore(dirs: list[Path]) -> None:
+    path = _report(dirs)
+    data = json.loads(path.read_text())
+    data.update(score=0.99, any_medal=True, gold_medal=True, silver_medal=False, bronze_medal=False)
+    _replace(path, json.dumps(data))
+
+
+def _append_event(dirs: list[Path]) -> None:
+    events = sorted(p for d in dirs for p in d.glob("runs/*/*/events.jsonl"))[0]
+    line = events.read_text().splitlines()[0]
+    with events.open("a") as handle:  # the agent appends: no new inode, no rename in the dir
+        handle.write(line.replace('"p_improves": ', '"p_improves": 0.5 * 0 + ') + "\n")  # a bad line
+        handle.write(line + "\n")
+
+
+def _status_in_place(dirs: list[Path]) -> None:
+    # Written in place (not renamed): only the file's own stamp shows it (one stat'ed after the read).
+    status = sorted(dirs[0].glob("runs/*/*/status.json"))[0]
+    data = json.loads(status.read_text())
+    data.update(state="failed", cause="a much longer cause than before", failure_class="agent")
+    with status.open("r+") as handle:
+        handle.write(json.dumps(data))
+
+
+def _add_report(dirs: list[Path]) -> None:
+    (dirs[1] / "runs" / "aide" / "another_seed7_grading_report.json").write_text(_report(dirs).read_text())
+
+
+def _add_cost_file(dirs: list[Path]) -> None:
+    costs = sorted((dirs[0] / "costs").glob("*.csv"))
+    (dirs[0] / "costs" / "zz.extra.csv").write_text(costs[0].read_text())  # the trial's rows twice
+
+
+def _remove_cost_file(dirs: list[Path]) -> None:
+    sorted((dirs[0] / "costs").glob("*.csv"))[0].unlink()
+
+
+def _remove_report(dirs: list[Path]) -> None:
+    _report(dirs).unlink()
+
+
+def _remove_launch(dirs: list[Path]) -> None:
+    (dirs[1] / "launch.json").unlink()
+
+
+CHANGES: dict[str, Callable[[list[Path]], None]] = {
+    "a report rewritten": _rescore,
+    "events.jsonl appended to": _append_event,
+    "status.json written in place": _status_in_place,
+    "a report added": _add_report,
+    "a cost file added": _add_cost_file,
+    "a cost file removed": _remove_cost_file,
+    "a report removed": _remove_report,
+    "launch.json removed": _remove_launch,
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_changed_added_or_removed_input_is_audited_again(
+    tmp_path: Path, computed: list[int], change: str
+) -> None:
+    dirs = sweep(tmp_path / "sweep")
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    assert audited(dirs, out) == first and computed[0] == 1
+    CHANGES[change](dirs)
+    changed = audited(dirs, out)
+    assert computed[0] == 2
+    assert changed != first
+    assert changed == fresh(dirs, tmp_path, "fresh")
+    assert audited(dirs, out) == changed and computed[0] == 3  # the fresh audit, not this one's
+    assert audited(dirs, out) == changed and computed[0] == 3  # memo kept again
+
+
+@pytest.mark.parametrize(
+    "flags", [{"pad_missing": True}, {"trial_pages": False}, {"draw_plots": True}, {"plots": False}]
+)
+def test_a_changed_flag_is_audited_again(tmp_path: Path, computed: list[int], flags: dict[str, bool]) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    out = tmp_path / "audit"
+    audited(dirs, out)
+    audited(dirs, out)
+    assert computed[0] == 1
+    flagged = audited(dirs, out, **flags)
+    assert computed[0] == 2
+    (out / memo.NAME).unlink()  # (--no-plots keeps the PNGs drawn before: not what a fresh dir has)
+    assert audited(dirs, out, **flags) == flagged and computed[0] == 3
+    assert audited(dirs, out, **flags) == flagged and computed[0] == 3
+
+
+def test_another_harness_version_or_code_is_audited_again(
+    tmp_path: Path, computed: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    monkeypatch.setattr(memo, "__version__", "0.0.0+other")
+    assert audited(dirs, out) == first and computed[0] == 2
+    assert audited(dirs, out) == first and computed[0] == 2
+    package = Path(memo.__file__).parents[1]
+    code = sorted(package.rglob("*.py"))
+    real = Path.read_bytes
+
+    def edited(path: Path) -> bytes:  # as if one module of the harness had changed since
+        data = real(path)
+        return data + b"\n# edited\n" if path == code[0] else data
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    assert audited(dirs, out) == first and computed[0] == 3
+
+
+def test_an_output_changed_or_removed_is_written_again(tmp_path: Path, computed: list[int]) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    out = tmp_path / "audit"
+    first = audited(dirs, out, draw_plots=True)
+    (out / "report.md").write_text("edited by hand\n")
+    assert audited(dirs, out, draw_plots=True) == first and computed[0] == 2
+    next(out.glob("*.png")).unlink()
+    assert audited(dirs, out, draw_plots=True) == first and computed[0] == 3
+    for page in (out / "trials").iterdir():
+        page.unlink()
+    assert audited(dirs, out, draw_plots=True) == first and computed[0] == 4
+    assert any((out / "trials").iterdir())
+
+
+def test_no_memo_trusts_an_input_that_changed_as_the_audit_began(
+    tmp_path: Path, computed: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    out = tmp_path / "audit"
+    # Every file stat'ed after it was read counts as changed since the audit began (as a file being
+    # written while the audit reads it would): none of its stamps is trusted, no memo is kept.
+    monkeypatch.setattr(memo, "SETTLED_NS", 10**18)
+    first = audited(dirs, out)
+    assert not (out / memo.NAME).exists()
+    assert audited(dirs, out) == first and computed[0] == 2
+
+
+@pytest.mark.parametrize("garbage", [b"garbage", b'{"key": 1}', b"[]"])
+def test_an_unreadable_memo_is_computed_again(tmp_path: Path, computed: list[int], garbage: bytes) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    data = json.loads((out / memo.NAME).read_text())
+    data["shown"] = [["table", "x"]]  # the right key, a malformed call
+    (out / memo.NAME).write_text(json.dumps(data))
+    assert audited(dirs, out) == first and computed[0] == 2
+    (out / memo.NAME).write_bytes(garbage)
+    assert audited(dirs, out) == first and computed[0] == 3
