@@ -184,10 +184,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     for item in items:
         group = next((g for g in SERIAL_GROUPS if item.get_closest_marker(g) is not None), None)
-        shared = item.get_closest_marker("shared_setup")
-        if group is None and shared is not None:
-            # The module (its fixture set up once, on one worker), or the group its mark names: one whose
-            # tests change host state these read.
-            group = shared.args[0] if shared.args else item.nodeid.split("::", 1)[0]
+        if group is None and item.get_closest_marker("shared_setup") is not None:
+            group = item.nodeid.split("::", 1)[0]  # the module: its fixture is set up on one worker, once
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))

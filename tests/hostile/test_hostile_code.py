@@ -8,6 +8,7 @@ with the launcher as root and as an ordinary user (created here when missing).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -40,10 +41,7 @@ DISK_MB = 64
 
 pytestmark = [
     pytest.mark.slow,
-    # With the slurm tests: the pyxis ones make /root traversable for a while (`traversable`), and a
-    # process-runtime test on another worker that saw it so built no view for it, then lost the
-    # interpreter's standard library mid-run when the mode came back (ModuleNotFoundError).
-    pytest.mark.shared_setup("slurm"),
+    pytest.mark.shared_setup,
     pytest.mark.skipif(os.geteuid() != 0, reason="creates a user and switches to it: needs root"),
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
 ]
@@ -66,6 +64,24 @@ def ensure_user() -> pwd.struct_passwd:
         subprocess.run(["usermod", "--shell", "/bin/sh", TEST_USER], check=True)
         user = pwd.getpwnam(TEST_USER)
     return user
+
+
+MODES_LOCK = Path(tempfile.gettempdir()) / "mlew-tests-host-modes.lock"
+"""Held exclusively while `traversable` has changed host directories' modes, shared while a run as the
+test user relies on them as `reachable_view` found them. Under xdist the pyxis tests (on the slurm
+worker) made /root traversable while a process-runtime run on another worker, which had seen it so and
+built no view, lost the interpreter's standard library mid-run when the mode came back
+(ModuleNotFoundError: statistics)."""
+
+
+@contextlib.contextmanager
+def host_modes(exclusive: bool) -> Iterator[None]:
+    with MODES_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def reachable_view(paths: list[Path]) -> list[str]:
@@ -366,7 +382,9 @@ def check_trial(run: dict[str, Any], data_dir: Path) -> None:
 def test_hostile_code_is_contained_in_the_process_runtime(
     as_user: bool, workdir: Path, data_dir: Path
 ) -> None:
-    check_trial(run_trial(as_user, workdir, data_dir, ["--runtime", "process"]), data_dir)
+    with host_modes(exclusive=False):
+        run = run_trial(as_user, workdir, data_dir, ["--runtime", "process"])
+    check_trial(run, data_dir)
 
 
 @contextlib.contextmanager
@@ -377,18 +395,22 @@ def traversable(paths: list[Path]) -> Iterator[None]:
     builds, so the interpreter, the checkout and the image must be reachable on the host itself.
     Only the traverse bit for others is added, and each mode is restored afterwards.
     """
-    changed: dict[Path, int] = {}
-    for path in paths:
-        for ancestor in list(reversed(path.resolve().parents)):
-            mode = stat.S_IMODE(ancestor.stat().st_mode)
-            if ancestor not in changed and not mode & 0o001:
-                changed[ancestor] = mode
-                ancestor.chmod(mode | 0o001)
-    try:
+    if not paths:
         yield
-    finally:
-        for ancestor, mode in changed.items():
-            ancestor.chmod(mode)
+        return
+    with host_modes(exclusive=True):
+        changed: dict[Path, int] = {}
+        for path in paths:
+            for ancestor in list(reversed(path.resolve().parents)):
+                mode = stat.S_IMODE(ancestor.stat().st_mode)
+                if ancestor not in changed and not mode & 0o001:
+                    changed[ancestor] = mode
+                    ancestor.chmod(mode | 0o001)
+        try:
+            yield
+        finally:
+            for ancestor, mode in changed.items():
+                ancestor.chmod(mode)
 
 
 def user_can_execute(path: Path) -> bool:
@@ -413,7 +435,8 @@ def test_hostile_code_is_contained_in_enroot(
     args = ["--runtime", "enroot", "--enroot-image", str(ci_image)]
     # Enroot started by root maps only uid 0 into the container, so the script's host uid is 0, which
     # the kernel exempts from RLIMIT_NPROC: there the agent's own task ceiling stops the fork bomb.
-    run = run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True)
+    with host_modes(exclusive=False):
+        run = run_trial(as_user, workdir, data_dir, args, extra_paths=(ci_image,), fuse=True)
     check_trial(run, data_dir)
 
 
