@@ -18,13 +18,19 @@ scaling table: each process's CPU per size and the ratio of each size to the one
 
 Sizes above 10,000 run max(1, repeats x 10,000 / size) times (one run of 100,000 per ten of 10,000).
 
---against CHECKOUT also runs the three audits with another checkout's run_paper.py and src/ (e.g. the
-commit before a change, as a git worktree), into audit dirs of their own, each right after this one's,
-and prints a before/after table: each audit's CPU from both, after / before, and both against the
-aggregator.
+--against CHECKOUT (repeatable) also runs the audits with another checkout's run_paper.py and src/ (e.g.
+the commit before a change, as a git worktree), into audit dirs of their own, each right after this
+one's, and prints a before/after table per checkout: each audit's CPU from both, after / before, and both
+against the aggregator.
+
+Every child runs with bytecode, as a user's installed harness and the aggregator's site-packages do:
+this machine sets PYTHONDONTWRITEBYTECODE=1 and a worktree has no __pycache__, so each audit process
+would compile the harness again (0.07-0.1 s of CPU) while the aggregator's packages load theirs. The
+children get PYTHONPYCACHEPREFIX in a temp dir of this run instead (bytecode written, for this checkout,
+each --against and the aggregator alike), filled by each command's untimed warm-up run.
 
 Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--keep DIR]
-                                  [--against CHECKOUT]
+                                  [--against CHECKOUT ...]
 """
 
 from __future__ import annotations
@@ -285,12 +291,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
-    parser.add_argument("--against", type=Path, default=None, metavar="CHECKOUT")
+    parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT")
     args = parser.parse_args()
-    if args.against is not None and not (args.against / "run_paper.py").is_file():
-        raise SystemExit(f"--against {args.against}: no run_paper.py there")
+    for against in args.against:
+        if not (against / "run_paper.py").is_file():
+            raise SystemExit(f"--against {against}: no run_paper.py there")
     sizes = sorted(int(s) for s in args.sizes.split(","))
     root = args.keep or Path(tempfile.mkdtemp(prefix="audit-bench-"))
+    pycache = Path(tempfile.mkdtemp(prefix="audit-bench-pycache-"))
+    os.environ["PYTHONPYCACHEPREFIX"] = str(pycache)  # the children's bytecode (see the docstring)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     py = sys.executable
     try:
         imports = "import mle_world.cli, mle_world.audit, mle_world.audit.pages, " + MATPLOTLIB
@@ -308,24 +318,25 @@ def main() -> None:
                   f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
                   f"medians of {repeats} whole-process runs\n")  # fmt: skip
             checkouts = {"": REPO}
-            if args.against is not None:
-                checkouts["before-"] = args.against.resolve()
+            for i, against in enumerate(args.against):
+                checkouts[f"before{i or ''}-"] = against.resolve()
             runs = audits(py, dirs, here, repeats, checkouts)
             results = {**fixed, **runs[""]}
-            before = runs.get("before-")
             baseline = aggregator_command(dirs, here)
             if baseline is not None:
                 results[baseline[0]] = whole_process(baseline[1], repeats)
             by_size[n] = results
             print("\n".join(table(results, results[baseline[0]] if baseline else None)), flush=True)
-            if before is not None:
-                print(f"\n#### before / after at {n:,} reports\n")
-                reference = results[baseline[0]] if baseline else None
-                print("\n".join(before_after(results, before, args.against.resolve(), reference)), flush=True)
+            reference = results[baseline[0]] if baseline else None
+            for tag, checkout in checkouts.items():
+                if tag:
+                    print(f"\n#### before ({checkout}) / after at {n:,} reports\n")
+                    print("\n".join(before_after(results, runs[tag], checkout, reference)), flush=True)
         if len(sizes) > 1:
             print("\n### scaling: CPU s per size, and each size against the one before\n")
             print("\n".join(scaling(by_size)))
     finally:
+        shutil.rmtree(pycache, ignore_errors=True)
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
 
