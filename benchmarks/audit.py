@@ -156,14 +156,17 @@ def run_once(job: Job) -> tuple[float, float, float]:
 
 
 def interleaved(jobs: dict[str, Job], repeats: int) -> dict[str, Run]:
-    """Medians of `repeats` runs of each job after one warm-up each, the jobs taking turns run by run
-    (a load that drifts during the measurement falls on all of them alike): name → Run."""
+    """Medians of `repeats` runs of each job after one warm-up each, the jobs taking turns run by run in
+    a rotating order (a load that drifts during the measurement falls on all of them alike): name → Run."""
     for job in jobs.values():
         run_once(job)
     figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in jobs}
-    for _ in range(repeats):
-        for name, job in jobs.items():
-            figures[name].append(run_once(job))
+    names = list(jobs)
+    for i in range(repeats):
+        # Rotated each round: no job always follows the same one (whose written files and freed
+        # memory the kernel may still be dealing with when the next starts).
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            figures[name].append(run_once(jobs[name]))
     return {
         name: Run(*(statistics.median(f[i] for f in runs) for i in range(3)))
         for name, runs in figures.items()
