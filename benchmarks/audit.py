@@ -18,13 +18,20 @@ scaling table: each process's CPU per size and the ratio of each size to the one
 
 Sizes above 10,000 run max(1, repeats x 10,000 / size) times (one run of 100,000 per ten of 10,000).
 
---against CHECKOUT also runs the three audits with another checkout's run_paper.py and src/ (e.g. the
-commit before a change, as a git worktree), into audit dirs of their own, each right after this one's,
-and prints a before/after table: each audit's CPU from both, after / before, and both against the
-aggregator.
+--against CHECKOUT (repeatable) also runs the audits with another checkout's run_paper.py and src/ (e.g.
+the commit before a change, as a git worktree), into audit dirs of their own, and prints a
+before/after table per checkout: each audit's CPU from both, after / before, and both against the
+aggregator. The checkouts take turns run by run (and the aggregator with the first audits), so a load
+that drifts while they are measured (this machine is shared) falls on all of them alike.
+
+Every child runs with bytecode, as a user's installed harness and the aggregator's site-packages do:
+this machine sets PYTHONDONTWRITEBYTECODE=1 and a worktree has no __pycache__, so each audit process
+would compile the harness again (0.07-0.1 s of CPU) while the aggregator's packages load theirs. The
+children get PYTHONPYCACHEPREFIX in a temp dir of this run instead (bytecode written, for this checkout,
+each --against and the aggregator alike), filled by each command's untimed warm-up run.
 
 Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--keep DIR]
-                                  [--against CHECKOUT]
+                                  [--against CHECKOUT ...]
 """
 
 from __future__ import annotations
@@ -115,41 +122,60 @@ def rewrite(path: Path) -> None:
     os.replace(tmp, path)
 
 
-def whole_process(
-    cmd: list[str],
-    repeats: int,
-    fresh: Path | None = None,
-    checkout: Path = REPO,
-    changed: Path | None = None,
-) -> Run:
-    """Medians of `repeats` runs after one warm-up: wall, CPU (user + sys of the child) and peak RSS.
+@dataclass(frozen=True)
+class Job:
+    """One command to time: its cwd and src/, a dir removed and an input rewritten before each run."""
 
-    `fresh`: a dir removed before each run (untimed), e.g. the audit's output dir, so that nothing
-    from an earlier run (what it parsed, the PNGs it keeps when their inputs are unchanged) is reused.
-    `checkout`: the source tree the command runs from (its cwd, and its src/ first on the import path).
-    `changed`: an input rewritten (untimed) before each run.
-    """
+    cmd: list[str]
+    checkout: Path = REPO
+    """The source tree the command runs from (its cwd, and its src/ first on the import path)."""
+    fresh: Path | None = None
+    """A dir removed before each run (untimed), e.g. the audit's output dir, so that nothing from an
+    earlier run (what it parsed, the PNGs it keeps when their inputs are unchanged) is reused."""
+    changed: Path | None = None
+    """An input rewritten (untimed) before each run."""
+
+
+def run_once(job: Job) -> tuple[float, float, float]:
+    """Wall, CPU (user + sys of the child) and peak RSS (MB) of one run of `job`."""
     env = dict(os.environ)
-    if checkout != REPO:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout / "src"), env.get("PYTHONPATH")]))
-    walls, cpus, rss = [], [], []
-    for i in range(repeats + 1):
-        if fresh is not None:
-            shutil.rmtree(fresh, ignore_errors=True)
-        if changed is not None:
-            rewrite(changed)
-        t0 = time.perf_counter()
-        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=checkout, env=env)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - t0
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode != 0:
-            raise SystemExit(f"benchmark: {' '.join(cmd[:4])} ... exited {child.returncode}")
-        if i:
-            walls.append(wall)
-            cpus.append(usage.ru_utime + usage.ru_stime)
-            rss.append(usage.ru_maxrss / 1024)  # KiB on Linux
-    return Run(statistics.median(walls), statistics.median(cpus), statistics.median(rss))
+    if job.checkout != REPO:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(job.checkout / "src"), env.get("PYTHONPATH")]))
+    if job.fresh is not None:
+        shutil.rmtree(job.fresh, ignore_errors=True)
+    if job.changed is not None:
+        rewrite(job.changed)
+    t0 = time.perf_counter()
+    child = subprocess.Popen(job.cmd, stdout=subprocess.DEVNULL, cwd=job.checkout, env=env)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        code = os.waitstatus_to_exitcode(status)
+        raise SystemExit(f"benchmark: {' '.join(job.cmd[:4])} ... exited {code}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def interleaved(jobs: dict[str, Job], repeats: int) -> dict[str, Run]:
+    """Medians of `repeats` runs of each job after one warm-up each, the jobs taking turns run by run in
+    a rotating order (a load that drifts during the measurement falls on all of them alike): name → Run."""
+    for job in jobs.values():
+        run_once(job)
+    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in jobs}
+    names = list(jobs)
+    for i in range(repeats):
+        # Rotated each round: no job always follows the same one (whose written files and freed
+        # memory the kernel may still be dealing with when the next starts).
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            figures[name].append(run_once(jobs[name]))
+    return {
+        name: Run(*(statistics.median(f[i] for f in runs) for i in range(3)))
+        for name, runs in figures.items()
+    }
+
+
+def whole_process(cmd: list[str], repeats: int) -> Run:
+    """Medians of `repeats` runs of `cmd` (from this checkout) after one warm-up."""
+    return interleaved({"": Job(cmd)}, repeats)[""]
 
 
 def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | None:
@@ -254,14 +280,21 @@ def has_no_plots(py: str, checkout: Path) -> bool:
 
 
 def audits(
-    py: str, dirs: list[Path], here: Path, repeats: int, checkouts: dict[str, Path]
+    py: str,
+    dirs: list[Path],
+    here: Path,
+    repeats: int,
+    checkouts: dict[str, Path],
+    baseline: tuple[str, list[str]] | None,
 ) -> dict[str, dict[str, Run]]:
     """The four audits (first, first --no-plots, again, again after a change) of `dirs`, each run from
-    every checkout in turn (tag → checkout; each into dirs of `here` named after its tag): tag →
-    process → Run."""
+    every checkout (tag → checkout; each into dirs of `here` named after its tag), the checkouts taking
+    turns run by run, and the aggregator (`baseline`: label, command) taking turns with the first
+    audits: tag → process → Run (the aggregator under tag "" and its label)."""
     runs: dict[str, dict[str, Run]] = {tag: {} for tag in checkouts}
     report = min(dirs[0].glob(f"runs/*/*{REPORT_SUFFIX}"))
     for name in (FIRST, BARE, AGAIN, CHANGED):
+        jobs: dict[str, Job] = {}
         for tag, checkout in checkouts.items():
             if name == BARE and not has_no_plots(py, checkout):
                 continue  # a checkout from before `audit --no-plots`
@@ -272,7 +305,14 @@ def audits(
             if name == BARE:
                 cmd.append("--no-plots")
             changed = report if name == CHANGED else None
-            runs[tag][name] = whole_process(cmd, repeats, None if again else out, checkout, changed)
+            jobs[tag] = Job(cmd, checkout, None if again else out, changed)
+        if name == FIRST and baseline is not None:
+            jobs[baseline[0]] = Job(baseline[1])
+        for tag, run in interleaved(jobs, repeats).items():
+            if baseline is not None and tag == baseline[0]:
+                runs[""][tag] = run
+            else:
+                runs[tag][name] = run
     return runs
 
 
@@ -285,12 +325,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
-    parser.add_argument("--against", type=Path, default=None, metavar="CHECKOUT")
+    parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT")
     args = parser.parse_args()
-    if args.against is not None and not (args.against / "run_paper.py").is_file():
-        raise SystemExit(f"--against {args.against}: no run_paper.py there")
+    for against in args.against:
+        if not (against / "run_paper.py").is_file():
+            raise SystemExit(f"--against {against}: no run_paper.py there")
     sizes = sorted(int(s) for s in args.sizes.split(","))
     root = args.keep or Path(tempfile.mkdtemp(prefix="audit-bench-"))
+    pycache = Path(tempfile.mkdtemp(prefix="audit-bench-pycache-"))
+    os.environ["PYTHONPYCACHEPREFIX"] = str(pycache)  # the children's bytecode (see the docstring)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     py = sys.executable
     try:
         imports = "import mle_world.cli, mle_world.audit, mle_world.audit.pages, " + MATPLOTLIB
@@ -308,24 +352,26 @@ def main() -> None:
                   f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
                   f"medians of {repeats} whole-process runs\n")  # fmt: skip
             checkouts = {"": REPO}
-            if args.against is not None:
-                checkouts["before-"] = args.against.resolve()
-            runs = audits(py, dirs, here, repeats, checkouts)
-            results = {**fixed, **runs[""]}
-            before = runs.get("before-")
+            for i, against in enumerate(args.against):
+                checkouts[f"before{i or ''}-"] = against.resolve()
             baseline = aggregator_command(dirs, here)
+            runs = audits(py, dirs, here, repeats, checkouts, baseline)
+            mine = runs[""]
+            results = {**fixed, **{k: v for k, v in mine.items() if not baseline or k != baseline[0]}}
             if baseline is not None:
-                results[baseline[0]] = whole_process(baseline[1], repeats)
+                results[baseline[0]] = mine[baseline[0]]
             by_size[n] = results
             print("\n".join(table(results, results[baseline[0]] if baseline else None)), flush=True)
-            if before is not None:
-                print(f"\n#### before / after at {n:,} reports\n")
-                reference = results[baseline[0]] if baseline else None
-                print("\n".join(before_after(results, before, args.against.resolve(), reference)), flush=True)
+            reference = results[baseline[0]] if baseline else None
+            for tag, checkout in checkouts.items():
+                if tag:
+                    print(f"\n#### before ({checkout}) / after at {n:,} reports\n")
+                    print("\n".join(before_after(results, runs[tag], checkout, reference)), flush=True)
         if len(sizes) > 1:
             print("\n### scaling: CPU s per size, and each size against the one before\n")
             print("\n".join(scaling(by_size)))
     finally:
+        shutil.rmtree(pycache, ignore_errors=True)
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
 
