@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -226,14 +227,22 @@ def scaling(by_size: dict[int, dict[str, Run]]) -> list[str]:
 
 
 def commit_of(checkout: Path) -> str:
-    """The short commit a checkout is at ('?' when git cannot tell)."""
+    """The short commit a checkout is at: git's, else the `.git_archival.txt` an unpacked archive carries
+    (scripts/install_mlebench.sh writes one from the vendored archive); '?' when neither tells."""
     done = subprocess.run(
         ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
         capture_output=True,
         text=True,
         check=False,
     )
-    return done.stdout.strip() or "?"
+    if done.stdout.strip():
+        return done.stdout.strip()
+    try:
+        archival = (checkout / ".git_archival.txt").read_text(errors="replace")
+    except OSError:
+        return "?"
+    found = re.search(r"^node: ([0-9a-f]{7})[0-9a-f]*$", archival, re.MULTILINE)
+    return found[1] if found else "?"
 
 
 def before_after(
