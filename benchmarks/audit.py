@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -53,6 +52,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "support"))  # the tests' helpers
 
 from synthetic import TASKS, make_sweep  # noqa: E402
+
+from mle_world.grading.mlebench_version import describe  # noqa: E402
 
 REPORT_SUFFIX = "_grading_report.json"
 """`layout.REPORT_SUFFIX` (this file runs the checkouts' code in child processes only)."""
@@ -186,7 +187,10 @@ def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | 
     script = checkout / "experiments" / "aggregate_grading_reports.py"
     if not venv or not script.is_file():
         return None
-    label = f"MLE-bench aggregate_grading_reports.py @{commit_of(checkout)} (MLEBENCH_VENV)"
+    # What the grading reports say of the installed MLE-bench: a checkout's commit, or the archive's from
+    # the .git_archival.txt scripts/install_mlebench.sh writes (that checkout has no .git).
+    source = describe({"file": str(checkout / "mlebench" / "__init__.py")})
+    label = f"MLE-bench aggregate_grading_reports.py, {source} (MLEBENCH_VENV)"
     python = str(Path(venv) / "bin" / "python")
     listed, split = mlebench_reports(dirs, root)
     command = [python, "-c", RUN_WITH_LIST, str(script), str(listed), "--split", str(split)]
@@ -227,22 +231,14 @@ def scaling(by_size: dict[int, dict[str, Run]]) -> list[str]:
 
 
 def commit_of(checkout: Path) -> str:
-    """The short commit a checkout is at: git's, else the `.git_archival.txt` an unpacked archive carries
-    (scripts/install_mlebench.sh writes one from the vendored archive); '?' when neither tells."""
+    """The short commit a checkout is at ('?' when git cannot tell)."""
     done = subprocess.run(
         ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
         capture_output=True,
         text=True,
         check=False,
     )
-    if done.stdout.strip():
-        return done.stdout.strip()
-    try:
-        archival = (checkout / ".git_archival.txt").read_text(errors="replace")
-    except OSError:
-        return "?"
-    found = re.search(r"^node: ([0-9a-f]{7})[0-9a-f]*$", archival, re.MULTILINE)
-    return found[1] if found else "?"
+    return done.stdout.strip() or "?"
 
 
 def before_after(
