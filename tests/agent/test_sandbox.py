@@ -483,12 +483,16 @@ def test_the_sandboxs_outer_process_is_the_oom_killers_choice_before_the_agent(t
 
     layout = sandbox_layout(tmp_path)
     runner = _runner(layout, SandboxSettings())
+    # An earlier test in this worker may have made it a subreaper (test_interpreter does): orphaned
+    # inner bwrap processes of earlier runs are then its zombie children, at score 0. Only this run's
+    # are watched, and a pid's last reading counts (the first may precede the parent's write).
+    before = children_of(os.getpid())
     seen: dict[int, str] = {}
     done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
-            for pid in children_of(os.getpid()):
+            for pid in children_of(os.getpid()) - before:
                 try:
                     if Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap":
                         seen[pid] = Path(f"/proc/{pid}/oom_score_adj").read_text().strip()
@@ -506,7 +510,8 @@ def test_the_sandboxs_outer_process_is_the_oom_killers_choice_before_the_agent(t
         done.set()
         watcher.join()
     assert result.ok, result.term_out
-    assert list(seen.values()) == ["1000"], seen
+    # the outer process is the first to appear; its inner one is reparented here only as it ends
+    assert seen and next(iter(seen.values())) == "1000", seen
 
 
 @needs_bwrap
