@@ -43,6 +43,18 @@ def test_sign_test_is_symmetric_and_falls_as_the_split_gets_more_uneven() -> Non
         assert half == sorted(half)  # more uneven (smaller k) → smaller p
 
 
+def test_sign_test_is_the_math_comb_tail_at_a_large_sweeps_counts() -> None:
+    """The coefficients come from a recurrence: each must still be the exact binomial one (checked
+    against math.comb's sum, as the p-value was computed before) up to thousands of discordant pairs."""
+    import math
+
+    for better, worse in [(37, 211), (499, 501), (1200, 1500), (3000, 2950)]:
+        n = better + worse
+        tail = sum(math.comb(n, k) for k in range(min(better, worse) + 1))
+        assert sign_test(better, worse) == min(1.0, 2 * tail / (1 << n)), (better, worse)
+    assert 0.0 < sign_test(20_000, 21_000) < 1e-6  # 41,000 pairs: a real p-value, computed at all
+
+
 def test_sign_test_rejects_negative_counts() -> None:
     with pytest.raises(ValueError):
         sign_test(-1, 3)

