@@ -109,7 +109,7 @@ def query_states(job_ids: Sequence[str]) -> SlurmView:
     roots = sorted({j.split("_")[0] for j in job_ids})
     if not roots:
         return SlurmView({}, squeue_ok=True, sacct_ok=True)
-    sacct = query_accounting(roots, TOOL_TIMEOUT_S)
+    sacct = query_accounting(job_ids, TOOL_TIMEOUT_S)
     states = dict(sacct or {})
     squeue = run_tool(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(roots)])
     for line in (squeue or "").splitlines():
@@ -171,7 +171,12 @@ def query_queue(job_ids: Sequence[str], timeout_s: float | None = None) -> Queue
 
 def query_accounting(job_ids: Sequence[str], timeout_s: float | None = None) -> dict[str, str] | None:
     """sacct's state of every task of these jobs' arrays (pending tasks expanded); None when sacct
-    cannot answer within `timeout_s` (QUEUE_TIMEOUT_S)."""
+    cannot answer within `timeout_s` (QUEUE_TIMEOUT_S).
+
+    An array cancelled before any task started is one record, listed under the array's own id (`37`,
+    not `37_[0-4]`): each asked task of it takes that record's state. Without it `status` said
+    'submitted' for ever for the tasks a `cancel` stopped in the queue.
+    """
     roots = sorted({j.split("_")[0] for j in job_ids})
     if not roots:
         return {}
@@ -184,6 +189,10 @@ def query_accounting(job_ids: Sequence[str], timeout_s: float | None = None) -> 
         job, _, state = line.partition("|")
         for one in _expand(job.strip()):
             states[one] = state.split()[0] if state.strip() else "UNKNOWN"
+    for job in job_ids:
+        root, _, task = job.partition("_")
+        if task and job not in states and root in states:
+            states[job] = states[root]
     return states
 
 
