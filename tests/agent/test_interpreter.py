@@ -5,8 +5,10 @@ Reads nothing; runs tiny scripts in a tmp workspace.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,8 +76,18 @@ def test_sigterm_ignoring_script_is_killed(runner, tmp_path):
     assert result.timed_out and result.exc_type == "TimeoutError" and result.exit_code is None
 
 
-def test_forked_children_are_all_killed(runner, tmp_path):
-    enable_subreaper()
+@pytest.fixture
+def subreaper() -> Iterator[None]:
+    """This process a subreaper for one test: left on, every orphan of the worker's later tests (inner
+    bubblewrap processes of killed runs) stays its zombie child for the rest of the session."""
+    assert enable_subreaper()
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, off
+
+
+def test_forked_children_are_all_killed(runner, tmp_path, subreaper):
     pids = tmp_path / "pids.txt"
     # Every process of this script carries the marker in its command line (forks inherit it), so
     # the sweep below finds only this test's processes, whatever else runs on the machine.
