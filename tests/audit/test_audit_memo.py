@@ -187,6 +187,30 @@ def test_a_changed_added_or_removed_input_is_audited_again(
     assert audited(dirs, out) == changed and computed[0] == 3  # memo kept again
 
 
+def test_a_recorded_trial_dir_that_appears_is_audited_again(tmp_path: Path, computed: list[int]) -> None:
+    """launch.json may record a trial dir outside the canonical layout; while it is absent the trial is
+    read from the canonical dir, and once it appears from it: its absence is one of the memo's inputs."""
+    dirs = sweep(tmp_path / "sweep")
+    launch = dirs[0] / "launch.json"
+    data = json.loads(launch.read_text())
+    trial = next(t for t in data["trials"] if (dirs[0] / t["trial_dir"] / "status.json").is_file())
+    canonical = dirs[0] / trial["trial_dir"]
+    trial["trial_dir"] = f"elsewhere/{canonical.name}"
+    _replace(launch, json.dumps(data))
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    assert audited(dirs, out) == first and computed[0] == 1
+    moved = dirs[0] / trial["trial_dir"]
+    moved.parent.mkdir()
+    moved.mkdir()
+    status = json.loads((canonical / "status.json").read_text())
+    status.update(state="failed", cause="the recorded dir's own status", failure_class="agent")
+    (moved / "status.json").write_text(json.dumps(status))
+    changed = audited(dirs, out)
+    assert computed[0] == 2 and changed != first
+    assert changed == fresh(dirs, tmp_path, "fresh")
+
+
 @pytest.mark.parametrize(
     "flags", [{"pad_missing": True}, {"trial_pages": False}, {"draw_plots": True}, {"plots": False}]
 )

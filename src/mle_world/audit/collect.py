@@ -70,6 +70,9 @@ class Trial:
     """None without cost rows or when the execution row's GPU-hours are unknown (no events.jsonl)."""
     dir_missing: bool = field(default=False, repr=False, compare=False)
     """The listing of its configuration dir has no trial dir: skip reading files inside it."""
+    recorded_absent: str | None = field(default=None, repr=False, compare=False)
+    """The trial dir launch.json records when that is no directory (`dir_text` is the canonical one
+    then): should it appear, the trial's files are read there (the memo stamps its absence)."""
     files: frozenset[str] | None = field(default=None, repr=False, compare=False)
     """Names in its trial dir, listed once (None: not listed; look for each file)."""
     result: AgentResult | None = None
@@ -295,6 +298,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
             names = place.names
             canonical, name, report = place.dir_and_report(key.task, key.seed)
             # A recorded dir that is not a directory falls back to the canonical one (no stat when equal).
+            absent = None
             if recorded is None:
                 directory = canonical
             elif isinstance(recorded, str) and f"{out}/{recorded}" == canonical:
@@ -303,7 +307,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                 path = recorded if isinstance(recorded, Path) else output_dir / recorded
                 directory = str(path)
                 if directory != canonical and not path.is_dir():
-                    directory = canonical
+                    absent, directory = directory, canonical
             trial = Trial(
                 trial_id=trial_id,
                 regime=key.regime,
@@ -314,6 +318,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                 dir_text=directory,
                 report_text=report,
                 dir_missing=directory == canonical and not names.get(name),
+                recorded_absent=absent,
             )
             if directory == canonical and names.get(name):
                 if parsed is None:

@@ -198,6 +198,8 @@ def input_stamps(
     submission, submission_csv = layout.SUBMISSION_DIR, str(layout.SUBMISSION_RELPATH)
     for trial in sweep.trials:
         pending.append(trial.report_text)
+        if trial.recorded_absent is not None:
+            pending.append(trial.recorded_absent)
         if trial.dir_missing:
             continue
         directory, names = trial.dir_text, trial.files
