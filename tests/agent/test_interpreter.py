@@ -5,7 +5,6 @@ Reads nothing; runs tiny scripts in a tmp workspace.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import time
 from collections.abc import Iterator
@@ -84,7 +83,7 @@ def subreaper() -> Iterator[None]:
     try:
         yield
     finally:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, off
+        assert enable_subreaper(on=False)
 
 
 def test_forked_children_are_all_killed(runner, tmp_path, subreaper):

@@ -133,13 +133,14 @@ class TaskCeiling:
         )
 
 
-def enable_subreaper() -> bool:
-    """Adopt orphaned grandchildren (Linux), so a script that escapes its group can still be killed."""
+def enable_subreaper(on: bool = True) -> bool:
+    """Adopt orphaned grandchildren (Linux), so a script that escapes its group can still be killed;
+    `on=False` stops adopting them (a test process that must not keep its later tests' orphans)."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
