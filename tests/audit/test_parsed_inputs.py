@@ -14,7 +14,7 @@ from pathlib import Path
 from synthetic import make_sweep
 
 from mle_world.audit import run_audit
-from mle_world.audit.cache import NAME
+from mle_world.audit.cache import NAME, stamp_of
 
 OUTPUTS = ("summary.csv", "report.md")
 
@@ -44,6 +44,9 @@ def test_a_re_audit_equals_a_fresh_audit_whatever_changed(tmp_path: Path) -> Non
     costs = sorted(str(p) for d in dirs for p in (d / "costs").glob("*.csv"))
     events = sorted(str(p) for d in dirs for p in d.glob("runs/*/*/events.jsonl"))
     assert sorted(kept["cost"]) == costs and sorted(kept["events"]) == events
+    reports = sorted(str(p) for d in dirs for p in d.glob("runs/*/*_grading_report.json"))
+    assert sorted(kept["report"]) == reports
+    assert all(kept["report"][p] == [stamp_of(p), None] for p in reports)  # stamps, not the texts
 
     assert outputs(dirs, out) == first  # nothing changed
 
@@ -82,5 +85,6 @@ def test_a_count_past_64_bits_is_summed_and_not_kept(tmp_path: Path) -> None:
     replace(cost, "\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n")
     out = tmp_path / "audit"
     first = outputs(dirs, out)
-    assert str(cost) not in json.loads((out / NAME).read_text())["entries"]["cost"]
+    stamp, value = json.loads((out / NAME).read_text())["entries"]["cost"][str(cost)]
+    assert value is None and stamp == stamp_of(str(cost))  # its stamp alone: read again next time
     assert outputs(dirs, out) == first

@@ -1,6 +1,6 @@
-"""What an earlier audit read from each input file (cost CSVs and events.jsonl parsed, grading reports'
-text, trial dir listings), kept so that a re-audit reads only the files that changed; and the one read of
-a file with its stamp.
+"""What an earlier audit read from each input file (cost CSVs and events.jsonl parsed, trial dir listings;
+for grading reports only their stamps), kept so that a re-audit reads only the files that changed; and
+the one read of a file with its stamp.
 
 Reads and writes `<audit dir>/.parsed-inputs.json` (atomically). An entry is used only while its file (or
 dir) has the same size, inode, modification and change time (files are replaced atomically or appended
@@ -102,9 +102,9 @@ class ParsedInputs:
     def _keep(self, kind: str, path: str, stamp: Stamp, value: T, encode: Callable[[T], Any]) -> T:
         """`value`, read from the file `stamp` describes, kept as its entry."""
         self.read += 1
-        encoded = encode(value)
-        if encoded is not None:  # encode gives None for what JSON would not carry faithfully
-            self.used.setdefault(kind, {})[path] = [stamp, encoded]
+        # encode gives None for what is not worth keeping or JSON would not carry faithfully: the stamp is
+        # kept alone then (the memo trusts it, taken with the read), and the file is read again next time.
+        self.used.setdefault(kind, {})[path] = [stamp, encode(value)]
         return value
 
     def save(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -137,27 +138,29 @@ class Sweep:
     launch_history: dict[Path, tuple[LaunchProvenance, ...]] = field(default_factory=dict)
     """Each dir's launches, oldest first (launch.json's earlier launches and its own)."""
 
-    @property
+    # Each list is made once (the tables, notes and pages ask again): the trials are settled when
+    # load_sweep returns. 4 × 5 passes over 100,000 trials were 0.54 s of a re-audit's CPU.
+    @cached_property
     def found(self) -> list[Trial]:
         """Trials with a valid report."""
         return [t for t in self.trials if t.report is not None]
 
-    @property
+    @cached_property
     def missing(self) -> list[Trial]:
         """Trials without a report."""
         return [t for t in self.trials if t.problem == "missing" and not t.settled_without_report]
 
-    @property
+    @cached_property
     def superseded(self) -> list[Trial]:
         """Trials whose report is of an earlier attempt (a rerun is in flight or ended without one)."""
         return [t for t in self.trials if t.superseded is not None]
 
-    @property
+    @cached_property
     def invalid(self) -> list[Trial]:
         """Trials whose report is corrupt or inconsistent."""
         return [t for t in self.trials if t.problem is not None and t.problem != "missing"]
 
-    @property
+    @cached_property
     def failed(self) -> list[Trial]:
         """Trials whose status.json says failed."""
         return [t for t in self.trials if t.state == "failed"]
@@ -169,6 +172,13 @@ def _report_text(data: bytes) -> str | None:
         return text_of(data)
     except UnicodeDecodeError:
         return None
+
+
+def _not_kept(text: str) -> None:
+    """A report's text is not kept, only its stamp: reading the file again costs a re-audit less than
+    loading its kept text (100,000 reports: 72 of the 156 MB kept, 0.8 s to load and about as much to
+    write on the first audit) and validating it is the same work either way."""
+    return None
 
 
 def _text(data: object) -> str:
@@ -195,7 +205,7 @@ def load_report(
         if parsed is None:
             text = read_text(path)
         else:
-            text = parsed.get("report", path, read_text, str, _text, _report_text)
+            text = parsed.get("report", path, read_text, _not_kept, _text, _report_text)
         report = GradingReport.model_validate_json(text)
     except FileNotFoundError:
         trial.problem = "missing"
