@@ -30,8 +30,12 @@ would compile the harness again (0.07-0.1 s of CPU) while the aggregator's packa
 children get PYTHONPYCACHEPREFIX in a temp dir of this run instead (bytecode written, for this checkout,
 each --against and the aggregator alike), filled by each command's untimed warm-up run.
 
-Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--keep DIR]
-                                  [--against CHECKOUT ...]
+Each trial dir holds the audit digest the harness writes when a trial ends (`audit/digest.py`); with
+--no-digests none does, as with trials of a harness before it (an --against checkout before it reads
+the same sweep and ignores them).
+
+Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--no-digests]
+                                  [--keep DIR] [--against CHECKOUT ...]
 """
 
 from __future__ import annotations
@@ -84,17 +88,17 @@ class Run:
     """Peak resident set size of the child (ru_maxrss), MB."""
 
 
-def sweep_of(root: Path, n_reports: int, events: bool) -> tuple[list[Path], float]:
+def sweep_of(root: Path, n_reports: int, events: bool, digests: bool) -> tuple[list[Path], float]:
     """The synthetic sweep of `n_reports` under `root` (reused when a complete one is there) and the
     seconds its generation took (0 when reused)."""
     done = root / "sweep.json"
-    want = {"reports": n_reports, "events": events}
+    want = {"reports": n_reports, "events": events, "digests": digests}
     if done.is_file() and json.loads(done.read_text()).get("sweep") == want:
         return [Path(d) for d in json.loads(done.read_text())["dirs"]], 0.0
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     t0 = time.perf_counter()
-    dirs = make_sweep(root, n_reports, events=events)
+    dirs = make_sweep(root, n_reports, events=events, digests=digests)
     done.write_text(json.dumps({"sweep": want, "dirs": [str(d) for d in dirs]}))
     return dirs, time.perf_counter() - t0
 
@@ -329,6 +333,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000", help="report counts, comma-separated")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-events", action="store_true")
+    parser.add_argument("--no-digests", action="store_true", help="trial dirs without audit digests")
     parser.add_argument("--keep", type=Path, default=None)
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT")
     args = parser.parse_args()
@@ -351,7 +356,7 @@ def main() -> None:
         for n in sizes:
             repeats = args.repeats if n <= 10_000 else max(1, args.repeats * 10_000 // n)
             here = root / f"n{n}"
-            dirs, took = sweep_of(here, n, events=not args.no_events)
+            dirs, took = sweep_of(here, n, events=not args.no_events, digests=not args.no_digests)
             made = f"generated in {took:.1f} s" if took else "reused"
             print(f"\n### {n:,} reports in {len(dirs)} output dirs ({made}); "
                   f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "

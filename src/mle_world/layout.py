@@ -46,6 +46,8 @@ JOURNAL_LOCK = ".journal.lock"
 """flock'ed by a trial's live agent for its whole life (a second agent, or a launcher, sees it alive)."""
 EVENTS = "events.jsonl"
 RESULT = "result.json"
+AUDIT_DIGEST = "audit-digest.json"
+"""What the audit parses of the trial's events.jsonl and cost CSV, parsed when the trial ended (audit/digest.py)."""
 PREVIOUS_RESULT = "result.previous.json"
 """An earlier run's result.json, moved into logs/ when the trial runs again."""
 BEST_SOLUTION = "best_solution.py"
@@ -71,7 +73,7 @@ FILE_NAMES = frozenset(
         *(SWEEP_IDENTITY, LAUNCHER_LOCK, SPEC, STATUS, STATUS_LOCK, JOURNAL, JOURNAL_LOG, JOURNAL_LOCK),
         *(EVENTS, RESULT, PREVIOUS_RESULT, BEST_SOLUTION, SUBMISSION_DIR, SUBMISSION_CSV, LOGS),
         *(AGENT_LOG, LAUNCHER_LOG, STAGED_SUBMISSION, WORKSPACE, INTENTS, CANCELLED, SBATCH_PREVIEW),
-        *(REPLAY, REPLIES, REPLAY_REPORT),
+        *(REPLAY, REPLIES, REPLAY_REPORT, AUDIT_DIGEST),
     }
 )
 """Every name above: no other module of the package spells one (tests/test_layout_names.py)."""
@@ -306,7 +308,12 @@ def costs_dir(output_dir: Path) -> Path:
 
 def cost_path(output_dir: Path, configuration: str, task: str, seed: int) -> Path:
     """`costs/<configuration>.<task>.seed<seed>.csv` (flat, so costs/*.csv finds every trial)."""
-    return costs_dir(output_dir) / f"{configuration}.{task}.seed{seed}.csv"
+    return costs_dir(output_dir) / cost_name(configuration, task, seed)
+
+
+def cost_name(configuration: str, task: str, seed: int) -> str:
+    """A trial's cost CSV's name in `costs/`."""
+    return f"{configuration}.{task}.seed{seed}.csv"
 
 
 def cost_summary_path(output_dir: Path) -> Path:

@@ -26,8 +26,10 @@ from browser import drawn_fraction, dump_dom, screenshot
 from e2ekit import REPO, as_from_a_terminal, cli
 from fakeserver import FakeOpenAIServer
 
+from mle_world.audit.cache import stamp_of
 from mle_world.audit.pages import trial_page_name
 from mle_world.launch.endpoints import PROBE_TOOL_NAME
+from mle_world.layout import AUDIT_DIGEST, EVENTS, cost_path
 
 pytestmark = pytest.mark.slow
 KEYS = {
@@ -131,6 +133,7 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
     assert (tmp_path / "ungated" / "audit" / "report.md").exists()
     assert list((tmp_path / "ungated" / "audit").glob("*.png"))
     check_pages(tmp_path / "ungated" / "audit")
+    check_digests(tmp_path)
 
     # Tokens in the cost CSVs are exactly the usage the servers sent to the agents (the launcher's
     # endpoint probes, a 1-token completion and a forced probe tool call, are not trial costs).
@@ -155,6 +158,26 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
     leaked = [p for p in written if any(key.encode() in p.read_bytes() for key in KEYS.values())]
     assert len(written) > 100 and not leaked, leaked
     assert not any(key in dry.stdout + dry.stderr for key in KEYS.values())
+
+
+def check_digests(root: Path) -> None:
+    """Each ended trial has the audit digest of its events.jsonl and cost CSV as they are, and the audit
+    that took them says what one that parses the files says."""
+    digests = sorted(root.glob(f"*/runs/*/*/{AUDIT_DIGEST}"))
+    assert len(digests) == 12
+    for digest in digests:
+        data = json.loads(digest.read_text())
+        trial = digest.parent
+        task, _, seed = trial.name.rpartition("_seed")
+        cost = cost_path(trial.parents[2], trial.parent.name, task, int(seed))
+        assert data["events"][0] == stamp_of(str(trial / EVENTS)) and data["cost"][0] == stamp_of(str(cost))
+    audited = root / "ungated" / "audit"
+    for digest in digests:
+        digest.unlink()
+    again = cli("audit", "--strict", str(root / "ungated"), str(root / "gated"), "--out", str(root / "again"))
+    assert again.returncode == 0, again.stderr[-2000:]
+    for name in ("summary.csv", "report.md"):
+        assert (root / "again" / name).read_text() == (audited / name).read_text(), name
 
 
 def check_pages(audit_dir: Path) -> None:

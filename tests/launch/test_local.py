@@ -19,6 +19,8 @@ from launchkit import REPO, fast_cluster, make_plan, max_overlap, timelines, upd
 from private_tmpfs import in_private_tmpfs
 from rich.console import Console
 
+from mle_world.audit.cache import stamp_of
+from mle_world.audit.digest import write_trial_digest
 from mle_world.cli.status_view import show_status
 from mle_world.errors import NotPreparedError, UserError
 from mle_world.identity import check_sweep_identity
@@ -29,7 +31,7 @@ from mle_world.launch.liveness import launcher_lock
 from mle_world.launch.post_trial import TrialFinisher
 from mle_world.launch.state import StateError, read_status
 from mle_world.launch.trial import TrialSupervisor, to_grade
-from mle_world.layout import cost_path, report_beside
+from mle_world.layout import AUDIT_DIGEST, cost_path, report_beside
 from mle_world.plan.sweep_plan import LaunchOptions
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
@@ -210,6 +212,34 @@ def test_a_failed_trial_without_a_submission_gets_its_cost_csv_and_no_report(dir
         assert status.state == "failed" and "post-trial" not in (status.cause or "")
         assert cost_path(out, trial.spec.configuration, trial.spec.task, trial.spec.seed).is_file()
         assert not report_beside(trial.trial_dir).exists()
+
+
+def test_the_finisher_writes_the_audit_digest_and_a_failure_to_is_no_failure_of_the_trial(
+    dirs: tuple[Path, Path],
+) -> None:
+    out, data = dirs
+    plan = make_plan(out, data, 2, mode=lambda i: "agent-fail", seconds=0.1)
+    digested: list[Path] = []
+
+    def digest(trial_dir: Path, cost: Path) -> None:
+        digested.append(trial_dir)
+        if len(digested) == 1:
+            raise OSError(28, "No space left on device")
+        write_trial_digest(trial_dir, cost)
+
+    finisher = TrialFinisher(out, data, REPO / "configs" / "prices.yaml", grade=True, digest=digest)
+    assert run_sweep(plan, options(), post_trial=finisher, display=SilentDisplay()) == 1
+    assert sorted(digested) == sorted(cmd.trial.trial_dir for cmd in plan.commands)
+    for cmd in plan.commands:
+        trial = cmd.trial
+        status = read_status(trial.trial_dir, trial.trial_id)
+        assert status.state == "failed" and status.failure_class != "infra", status
+        cost = cost_path(out, trial.spec.configuration, trial.spec.task, trial.spec.seed)
+        kept = trial.trial_dir / AUDIT_DIGEST
+        if trial.trial_dir == digested[0]:
+            assert not kept.exists()
+        else:
+            assert json.loads(kept.read_text())["cost"][0] == stamp_of(str(cost))
 
 
 def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:

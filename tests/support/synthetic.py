@@ -11,6 +11,8 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from mle_world.audit.digest import write_trial_digest
+
 CONFIGS = ("aide", "wm-point", "wm-strict", "wm-rank4", "wm-pairwise4", "wm-all-stages", "wm-blind")
 TASKS = tuple(f"task-{i:02d}" for i in range(17))
 COST_HEADER = (
@@ -20,9 +22,15 @@ COST_HEADER = (
 
 
 def make_sweep(
-    root: Path, n_reports: int, events: bool, seed: int = 0, regimes: tuple[str, ...] = ("gated", "ungated")
+    root: Path,
+    n_reports: int,
+    events: bool,
+    seed: int = 0,
+    regimes: tuple[str, ...] = ("gated", "ungated"),
+    digests: bool = True,
 ) -> list[Path]:
-    """An output dir per regime (gated, ungated) holding about `n_reports` reports in total."""
+    """An output dir per regime (gated, ungated) holding about `n_reports` reports in total; with
+    `digests`, each trial dir has the audit digest the harness writes when a trial ends."""
     rng = random.Random(seed)
     n_seeds = math.ceil(n_reports / (len(regimes) * len(CONFIGS) * len(TASKS)))
     dirs = []
@@ -73,6 +81,8 @@ def make_sweep(
                                 "actual_improved": rng.random() < p if gate != "skip" else None,
                             }))  # fmt: skip
                         (base / "events.jsonl").write_text("\n".join(lines) + "\n")
+                        if digests:
+                            write_trial_digest(base, cost)
         record = {
             "argv": ["run_paper.py"], "harness_version": "0", "git_sha": None,
             "created_at": "2026-01-01T00:00:00Z", "regime": regime, "config_path": "c", "config_hash": "h",

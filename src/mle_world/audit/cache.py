@@ -32,7 +32,15 @@ T = TypeVar("T")
 def code_digest() -> str:
     """Digest of the modules whose parsing the entries hold (a change there drops every entry)."""
     here = Path(__file__).parent
-    names = ("collect.py", "listing.py", "cost_totals.py", "predictions.py", "shapes.py", "cache.py")
+    names = (
+        "collect.py",
+        "listing.py",
+        "cost_totals.py",
+        "predictions.py",
+        "shapes.py",
+        "cache.py",
+        "digest.py",
+    )
     sources = [*(here / name for name in names), here.parent / "records.py", here.parent / "storage.py"]
     digest = hashlib.sha256()
     for path in sources:

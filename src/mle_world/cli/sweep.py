@@ -323,7 +323,11 @@ def execute_plan(
                 f"WARNING: {ALLOW_PROVENANCE_FLAG}: {printable_line(change)}", highlight=False, markup=False
             )
 
-    finisher = TrialFinisher(plan.output_dir, plan.data_dir, prices, request.grade, plan.local_competitions)
+    from mle_world.audit.digest import write_trial_digest
+
+    finisher = TrialFinisher(
+        plan.output_dir, plan.data_dir, prices, request.grade, plan.local_competitions, write_trial_digest
+    )
     # launch.json is written under the launcher lock: a launcher refused by it writes nothing.
     code = run_sweep(
         plan,

@@ -1,10 +1,13 @@
-"""What runs on the host after a trial's agent exits: the cost CSV and grading (with --grade).
+"""What runs on the host after a trial's agent exits: the cost CSV, the audit's digest and grading (with
+--grade).
 
-Reads the trial's spec.json, submission/ and events.jsonl; writes its grading report and costs/*.csv.
+Reads the trial's spec.json, submission/ and events.jsonl; writes its grading report, costs/*.csv and
+(through the `digest` it is given) audit-digest.json.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -24,16 +27,26 @@ class TrialFinisher:
 
     In that order so that a grading report, which records the trial's final state, is the last thing
     written: a failure accounting costs (a full disk, a bad price table) fails the trial as infra, and
-    grading after it would have left a report saying "succeeded" beside a status saying "failed"."""
+    grading after it would have left a report saying "succeeded" beside a status saying "failed".
+
+    `digest(trial dir, cost CSV)`, between the two, keeps what the audit parses of them
+    (`audit.digest.write_trial_digest`, given by the CLI: the audit is a layer above this one). It only
+    saves the audit a parse: a failure writing it leaves the trial as it was."""
 
     output_dir: Path
     data_dir: Path
     prices_path: Path
     grade: bool
     local_competitions: dict[str, Path] = field(default_factory=dict)
+    digest: Callable[[Path, Path], object] | None = None
 
     def __call__(self, trial: PlannedTrial, state: Literal["succeeded", "failed"] = "succeeded") -> None:
-        write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))
+        costs = write_trial_costs(trial.trial_dir, trial.spec, self.output_dir, load_prices(self.prices_path))
+        if self.digest is not None:
+            try:
+                self.digest(trial.trial_dir, costs)
+            except OSError:
+                pass  # no digest: the audit parses events.jsonl and the cost CSV themselves
         if self.grade and to_grade(state, trial.trial_dir):
             with IsolatedGrader(self.data_dir, self.local_competitions) as grader:
                 grade_trial(trial.trial_dir, trial.spec, self.data_dir, grader, trial_state=state)
