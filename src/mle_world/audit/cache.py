@@ -29,18 +29,15 @@ NAME = ".parsed-inputs.json"
 T = TypeVar("T")
 
 
-def code_digest() -> str:
-    """Digest of the modules whose parsing the entries hold (a change there drops every entry)."""
+PARSERS = ("cost_totals.py", "predictions.py", "shapes.py")
+"""The audit's modules that parse cost CSVs and events.jsonl into the entries (and encode them)."""
+ALL = ("collect.py", "listing.py", *PARSERS, "cache.py", "digest.py")
+
+
+def code_digest(names: tuple[str, ...] = ALL) -> str:
+    """Digest of the modules whose parsing the entries hold (a change there drops every entry): `names`
+    of the audit's, and the records and storage they build on."""
     here = Path(__file__).parent
-    names = (
-        "collect.py",
-        "listing.py",
-        "cost_totals.py",
-        "predictions.py",
-        "shapes.py",
-        "cache.py",
-        "digest.py",
-    )
     sources = [*(here / name for name in names), here.parent / "records.py", here.parent / "storage.py"]
     digest = hashlib.sha256()
     for path in sources:

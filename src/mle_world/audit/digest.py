@@ -7,20 +7,22 @@ Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, th
 taken from the open file that was parsed. The audit hands them to that cache as if an earlier audit had
 kept them, so each is used only while its file has that stamp (size, inode, modification and change
 time: a trial run again, costs accounted again, a dir copied elsewhere all show), and the whole digest
-only while the parsing code is the audit's own (`cache.code_digest`). Written by the harness after the
-agent exits (`launch.post_trial`), beside records the agent's generated code cannot reach; plain JSON,
-so a digest someone edits can make the audit wrong as an edited events.jsonl can, but never runs anything.
+only while the code that parses and keeps them is the audit's own (`parsers_digest`). Written by the
+harness after the agent exits (`launch.post_trial`), beside records the agent's generated code cannot
+reach; plain JSON, so a digest someone edits can make the audit wrong as an edited events.jsonl can,
+but never runs anything.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from mle_world import layout
-from mle_world.audit.cache import ParsedInputs, code_digest
+from mle_world.audit.cache import PARSERS, ParsedInputs, code_digest
 from mle_world.audit.cost_totals import cost_file_of
 from mle_world.audit.cost_totals import encode as encode_costs
 from mle_world.audit.predictions import encode as encode_events
@@ -29,6 +31,13 @@ from mle_world.storage import read_stamped, write_bytes_atomic
 
 EVENTS, COST = "events", "cost"
 """The kinds of entry, as the parsed-inputs cache names them."""
+
+
+@cache
+def parsers_digest() -> str:
+    """Digest of the code that made a digest's entries: the parsers, not the rest of the audit (whose
+    changes would otherwise drop the digest of every trial that ever ran; it is written only once)."""
+    return code_digest((*PARSERS, "cache.py", "digest.py"))
 
 
 def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
@@ -47,7 +56,7 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
     if not entries:
         path.unlink(missing_ok=True)
         return None
-    data = {"digest": code_digest(), "cost_csv": None if cost_csv is None else cost_csv.name, **entries}
+    data = {"digest": parsers_digest(), "cost_csv": None if cost_csv is None else cost_csv.name, **entries}
     # Not fsynced: a digest left unreadable by a crash is ignored (the audit parses the files then).
     write_bytes_atomic(path, orjson.dumps(data), durable=False)
     return path
@@ -56,12 +65,12 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
 def offer_digest(parsed: ParsedInputs, trial_dir: str, events: str, cost_csv: str) -> None:
     """Hand the digest in `trial_dir` (if any, and of this code) to `parsed` as kept entries for the
     trial's `events` and `cost_csv` paths, where it keeps none of its own. Never raises."""
+    got = read_stamped(f"{trial_dir}/{layout.AUDIT_DIGEST}")
     try:
-        with open(f"{trial_dir}/{layout.AUDIT_DIGEST}", "rb") as handle:
-            data = orjson.loads(handle.read())
-    except (OSError, orjson.JSONDecodeError):
+        data = None if got is None else orjson.loads(got[0])
+    except orjson.JSONDecodeError:
         return
-    if type(data) is not dict or data.get("digest") != parsed.digest:
+    if type(data) is not dict or data.get("digest") != parsers_digest():
         return
     entries = parsed.entries
     offered = ((EVENTS, events), (COST, cost_csv))
