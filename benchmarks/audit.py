@@ -32,10 +32,11 @@ each --against and the aggregator alike), filled by each command's untimed warm-
 
 Each trial dir holds the audit digest the harness writes when a trial ends (`audit/digest.py`); with
 --no-digests none does, as with trials of a harness before it (an --against checkout before it reads
-the same sweep and ignores them).
+the same sweep and ignores them). --steps K puts K agent steps (two LLM calls and an execution, three
+lines) atop each events.jsonl, as real trials' hundreds of lines (the default, 0, has 5 predictions).
 
 Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--no-digests]
-                                  [--keep DIR] [--against CHECKOUT ...]
+                                  [--steps K] [--keep DIR] [--against CHECKOUT ...]
 """
 
 from __future__ import annotations
@@ -88,17 +89,17 @@ class Run:
     """Peak resident set size of the child (ru_maxrss), MB."""
 
 
-def sweep_of(root: Path, n_reports: int, events: bool, digests: bool) -> tuple[list[Path], float]:
+def sweep_of(root: Path, n_reports: int, events: bool, digests: bool, steps: int) -> tuple[list[Path], float]:
     """The synthetic sweep of `n_reports` under `root` (reused when a complete one is there) and the
     seconds its generation took (0 when reused)."""
     done = root / "sweep.json"
-    want = {"reports": n_reports, "events": events, "digests": digests}
+    want = {"reports": n_reports, "events": events, "digests": digests, **({"steps": steps} if steps else {})}
     if done.is_file() and json.loads(done.read_text()).get("sweep") == want:
         return [Path(d) for d in json.loads(done.read_text())["dirs"]], 0.0
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     t0 = time.perf_counter()
-    dirs = make_sweep(root, n_reports, events=events, digests=digests)
+    dirs = make_sweep(root, n_reports, events=events, digests=digests, steps=steps)
     done.write_text(json.dumps({"sweep": want, "dirs": [str(d) for d in dirs]}))
     return dirs, time.perf_counter() - t0
 
@@ -334,6 +335,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--no-digests", action="store_true", help="trial dirs without audit digests")
+    parser.add_argument("--steps", type=int, default=0, help="agent steps (3 lines) atop each events.jsonl")
     parser.add_argument("--keep", type=Path, default=None)
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT")
     args = parser.parse_args()
@@ -356,7 +358,7 @@ def main() -> None:
         for n in sizes:
             repeats = args.repeats if n <= 10_000 else max(1, args.repeats * 10_000 // n)
             here = root / f"n{n}"
-            dirs, took = sweep_of(here, n, events=not args.no_events, digests=not args.no_digests)
+            dirs, took = sweep_of(here, n, not args.no_events, not args.no_digests, args.steps)
             made = f"generated in {took:.1f} s" if took else "reused"
             print(f"\n### {n:,} reports in {len(dirs)} output dirs ({made}); "
                   f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "

@@ -1,13 +1,17 @@
 """Benchmark: the audit's reading of a synthetic sweep (`audit.collect.load_sweep`), in process.
 
-Writes the synthetic two-regime sweep of `benchmarks/audit.py` (N reports, cost CSVs, events) under a
-temp dir (or --keep DIR) and prints a table of CPU seconds (medians of --repeats, cyclic GC paused as
-the audit pauses it): `load_sweep` into an empty audit dir (every file read and parsed) and, with
-`open_parsed_inputs`, from one that keeps what the first read parsed (a re-audit), against the floor measured in the same run: the
-system calls alone (open, fstat, read and close of every file the audit reads, a stat and a listing of
-every trial dir).
+Writes the synthetic two-regime sweep of `benchmarks/audit.py` (N reports, cost CSVs, events) twice
+under a temp dir (or --keep DIR): once with the audit digest the harness writes in each trial dir when
+the trial ends (`audit/digest.py`), once without (trials of a harness before it). With --steps K, each
+events.jsonl also gets K agent steps of three lines (two LLM calls and an execution, each its own
+timestamp) before its predictions, as real trials write them (their digests written after). Prints a
+table of CPU seconds (medians of --repeats, cyclic GC paused as the audit pauses it): `load_sweep` into
+an empty audit dir (a first audit) of each sweep and, with `open_parsed_inputs`, from one that keeps
+what the first read parsed (a re-audit), against the floor measured in the same run: the system calls
+alone (open, fstat, read and close of every file a first audit without digests reads, a stat and a
+listing of every trial dir).
 
-Usage: python benchmarks/audit_read.py [--reports 10000] [--repeats 5] [--keep DIR]
+Usage: python benchmarks/audit_read.py [--reports 10000] [--steps 0] [--repeats 5] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -77,15 +81,18 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--reports", type=int, default=10_000)
+    parser.add_argument("--steps", type=int, default=0, help="agent steps added to each events.jsonl")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="audit-read-bench-"))
     try:
-        dirs = make_sweep(root, args.reports, events=True)
-        files, trial_dirs = inputs(dirs)
+        dirs = make_sweep(root / "digested", args.reports, events=True, steps=args.steps)
+        plain = make_sweep(root / "plain", args.reports, events=True, digests=False, steps=args.steps)
+        files, trial_dirs = inputs(plain)
         print(
-            f"synthetic sweep: {args.reports} reports, {len(files)} files read, {len(trial_dirs)} trial dirs"
+            f"synthetic sweep: {args.reports} reports, {len(files)} files read, {len(trial_dirs)} trial dirs, "
+            f"{args.steps} agent steps (3 lines each) before the 5 predictions of each events.jsonl"
         )
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
               f"medians of {args.repeats} runs in one process")  # fmt: skip
@@ -95,16 +102,24 @@ def main() -> None:
         load_sweep(dirs, first)
         first.save()
 
-        def first_read() -> None:
-            empty = Path(tempfile.mkdtemp(dir=root))
-            load_sweep(dirs, open_parsed_inputs(empty))
-            shutil.rmtree(empty)
+        def first_read(sweep: list[Path]) -> Callable[[], None]:
+            def run() -> None:
+                empty = Path(tempfile.mkdtemp(dir=root))
+                load_sweep(sweep, open_parsed_inputs(empty))
+                shutil.rmtree(empty)
+
+            return run
 
         cases = {
             "system calls only (open, fstat, read, close per file; stat, listdir per trial dir)": (
                 lambda: system_calls(files, trial_dirs)
             ),
-            "load_sweep into an empty audit dir (first audit: every file read and parsed)": first_read,
+            "load_sweep into an empty audit dir, no digests (first audit: every file read and parsed)": (
+                first_read(plain)
+            ),
+            "load_sweep into an empty audit dir, digests (first audit: a digest for events and costs)": (
+                first_read(dirs)
+            ),
             "open_parsed_inputs + load_sweep with the kept inputs (re-audit: a stat per unchanged file)": (
                 lambda: load_sweep(dirs, open_parsed_inputs(kept))
             ),

@@ -134,3 +134,18 @@ def test_writing_a_digest_keeps_the_stamps_of_what_it_parsed_and_removes_an_old_
     assert data["events"][1] == [2, []]  # neither line is a valid event
     events.unlink()
     assert write_trial_digest(trial, None) is None and not path.exists()
+
+
+def test_a_digest_holds_the_predictions_of_hundreds_of_agent_lines(tmp_path: Path) -> None:
+    # The benchmarks' agent-like events (synthetic.STEP): valid events all, reduced to the 5 predictions.
+    dirs = make_sweep(tmp_path / "sweep", 30, events=True, seed=6, steps=100)
+    found = digests(dirs)
+    assert found
+    for digest in found:
+        assert len((digest.parent / layout.EVENTS).read_text().splitlines()) == 305
+        bad_lines, predictions = json.loads(digest.read_text())["events"][1]
+        assert bad_lines == 0 and len(predictions) == 5
+    expected = outputs(dirs, tmp_path / "with")
+    for digest in found:
+        digest.unlink()
+    assert outputs(dirs, tmp_path / "without") == expected

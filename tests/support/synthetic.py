@@ -15,6 +15,23 @@ from mle_world.audit.digest import write_trial_digest
 
 CONFIGS = ("aide", "wm-point", "wm-strict", "wm-rank4", "wm-pairwise4", "wm-all-stages", "wm-blind")
 TASKS = tuple(f"task-{i:02d}" for i in range(17))
+STEP = (
+    {"type": "llm_call", "role": "coder", "model": "m", "purpose": "improve", "prompt_tokens": 3000,
+     "completion_tokens": 600, "latency_s": 4.2, "outcome": "ok"},
+    {"type": "llm_call", "role": "feedback", "model": "m", "purpose": "review", "prompt_tokens": 2000,
+     "completion_tokens": 150, "latency_s": 1.3, "outcome": "ok"},
+    {"type": "execution", "node_id": "n", "kind": "full", "exec_time_s": 93.5, "timeout_s": 3600.0,
+     "timed_out": False, "exit_code": 0},
+)  # fmt: skip
+"""One agent step's lines besides a prediction (the shapes of `trial_events`' records)."""
+
+
+def step_lines(i: int) -> str:
+    """Agent step `i`'s lines of events.jsonl, each with its own timestamp."""
+    ts = f"2026-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+    return "".join(json.dumps({**line, "ts": f"{ts}.{n}Z"}) + "\n" for n, line in enumerate(STEP))
+
+
 COST_HEADER = (
     "trial_id,regime,configuration,task,seed,role,model,calls,calls_unknown_usage,prompt_tokens,"
     "completion_tokens,llm_seconds,exec_seconds,gpu_hours,pricing,cost_usd,prices_version,bad_event_lines"
@@ -28,9 +45,13 @@ def make_sweep(
     seed: int = 0,
     regimes: tuple[str, ...] = ("gated", "ungated"),
     digests: bool = True,
+    steps: int = 0,
 ) -> list[Path]:
     """An output dir per regime (gated, ungated) holding about `n_reports` reports in total; with
-    `digests`, each trial dir has the audit digest the harness writes when a trial ends."""
+    `digests`, each trial dir has the audit digest the harness writes when a trial ends; with `steps`,
+    each events.jsonl begins with that many agent steps (`STEP`'s lines, a timestamp each), as a real
+    trial's hundreds of lines do, before its 5 predictions."""
+    head = "".join(step_lines(i) for i in range(steps))
     rng = random.Random(seed)
     n_seeds = math.ceil(n_reports / (len(regimes) * len(CONFIGS) * len(TASKS)))
     dirs = []
@@ -80,7 +101,7 @@ def make_sweep(
                                 "prediction": {"mode": "pointwise", "valid": True, "p_improves": p},
                                 "actual_improved": rng.random() < p if gate != "skip" else None,
                             }))  # fmt: skip
-                        (base / "events.jsonl").write_text("\n".join(lines) + "\n")
+                        (base / "events.jsonl").write_text(head + "\n".join(lines) + "\n")
                         if digests:
                             write_trial_digest(base, cost)
         record = {
