@@ -165,8 +165,11 @@ def test_an_array_cancelled_before_any_task_started_ends_each_of_its_trials(
             lambda: set((queries.query_accounting([array]) or {}).values()) == {"CANCELLED"}, 60, "sacct"
         )
         listed = queries.query_accounting([array]) or {}
-        assert listed == {array: "CANCELLED"}, listed  # the record as sacct has it: no task of its own
-        assert queries.query_accounting(tasks) == {array: "CANCELLED", **dict.fromkeys(tasks, "CANCELLED")}
+        # The record as sacct has it: usually the array's alone (no task of its own: what the fix is for);
+        # now and then the controller has split it into its tasks first (a CI run saw 721_0..2).
+        assert listed in ({array: "CANCELLED"}, dict.fromkeys(tasks, "CANCELLED")), listed
+        by_task = queries.query_accounting(tasks) or {}
+        assert all(by_task.get(t) == "CANCELLED" for t in tasks), by_task
         out = tmp_path / "sweep"
         out.mkdir()
         (out / "launch.json").write_text(json.dumps({"argv": ["--regime", "gated", "--backend", "slurm"]}))
