@@ -31,8 +31,9 @@ from synthetic import make_sweep  # noqa: E402
 from whatifkit import add_whatif_records  # noqa: E402
 
 import mle_world.audit as audit_package  # noqa: E402
-from mle_world.audit import load_sweep, no_cyclic_gc, run_audit  # noqa: E402
+from mle_world.audit import load_sweep, run_audit  # noqa: E402
 from mle_world.audit.whatif import WhatIf, trial_decisions, whatif_rows  # noqa: E402
+from mle_world.collector import collector_paused  # noqa: E402
 
 
 def timed(
@@ -43,7 +44,7 @@ def timed(
     for i in range(repeats + 1):
         if before is not None:
             before()
-        with no_cyclic_gc():  # as run_audit computes its tables
+        with collector_paused():  # as run_audit computes its tables
             cpu, wall = time.process_time(), time.perf_counter()
             work()
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

@@ -9,16 +9,15 @@ only shows what the last one showed (it reads and writes nothing else).
 
 from __future__ import annotations
 
-import gc
 import importlib
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mle_world import layout
 from mle_world.audit.memo import RecordingDisplay, drop_memo, input_stamps, load_memo, memo_key, save_memo
+from mle_world.collector import collector_paused
 from mle_world.errors import UserError, not_a_dir
 from mle_world.launch.display import Display, SilentDisplay
 
@@ -82,23 +81,6 @@ def __getattr__(name: str) -> Any:
     return globals()[name]
 
 
-@contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector: an audit builds about a million small objects that hold no
-    reference cycles, and the collector's passes over them were a fifth of its CPU time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            # Into the oldest generation: the young-generation pass due right after gc.enable() would
-            # otherwise walk all of them once more (they are still freed by reference counting).
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
-
-
 def audit(
     dirs: Sequence[Path],
     *,
@@ -108,7 +90,7 @@ def audit(
 ) -> AuditResult:
     """Collect and compute every audit table (no output); `parsed`: input files an earlier audit parsed."""
     _import_computing()
-    with no_cyclic_gc():
+    with collector_paused():
         sweep = load_sweep(dirs, parsed)
         sweep.problems += science_problems(sweep.trials)
         return AuditResult(
@@ -170,7 +152,7 @@ def run_audit(
     from mle_world.audit.pages import write_pages
 
     out = RecordingDisplay(shown)
-    with no_cyclic_gc():
+    with collector_paused():
         written = write_outputs(result, target, plots=plots, draw=draw_plots)
         pngs = [p.name for p in written if p.suffix == ".png"]
         written += write_pages(result, target, pngs, pages=trial_pages)

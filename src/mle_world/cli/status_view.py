@@ -20,11 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from mle_world import layout
+from mle_world.collector import collector_paused
 from mle_world.errors import UserError
 from mle_world.escapes import printable_line
 from mle_world.launch.next_command import launch_problem
 from mle_world.launch.state import STATES, utcnow
-from mle_world.launch.sweep_state import SweepStatus, collector_paused, read_sweep_status
+from mle_world.launch.sweep_state import SweepStatus, read_sweep_status
 from mle_world.launch.sweep_summary import Spend, SweepSummary, summarise
 from mle_world.launch.trial_tail import find_trial_dir, read_trial_tail
 

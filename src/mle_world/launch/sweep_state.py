@@ -7,16 +7,15 @@ and sacct only about jobs squeue no longer lists; writes nothing.
 
 from __future__ import annotations
 
-import gc
 import shutil
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from mle_world import layout
+from mle_world.collector import collector_paused
 from mle_world.errors import UserError
 from mle_world.launch.liveness import launcher_alive
 from mle_world.records import TrialStatus
@@ -134,21 +133,6 @@ def ask_slurm(trials: Sequence[tuple[str | Path, TrialStatus]], launcher_alive: 
         if now.state in ("submitted", "running") and now.slurm_job_id == status.slurm_job_id:
             ended.append((status.trial_id, f"{status.slurm_job_id} {state}"))
     return SlurmFacts(tuple(ended), pending)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the statuses are read and summed up: each read
-    allocates a record and its strings, and the collector's passes over the growing heap of them
-    (records hold no cycles to find) were 0.8 s CPU of a 100,000-trial `status`. Back on as before when
-    done (nested, the outermost turns it on)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _holder(output_dir: Path) -> str:
