@@ -47,11 +47,9 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
     events = read_stamped(str(trial_dir / layout.EVENTS))
     if events is not None:
         entries[EVENTS] = [events[1], encode_events(predictions_of(events[0]))]
-    if cost_csv is not None:
-        cost = read_stamped(str(cost_csv))
-        parsed = None if cost is None else cost_file_of(cost[0])
-        if cost is not None and parsed is not None:
-            entries[COST] = [cost[1], encode_costs(parsed)]
+    cost = None if cost_csv is None else read_stamped(str(cost_csv))
+    if cost is not None and (parsed := cost_file_of(cost[0])) is not None:
+        entries[COST] = [cost[1], encode_costs(parsed)]
     path = trial_dir / layout.AUDIT_DIGEST
     if not entries:
         path.unlink(missing_ok=True)
