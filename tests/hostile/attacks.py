@@ -244,7 +244,8 @@ record("search_answers", not any(p.endswith("answers.csv") or "prepared" in p fo
 
 # 6. The trial's bookkeeping, relative to the workspace and by the agent's absolute paths.
 trial = os.path.dirname(os.getcwd())
-for name in ("spec.json", "status.json", "journal.json", "result.json", "events.jsonl", "submission/submission.csv"):
+for name in ("spec.json", "status.json", "journal.json", "result.json", "events.jsonl", "audit-digest.json",
+             "submission/submission.csv"):
     for base in ("..", trial):
         path = os.path.join(base, name)
         got, wrote = try_read(path), try_write(path)
