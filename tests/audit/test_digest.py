@@ -17,7 +17,7 @@ from synthetic import make_sweep
 
 from mle_world import layout
 from mle_world.audit import run_audit
-from mle_world.audit.cache import open_parsed_inputs, stamp_of
+from mle_world.audit.cache import NAME, open_parsed_inputs, stamp_of
 from mle_world.audit.collect import load_sweep
 from mle_world.audit.digest import write_trial_digest
 
@@ -55,6 +55,27 @@ def test_a_first_audit_with_digests_reads_two_files_a_trial_less_and_says_the_sa
     # Each digest stands for its trial's events.jsonl and cost CSV: neither was read.
     assert with_digests == (files_read(dirs) - 2 * len(found), outputs(dirs, tmp_path / "audit-without"))
     assert "wm-point" in with_digests[1]["report.md"]
+
+
+def test_what_a_digest_stands_for_is_not_kept_again_and_a_re_audit_without_it_says_the_same(
+    tmp_path: Path,
+) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 300, events=True, seed=6)
+    found = digests(dirs)
+    out = tmp_path / "audit"
+    first = outputs(dirs, out)
+    kept = json.loads((out / NAME).read_text())["entries"]
+    taken = {str(d.parent / layout.EVENTS) for d in found}
+    # Every trial with an events.jsonl has a digest here: none is kept, each is left to its digest.
+    assert taken == {str(p) for d in dirs for p in d.glob(f"runs/*/*/{layout.EVENTS}")}
+    assert not kept.get("events") and kept["report"]
+    assert not set(kept.get("cost", {})) & {str(cost_csv(d.parent)) for d in found}
+    for digest in found[::2]:
+        digest.unlink()  # half of them gone: those trials' files are parsed again, and kept
+    assert outputs(dirs, out) == first
+    again = json.loads((out / NAME).read_text())["entries"]
+    assert {str(d.parent / layout.EVENTS) for d in found[::2]} <= set(again["events"])
+    assert not set(again["events"]) & {str(d.parent / layout.EVENTS) for d in found[1::2]}
 
 
 def test_a_digest_of_files_that_changed_since_is_not_used(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ trial ends, with the stamps of the bytes parsed, so that a first audit reads one
 Reads a trial's events.jsonl and cost CSV; writes and reads `<trial dir>/audit-digest.json` (atomically).
 
 Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, the same encoding, the stamp
-taken from the open file that was parsed. The audit hands them to that cache as if an earlier audit had
-kept them, so each is used only while its file has that stamp (size, inode, modification and change
+taken from the open file that was parsed. The audit hands them to that cache beside what an earlier audit
+kept (it does not keep them again), so each is used only while its file has that stamp (size, inode, modification and change
 time: a trial run again, costs accounted again, a dir copied elsewhere all show), and the whole digest
 only while the code that parses and keeps them is the audit's own (`parsers_digest`). Written by the
 harness after the agent exits (`launch.post_trial`), beside records the agent's generated code cannot
@@ -61,8 +61,8 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
 
 
 def offer_digest(parsed: ParsedInputs, trial_dir: str, events: str, cost_csv: str) -> None:
-    """Hand the digest in `trial_dir` (if any, and of this code) to `parsed` as kept entries for the
-    trial's `events` and `cost_csv` paths, where it keeps none of its own. Never raises."""
+    """Hand the digest in `trial_dir` (if any, and of this code) to `parsed` as offered entries for the
+    trial's `events` and `cost_csv` paths (used while their stamps match, never saved). Never raises."""
     got = read_stamped(f"{trial_dir}/{layout.AUDIT_DIGEST}")
     try:
         data = None if got is None else orjson.loads(got[0])
@@ -70,7 +70,7 @@ def offer_digest(parsed: ParsedInputs, trial_dir: str, events: str, cost_csv: st
         return
     if type(data) is not dict or data.get("digest") != parsers_digest():
         return
-    entries = parsed.entries
+    entries = parsed.offered
     offered = ((EVENTS, events), (COST, cost_csv))
     for kind, path in offered:
         entry = data.get(kind)
@@ -79,4 +79,4 @@ def offer_digest(parsed: ParsedInputs, trial_dir: str, events: str, cost_csv: st
         bucket = entries.get(kind)
         if not isinstance(bucket, dict):
             bucket = entries[kind] = {}
-        bucket.setdefault(path, entry)  # `get` checks its stamp and shape before using it
+        bucket[path] = entry  # `get` checks its stamp and shape before using it
