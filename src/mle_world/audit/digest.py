@@ -5,8 +5,9 @@ Reads a trial's events.jsonl and cost CSV; writes and reads `<trial dir>/audit-d
 
 Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, the same encoding, the stamp
 taken from the open file that was parsed. The audit hands them to that cache beside what an earlier audit
-kept (it does not keep them again), so each is used only while its file has that stamp (size, inode, modification and change
-time: a trial run again, costs accounted again, a dir copied elsewhere all show), and the whole digest
+kept (it does not keep them again), so each is used only while its file has that stamp (size, inode,
+modification and change time: a trial run again, costs accounted again, a dir copied elsewhere all
+show), and the whole digest
 only while the code that parses and keeps them is the audit's own (`parsers_digest`). Written by the
 harness after the agent exits (`launch.post_trial`), beside records the agent's generated code cannot
 reach; plain JSON, so a digest someone edits can make the audit wrong as an edited events.jsonl can,
