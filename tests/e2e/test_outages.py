@@ -96,8 +96,12 @@ def sweep_config(tmp: Path, window_s: float) -> Path:
     )
     config["search"].update({"num_drafts": 1, "debug_prob": 1.0})
     config["seeds"] = [int(seed) for seed in SEEDS.split(",")]
-    for endpoint in config["endpoints"].values():
+    for role, endpoint in config["endpoints"].items():
         endpoint["outage_window_s"] = window_s
+        # Named, so no trial discovers its model from /v1/models: a discovery that rides out an outage
+        # books the downtime but no llm_call (it is not a chat call), and the 429 check below would
+        # then find no retries for the trial that started last.
+        endpoint["model"] = f"{role}-model"
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
