@@ -20,7 +20,9 @@ from rich.console import Console
 from synthetic import add_irregularities, make_sweep
 
 import mle_world.audit as audit_package
+from mle_world import layout
 from mle_world.audit import memo, run_audit
+from mle_world.audit.cache import stamp_of
 from mle_world.cli.display import RichDisplay
 from mle_world.launch.display import PlainDisplay
 
@@ -286,3 +288,20 @@ def test_an_unreadable_memo_is_computed_again(tmp_path: Path, computed: list[int
     assert audited(dirs, out) == first and computed[0] == 2
     (out / memo.NAME).write_bytes(garbage)
     assert audited(dirs, out) == first and computed[0] == 3
+
+
+def test_a_trial_digest_is_stamped_as_it_was_read_and_one_rewritten_since_is_computed_again(
+    tmp_path: Path, computed: list[int]
+) -> None:
+    dirs = sweep(tmp_path / "sweep", 250)
+    found = sorted(p for d in dirs for p in d.glob(f"runs/*/*/{layout.AUDIT_DIGEST}"))
+    assert len(found) > 50
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    # The stamp the audit took with its read of each digest, the one the file still has.
+    inputs = json.loads((out / memo.NAME).read_text())["inputs"]
+    assert all(inputs[str(p)] == stamp_of(str(p)) for p in found)
+    assert audited(dirs, out) == first and computed[0] == 1
+    found[7].write_bytes(found[7].read_bytes())  # the same bytes, a new stamp
+    assert audited(dirs, out) == first and computed[0] == 2
+    assert audited(dirs, out) == first and computed[0] == 2

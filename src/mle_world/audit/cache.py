@@ -65,6 +65,9 @@ class ParsedInputs:
     offered: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Entries of the trials' digests (`audit/digest.py`): used like kept ones, never saved (each trial's
     digest offers them again, and at 100,000 reports they were 90 % of this file and of its write)."""
+    seen: dict[str, Stamp] = field(default_factory=dict)
+    """Stamps of files this audit read for no entry of their own (the trials' digests), taken with the
+    read: the memo trusts them as it trusts the entries' (no stat again), and they are never saved."""
     read: int = 0
     """Files read (not taken from an entry) by this audit."""
 

@@ -64,9 +64,13 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
 def offer_digest(parsed: ParsedInputs, trial_dir: str, events: str, cost_csv: str) -> None:
     """Hand the digest in `trial_dir` (if any, and of this code) to `parsed` as offered entries for the
     trial's `events` and `cost_csv` paths (used while their stamps match, never saved). Never raises."""
-    got = read_stamped(f"{trial_dir}/{layout.AUDIT_DIGEST}")
+    path = f"{trial_dir}/{layout.AUDIT_DIGEST}"
+    got = read_stamped(path)
+    if got is None:
+        return
+    parsed.seen[path] = got[1]
     try:
-        data = None if got is None else orjson.loads(got[0])
+        data = orjson.loads(got[0])
     except orjson.JSONDecodeError:
         return
     if type(data) is not dict or data.get("digest") != parsers_digest():

@@ -160,13 +160,13 @@ def drop_memo(out_dir: Path) -> None:
 
 
 def input_stamps(
-    sweep: Sweep, stamped: dict[str, dict[str, Any]], began_ns: int
+    sweep: Sweep, stamped: dict[str, dict[str, Any]], began_ns: int, seen: dict[str, Stamp] | None = None
 ) -> dict[str, Stamp | None] | None:
     """The stamp of every input the audit of `sweep` read or looked for; None when one may have changed
     after it was read.
 
     `stamped`: the parsed-inputs cache's entries this audit used (kind → path → [stamp, value]), whose
-    stamps were taken with the read; every other path is stat'ed now: the dirs first (a sweep still
+    stamps were taken with the read, as were `seen`'s (path → stamp: the digests); every other path is stat'ed now: the dirs first (a sweep still
     running changes them most often, and then no trial's file is looked at: 0.73 → 0.0004 s of CPU at
     100,000 reports when a configuration dir had just changed).
     """
@@ -192,6 +192,8 @@ def input_stamps(
     for entries in stamped.values():
         for path, entry in entries.items():
             stamps[path] = entry[0]
+    if seen:
+        stamps.update(seen)
     pending: list[str] = []
     for output_dir in sweep.dirs:
         pending += _entries(str(layout.OutputFiles(output_dir).costs))
