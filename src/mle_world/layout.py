@@ -46,8 +46,9 @@ JOURNAL_LOCK = ".journal.lock"
 """flock'ed by a trial's live agent for its whole life (a second agent, or a launcher, sees it alive)."""
 EVENTS = "events.jsonl"
 RESULT = "result.json"
-AUDIT_DIGEST = "audit-digest.json"
-"""What the audit parses of the trial's events.jsonl and cost CSV, parsed when the trial ended (audit/digest.py)."""
+AUDIT_DIGEST_SUFFIX = "_audit-digest.json"
+"""A trial's audit digest beside its dir (`digest_beside`): what the audit reads of the trial's files, read
+when the trial ended (audit/digest.py). Outside the trial dir, so writing it leaves that dir's stamp as it was."""
 PREVIOUS_RESULT = "result.previous.json"
 """An earlier run's result.json, moved into logs/ when the trial runs again."""
 BEST_SOLUTION = "best_solution.py"
@@ -73,7 +74,7 @@ FILE_NAMES = frozenset(
         *(SWEEP_IDENTITY, LAUNCHER_LOCK, SPEC, STATUS, STATUS_LOCK, JOURNAL, JOURNAL_LOG, JOURNAL_LOCK),
         *(EVENTS, RESULT, PREVIOUS_RESULT, BEST_SOLUTION, SUBMISSION_DIR, SUBMISSION_CSV, LOGS),
         *(AGENT_LOG, LAUNCHER_LOG, STAGED_SUBMISSION, WORKSPACE, INTENTS, CANCELLED, SBATCH_PREVIEW),
-        *(REPLAY, REPLIES, REPLAY_REPORT, AUDIT_DIGEST),
+        *(REPLAY, REPLIES, REPLAY_REPORT, AUDIT_DIGEST_SUFFIX),
     }
 )
 """Every name above: no other module of the package spells one (tests/test_layout_names.py)."""
@@ -300,6 +301,11 @@ def trial_dir(output_dir: Path, configuration: str, task: str, seed: int) -> Pat
 def report_beside(trial: Path) -> Path:
     """A trial's grading report lives beside its dir: `runs/<configuration>/<task>_seed<seed>_grading_report.json`."""
     return trial.parent / f"{trial.name}{REPORT_SUFFIX}"
+
+
+def digest_beside(trial: Path) -> Path:
+    """A trial's audit digest lives beside its dir: `runs/<configuration>/<task>_seed<seed>_audit-digest.json`."""
+    return trial.parent / f"{trial.name}{AUDIT_DIGEST_SUFFIX}"
 
 
 def costs_dir(output_dir: Path) -> Path:

@@ -294,7 +294,7 @@ def test_a_trial_digest_is_stamped_as_it_was_read_and_one_rewritten_since_is_com
     tmp_path: Path, computed: list[int]
 ) -> None:
     dirs = sweep(tmp_path / "sweep", 250)
-    found = sorted(p for d in dirs for p in d.glob(f"runs/*/*/{layout.AUDIT_DIGEST}"))
+    found = sorted(p for d in dirs for p in d.glob(f"runs/*/*{layout.AUDIT_DIGEST_SUFFIX}"))
     assert len(found) > 50
     out = tmp_path / "audit"
     first = audited(dirs, out)

@@ -29,7 +29,7 @@ from fakeserver import FakeOpenAIServer
 from mle_world.audit.cache import stamp_of
 from mle_world.audit.pages import trial_page_name
 from mle_world.launch.endpoints import PROBE_TOOL_NAME
-from mle_world.layout import AUDIT_DIGEST, EVENTS, cost_path
+from mle_world.layout import AUDIT_DIGEST_SUFFIX, EVENTS, STATUS, cost_path, report_beside
 
 pytestmark = pytest.mark.slow
 KEYS = {
@@ -161,16 +161,19 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
 
 
 def check_digests(root: Path) -> None:
-    """Each ended trial has the audit digest of its events.jsonl and cost CSV as they are, and the audit
-    that took them says what one that parses the files says."""
-    digests = sorted(root.glob(f"*/runs/*/*/{AUDIT_DIGEST}"))
+    """Each ended trial has the audit digest of its dir, report, records, events.jsonl and cost CSV as they
+    are, and the audit that took them says what one that reads the files says."""
+    digests = sorted(root.glob(f"*/runs/*/*{AUDIT_DIGEST_SUFFIX}"))
     assert len(digests) == 12
     for digest in digests:
         data = json.loads(digest.read_text())
-        trial = digest.parent
+        trial = digest.with_name(digest.name.removesuffix(AUDIT_DIGEST_SUFFIX))
         task, _, seed = trial.name.rpartition("_seed")
         cost = cost_path(trial.parents[2], trial.parent.name, task, int(seed))
         assert data["events"][0] == stamp_of(str(trial / EVENTS)) and data["cost"][0] == stamp_of(str(cost))
+        assert data["dir"][0] == stamp_of(str(trial)) and data["status"][0] == stamp_of(str(trial / STATUS))
+        report = report_beside(trial)
+        assert data.get("report", [None])[0] == stamp_of(str(report))  # graded, or neither
     audited = root / "ungated" / "audit"
     for digest in digests:
         digest.unlink()

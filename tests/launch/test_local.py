@@ -31,7 +31,7 @@ from mle_world.launch.liveness import launcher_lock
 from mle_world.launch.post_trial import TrialFinisher
 from mle_world.launch.state import StateError, read_status
 from mle_world.launch.trial import TrialSupervisor, to_grade
-from mle_world.layout import AUDIT_DIGEST, cost_path, report_beside
+from mle_world.layout import STATUS, cost_path, digest_beside, report_beside
 from mle_world.plan.sweep_plan import LaunchOptions
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
@@ -214,7 +214,7 @@ def test_a_failed_trial_without_a_submission_gets_its_cost_csv_and_no_report(dir
         assert not report_beside(trial.trial_dir).exists()
 
 
-def test_the_finisher_writes_the_audit_digest_and_a_failure_to_is_no_failure_of_the_trial(
+def test_the_finisher_writes_the_audit_digest_once_the_end_is_recorded_and_a_failure_to_is_none_of_the_trial(
     dirs: tuple[Path, Path],
 ) -> None:
     out, data = dirs
@@ -235,11 +235,16 @@ def test_the_finisher_writes_the_audit_digest_and_a_failure_to_is_no_failure_of_
         status = read_status(trial.trial_dir, trial.trial_id)
         assert status.state == "failed" and status.failure_class != "infra", status
         cost = cost_path(out, trial.spec.configuration, trial.spec.task, trial.spec.seed)
-        kept = trial.trial_dir / AUDIT_DIGEST
+        kept = digest_beside(trial.trial_dir)
         if trial.trial_dir == digested[0]:
             assert not kept.exists()
         else:
-            assert json.loads(kept.read_text())["cost"][0] == stamp_of(str(cost))
+            # Written after status.json said how the trial ended: the dir and the status as they are now.
+            held = json.loads(kept.read_text())
+            assert held["cost"][0] == stamp_of(str(cost))
+            status_file = trial.trial_dir / STATUS
+            assert held["status"] == [stamp_of(str(status_file)), status_file.read_text()]
+            assert held["dir"][0] == stamp_of(str(trial.trial_dir))
 
 
 def test_resume_skips_done_and_retry_rules(dirs: tuple[Path, Path]) -> None:

@@ -48,7 +48,7 @@ def make_sweep(
     steps: int = 0,
 ) -> list[Path]:
     """An output dir per regime (gated, ungated) holding about `n_reports` reports in total; with
-    `digests`, each trial dir has the audit digest the harness writes when a trial ends; with `steps`,
+    `digests`, each trial has the audit digest the harness writes when a trial ends (beside its dir); with `steps`,
     each events.jsonl begins with that many agent steps (`STEP`'s lines, a timestamp each), as a real
     trial's hundreds of lines do, before its 5 predictions."""
     head = "".join(step_lines(i) for i in range(steps))
@@ -102,8 +102,8 @@ def make_sweep(
                                 "actual_improved": rng.random() < p if gate != "skip" else None,
                             }))  # fmt: skip
                         (base / "events.jsonl").write_text(head + "\n".join(lines) + "\n")
-                        if digests:
-                            write_trial_digest(base, cost)
+                    if digests:
+                        write_trial_digest(base, cost)
         record = {
             "argv": ["run_paper.py"], "harness_version": "0", "git_sha": None,
             "created_at": "2026-01-01T00:00:00Z", "regime": regime, "config_path": "c", "config_hash": "h",

@@ -125,7 +125,8 @@ class ParsedInputs:
         keep: dict[str, dict[str, Any]] = {}
         for kind, bucket in self.used.items():
             offered = self.offered.get(kind, {})
-            kept = {path: e for path, e in bucket.items() if offered.get(path) is not e}
+            # A stamp alone (no value) serves only this audit's memo: the next audit reads that file again.
+            kept = {path: e for path, e in bucket.items() if e[1] is not None and offered.get(path) is not e}
             if kept:
                 keep[kind] = kept
         held = sum(len(b) for b in self.entries.values() if isinstance(b, dict))

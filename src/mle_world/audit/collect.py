@@ -1,7 +1,7 @@
 """Collect a sweep's records for the audit: expected trials, grading reports, statuses, costs, events.
 
 Reads `launch.json`, `runs/<cfg>/<task>_seed<seed>_grading_report.json`, `status.json`, `events.jsonl`,
-`journal.json`, `audit-digest.json` and `costs/*.csv` of one or more output dirs; writes nothing.
+`journal.json`, the trials' audit digests and `costs/*.csv` of one or more output dirs; writes nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from mle_world.audit.predictions import encode as encode_events
 from mle_world.grading.report import GradingReport
 from mle_world.identity import provenance_changes
 from mle_world.records import AgentResult, LaunchProvenance, TrialStatus
-from mle_world.storage import Unreadable, load_record, read_text
+from mle_world.storage import M, Unreadable, load_record, read_regular, read_text
 from mle_world.trial_events import TrialEvents, read_events
 
 
@@ -225,11 +225,36 @@ def load_report(
     trial.report = report
 
 
-def load_status(trial: Trial) -> None:
+def _record_text(data: bytes) -> str | None:
+    """A record's bytes as `storage.load_record` reads them; None when not UTF-8 (that read then says so)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _read_record_text(path: str) -> str:
+    return read_regular(path).decode("utf-8")
+
+
+def _load(trial: Trial, kind: str, name: str, model: type[M], parsed: ParsedInputs | None) -> M | Unreadable:
+    """`storage.load_record` of the trial's `name`, its text from `parsed` (a digest's, or read and stamped)."""
+    path = trial.file(name)
+    if parsed is None:
+        return load_record(path, model)
+    try:
+        return model.model_validate_json(
+            parsed.get(kind, path, _read_record_text, _not_kept, _text, _record_text)
+        )
+    except (OSError, UnicodeDecodeError, ValidationError) as exc:
+        return Unreadable(path, exc)
+
+
+def load_status(trial: Trial, parsed: ParsedInputs | None = None) -> None:
     """Attach state and cause from status.json when readable."""
     if not trial.may_have(layout.STATUS):
         return
-    status = load_record(trial.file(layout.STATUS), TrialStatus)
+    status = _load(trial, "status", layout.STATUS, TrialStatus, parsed)
     if isinstance(status, Unreadable):
         if not isinstance(status.error, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
             trial.cause = "unreadable status.json"
@@ -242,11 +267,11 @@ def load_status(trial: Trial) -> None:
     trial.launches = status.launches
 
 
-def load_result(trial: Trial) -> None:
+def load_result(trial: Trial, parsed: ParsedInputs | None = None) -> None:
     """Attach the agent's result.json when readable (stop reason and counters for the budget table)."""
     if not trial.may_have(layout.RESULT):
         return
-    result = load_record(trial.file(layout.RESULT), AgentResult)
+    result = _load(trial, "result", layout.RESULT, AgentResult, parsed)
     trial.result = None if isinstance(result, Unreadable) else result
 
 
@@ -331,23 +356,25 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                 dir_missing=directory == canonical and not names.get(name),
                 recorded_absent=absent,
             )
+            if parsed is not None and directory == canonical and place.parent is not None:
+                digest = f"{name}{layout.AUDIT_DIGEST_SUFFIX}"
+                if digest in names:
+                    cost_csv = f"{costs}/{layout.cost_name(key.configuration, key.task, key.seed)}"
+                    offer_digest(parsed, f"{place.parent}/{digest}", directory, report, cost_csv)
             if directory == canonical and names.get(name):
                 if parsed is None:
                     trial.files = names_in(directory)
                 else:
                     trial.files = parsed.get("dir", directory, names_in, name_list, name_set)
-            if parsed is not None and trial.may_have(layout.AUDIT_DIGEST):
-                cost_csv = f"{costs}/{layout.cost_name(key.configuration, key.task, key.seed)}"
-                offer_digest(parsed, directory, trial.file(layout.EVENTS), cost_csv)
             load_report(trial, listed=report.rpartition("/")[2] in names, path=report, parsed=parsed)
-            load_status(trial)
+            load_status(trial, parsed)
             if trial.report is not None and trial.state is not None:
                 trial.superseded = superseded_by_rerun(
                     trial.report.attempt, trial.state, trial.attempt, trial.cause
                 )
                 if trial.superseded is not None:
                     trial.report, trial.problem = None, "missing"
-            load_result(trial)
+            load_result(trial, parsed)
             sweep.trials.append(trial)
             expected_paths.add(report)
     for output_dir in sweep.dirs:

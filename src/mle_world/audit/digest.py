@@ -1,21 +1,26 @@
-"""A trial's audit digest: what the audit parses of its events.jsonl and cost CSV, parsed once when the
-trial ends, with the stamps of the bytes parsed, so that a first audit reads one small file per trial.
+"""A trial's audit digest: what the audit reads of the trial's files — its dir's listing, grading report,
+status.json, result.json, events.jsonl parsed and cost CSV parsed — read once when the trial ended, each
+with the stamp of the bytes read, so that a first audit reads one small file per trial and stats the rest.
 
-Reads a trial's events.jsonl and cost CSV; writes and reads `<trial dir>/audit-digest.json` (atomically).
+Reads a trial's dir, report, status.json, result.json, events.jsonl and cost CSV; writes and reads
+`runs/<configuration>/<task>_seed<seed>_audit-digest.json` beside the trial dir (atomically).
 
-Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, the same encoding, the stamp
-taken from the open file that was parsed. The audit hands them to that cache beside what an earlier audit
-kept (it does not keep them again), so each is used only while its file has that stamp (size, inode,
-modification and change time: a trial run again, costs accounted again, a dir copied elsewhere all
-show), and the whole digest
-only while the code that parses and keeps them is the audit's own (`parsers_digest`). Written by the
-harness after the agent exits (`launch.post_trial`), beside records the agent's generated code cannot
-reach; plain JSON, so a digest someone edits can make the audit wrong as an edited events.jsonl can,
-but never runs anything.
+Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, the same encoding (the records
+as the text the audit validates, as it would read it from the file), the stamp taken from the open file
+(or, for the dir, before it was listed). The audit hands them to that cache beside what an earlier audit
+kept (it does not keep them again), so each is used only while its file or dir has that stamp (size,
+inode, modification and change time: a trial run again, a report graded again, costs accounted again, a
+file added to the trial dir, a dir copied elsewhere all show), and the whole digest only while the code
+that reads and keeps them is the audit's own (`parsers_digest`). Written by the harness once the trial's
+status.json says how it ended (and again when it is graded later), beside the trial dir, where the
+agent's generated code cannot reach, and outside it, so that writing it does not change the dir's stamp;
+plain JSON, so a digest someone edits can make the audit wrong as an edited events.jsonl can, but never
+runs anything.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,15 +28,17 @@ from typing import Any
 import orjson
 
 from mle_world import layout
-from mle_world.audit.cache import PARSERS, ParsedInputs, code_digest
+from mle_world.audit.cache import PARSERS, ParsedInputs, code_digest, stamp_of
 from mle_world.audit.cost_totals import cost_file_of
 from mle_world.audit.cost_totals import encode as encode_costs
 from mle_world.audit.predictions import encode as encode_events
 from mle_world.audit.predictions import predictions_of
-from mle_world.storage import read_stamped, write_bytes_atomic
+from mle_world.storage import read_stamped, text_of, write_bytes_atomic
 
-EVENTS, COST = "events", "cost"
+DIR, REPORT, STATUS, RESULT, EVENTS, COST = "dir", "report", "status", "result", "events", "cost"
 """The kinds of entry, as the parsed-inputs cache names them."""
+RECORDS = ((STATUS, layout.STATUS), (RESULT, layout.RESULT))
+"""The trial dir's records a digest holds as text (kind, file name)."""
 
 
 @cache
@@ -41,47 +48,96 @@ def parsers_digest() -> str:
     return code_digest((*PARSERS, "cache.py", "digest.py"))
 
 
+def _listing(trial_dir: Path) -> list[Any] | None:
+    """[stamp, sorted names] of `trial_dir`, the stamp taken before listing (a change after it shows)."""
+    stamp = stamp_of(str(trial_dir))
+    if stamp is None:
+        return None
+    try:
+        names = sorted(os.listdir(trial_dir))
+    except OSError:
+        return None
+    return [stamp, names]
+
+
+def _record_text(path: Path) -> list[Any] | None:
+    """[stamp, text] of a record as `storage.load_record` reads it (strict UTF-8); None when it cannot."""
+    got = read_stamped(str(path))
+    if got is None:
+        return None
+    try:
+        return [got[1], got[0].decode("utf-8")]
+    except UnicodeDecodeError:
+        return None
+
+
 def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
-    """Parse the trial's events.jsonl and `cost_csv` as the audit does and keep both in its digest; None
-    (no digest, any old one removed) when neither can be read as a regular file."""
+    """Read the trial's dir, report, records, events.jsonl and `cost_csv` as the audit does and keep them in
+    its digest; None (no digest, any old one removed) when none of them can be read."""
     entries: dict[str, Any] = {}
+    listed = _listing(trial_dir)
+    if listed is not None:
+        entries[DIR] = listed
+    report = read_stamped(str(layout.report_beside(trial_dir)))
+    if report is not None:
+        try:
+            entries[REPORT] = [report[1], text_of(report[0])]
+        except UnicodeDecodeError:
+            pass  # the audit reads it and says why it is unreadable
+    for kind, name in RECORDS:
+        record = _record_text(trial_dir / name) if listed is None or name in listed[1] else None
+        if record is not None:
+            entries[kind] = record
     events = read_stamped(str(trial_dir / layout.EVENTS))
     if events is not None:
         entries[EVENTS] = [events[1], encode_events(predictions_of(events[0]))]
     cost = None if cost_csv is None else read_stamped(str(cost_csv))
     if cost is not None and (parsed := cost_file_of(cost[0])) is not None:
         entries[COST] = [cost[1], encode_costs(parsed)]
-    path = trial_dir / layout.AUDIT_DIGEST
+    path = layout.digest_beside(trial_dir)
     if not entries:
         path.unlink(missing_ok=True)
         return None
     data = {"digest": parsers_digest(), "cost_csv": None if cost_csv is None else cost_csv.name, **entries}
-    # Not fsynced: a digest left unreadable by a crash is ignored (the audit parses the files then).
+    # Not fsynced: a digest left unreadable by a crash is ignored (the audit reads the files then).
     write_bytes_atomic(path, orjson.dumps(data), durable=False)
     return path
 
 
-def offer_digest(parsed: ParsedInputs, trial_dir: str, events: str, cost_csv: str) -> None:
-    """Hand the digest in `trial_dir` (if any, and of this code) to `parsed` as offered entries for the
-    trial's `events` and `cost_csv` paths (used while their stamps match, never saved). Never raises."""
-    path = f"{trial_dir}/{layout.AUDIT_DIGEST}"
-    got = read_stamped(path)
+def offer_digest(parsed: ParsedInputs, digest: str, trial_dir: str, report: str, cost_csv: str) -> None:
+    """Hand the digest at `digest` (if any, and of this code) to `parsed` as offered entries for the paths
+    of the trial at `trial_dir` (its dir, records and events), its `report` and its `cost_csv` (used while
+    their stamps match, never saved). Never raises."""
+    got = read_stamped(digest)
     if got is None:
         return
-    parsed.seen[path] = got[1]
+    parsed.seen[digest] = got[1]
     try:
         data = orjson.loads(got[0])
     except orjson.JSONDecodeError:
         return
     if type(data) is not dict or data.get("digest") != parsers_digest():
         return
-    entries = parsed.offered
-    offered = ((EVENTS, events), (COST, cost_csv))
-    for kind, path in offered:
-        entry = data.get(kind)
-        if entry is None or (kind == COST and data.get("cost_csv") != path.rpartition("/")[2]):
+    name = cost_csv.rpartition("/")[2]
+    offered = parsed.offered
+    for kind, entry in data.items():
+        if kind == DIR:
+            path = trial_dir
+        elif kind == REPORT:
+            path = report
+        elif kind == EVENTS:
+            path = f"{trial_dir}/{layout.EVENTS}"
+        elif kind == COST:
+            if data.get("cost_csv") != name:
+                continue
+            path = cost_csv
+        elif kind == STATUS:
+            path = f"{trial_dir}/{layout.STATUS}"
+        elif kind == RESULT:
+            path = f"{trial_dir}/{layout.RESULT}"
+        else:
             continue
-        bucket = entries.get(kind)
-        if not isinstance(bucket, dict):
-            bucket = entries[kind] = {}
+        bucket = offered.get(kind)
+        if bucket is None:
+            bucket = offered[kind] = {}
         bucket[path] = entry  # `get` checks its stamp and shape before using it

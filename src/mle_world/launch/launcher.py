@@ -45,7 +45,7 @@ from mle_world.launch.state import (
     utcnow,
     withdraw_attempt,
 )
-from mle_world.launch.trial import PostTrial, TrialJob, ensure_spec, to_grade
+from mle_world.launch.trial import PostTrial, RecordingPostTrial, TrialJob, ensure_spec, to_grade
 from mle_world.plan.sweep_plan import LaunchOptions, SweepPlan, TrialCommand
 from mle_world.records import TrialStatus
 
@@ -151,6 +151,8 @@ class SweepLauncher:
         for cmd, state in todo:
             try:
                 self.post_trial(cmd.trial, state)
+                if isinstance(self.post_trial, RecordingPostTrial):
+                    self.post_trial.recorded(cmd.trial)  # its digest, now with the report
             except Exception as exc:  # one trial's grading never stops the launch
                 self._say(f"[launch] {cmd.trial.trial_id}: grading failed: {type(exc).__name__}: {exc}")
 

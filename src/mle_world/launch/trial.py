@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, Protocol, runtime_checkable
 
 from mle_world.errors import UserError
 from mle_world.launch.gpus import gpu_environment
@@ -46,6 +46,17 @@ PostTrial = Callable[[PlannedTrial, Literal["succeeded", "failed"]], None]
 every trial that ended: its costs are spent whatever the outcome (a failed trial without a submission
 too); it grades succeeded trials and failed ones that left a submission (`to_grade`: MLE-bench grades
 whatever the agent left)."""
+
+
+@runtime_checkable
+class RecordingPostTrial(Protocol):
+    """A post-trial step with a second step, `recorded`, run once status.json says how the trial ended (the
+    CLI's `TrialFinisher` writes the audit's digest of the trial there; a plain PostTrial has none)."""
+
+    def __call__(self, trial: PlannedTrial, state: Literal["succeeded", "failed"]) -> None: ...
+
+    def recorded(self, trial: PlannedTrial) -> None: ...
+
 
 CHECKPOINT_EXITS = (143, 140, -signal.SIGTERM, -signal.SIGUSR2)
 """Exit codes of an agent that checkpointed on SIGTERM/SIGUSR2 (143 by contract)."""
@@ -292,6 +303,14 @@ class TrialSupervisor:
             wall_used_s=wall_used,
             downtime_s=result.downtime_s if result is not None else recorded_downtime_s(job.trial_dir),
         )
+        if recorded is not None and isinstance(self.post_trial, RecordingPostTrial):
+            try:
+                self.post_trial.recorded(job.trial)
+            except Exception as exc:  # the end is recorded; the step after it only saves the audit reads
+                with open(log_path, "ab") as log:
+                    log.write(
+                        f"[launcher] after the end was recorded: {type(exc).__name__}: {exc}\n".encode()
+                    )
         return verdict.state if recorded is not None else "stale"
 
     def _holds_trial(self) -> bool:
