@@ -63,11 +63,13 @@ class ParsedInputs:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     used: dict[str, dict[str, Any]] = field(default_factory=dict)
     offered: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Entries of the trials' digests (`audit/digest.py`): used like kept ones, never saved (each trial's
-    digest offers them again, and at 100,000 reports they were 90 % of this file and of its write)."""
+    """Entries of the trials' digests (`audit/digest.py`): used like kept ones (and then dropped, their stamps
+    in `seen`), never saved (each trial's digest offers them again, and at 100,000 reports they were 90 %
+    of this file and of its write)."""
     seen: dict[str, Stamp] = field(default_factory=dict)
-    """Stamps of files this audit read for no entry of their own (the trials' digests), taken with the
-    read: the memo trusts them as it trusts the entries' (no stat again), and they are never saved."""
+    """Stamps this audit took with a read that keeps no entry (the trials' digests) or matched an offered
+    entry's (the files a digest stood for): the memo trusts them as it trusts the entries' (no stat
+    again), and they are never saved."""
     read: int = 0
     """Files read (not taken from an entry) by this audit."""
 
@@ -98,7 +100,13 @@ class ParsedInputs:
                     value = decode(entry[1])
                 except (TypeError, ValueError, KeyError, IndexError):
                     continue
-                self.used.setdefault(kind, {})[path] = entry
+                if held is self.offered:
+                    # Never saved: its stamp is all the memo needs, and the digest's data is freed now (at
+                    # 100,000 reports the decoded digests were a third of the audit's memory).
+                    del bucket[path]
+                    self.seen[path] = stamp
+                else:
+                    self.used.setdefault(kind, {})[path] = entry
                 return value
         if parse_bytes is not None:
             got = read_stamped(path)
@@ -121,12 +129,11 @@ class ParsedInputs:
         return value
 
     def save(self) -> None:
-        """Keep what this audit used and no digest offers, unless that is exactly what was kept already."""
+        """Keep what this audit used (no digest's entry), unless that is exactly what was kept already."""
         keep: dict[str, dict[str, Any]] = {}
         for kind, bucket in self.used.items():
-            offered = self.offered.get(kind, {})
             # A stamp alone (no value) serves only this audit's memo: the next audit reads that file again.
-            kept = {path: e for path, e in bucket.items() if e[1] is not None and offered.get(path) is not e}
+            kept = {path: e for path, e in bucket.items() if e[1] is not None}
             if kept:
                 keep[kind] = kept
         held = sum(len(b) for b in self.entries.values() if isinstance(b, dict))

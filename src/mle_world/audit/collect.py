@@ -33,9 +33,9 @@ from mle_world.storage import M, Unreadable, load_record, read_regular, read_tex
 from mle_world.trial_events import TrialEvents, read_events
 
 
-@dataclass
+@dataclass(slots=True)
 class Trial:
-    """One expected trial and what was found for it."""
+    """One expected trial and what was found for it (slots: 100,000 of them are held at once)."""
 
     trial_id: str
     regime: str
@@ -286,7 +286,7 @@ def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
         sweep.problems.extend(f"{costs_dir / name}: unreadable cost CSV" for name in bad)
         for trial_id, total in totals.items():
             trial = by_id.get(trial_id)  # type: ignore[arg-type]
-            if trial is None or trial.output_dir != output_dir:
+            if trial is None or (trial.output_dir is not output_dir and trial.output_dir != output_dir):
                 continue
             trial.has_costs = True
             trial.cost_known = total.known

@@ -49,14 +49,16 @@ def graders_problems(trials: Iterable[Graded], launches: Mapping[Path, LaunchPro
     """The audit's problems about graders: reports graded by different MLE-bench versions, and a dir whose
     reports were graded by another MLE-bench than its launch's grading check ran (a Slurm job grades on
     its compute node, whose MLE-bench may not be the one on the node that launched)."""
-    trials = list(trials)
+    by_dir: dict[Path, list[GradingReport | None]] = {}
+    for t in trials:  # grouped once: a comparison of Paths per trial and dir was 0.3 s at 100,000 reports
+        by_dir.setdefault(t.output_dir, []).append(t.report)
     problems = []
-    mixed = mixed_versions(mlebench_versions(t.report for t in trials))
+    mixed = mixed_versions(mlebench_versions(r for reports in by_dir.values() for r in reports))
     if mixed is not None:
         problems.append(mixed)
     for directory, launch in launches.items():
         checked = launch.mlebench_version
-        versions = mlebench_versions(t.report for t in trials if t.output_dir == directory)
+        versions = mlebench_versions(by_dir.get(directory, []))
         others = {version: count for version, count in versions.items() if version != checked}
         if checked and others:
             graded = ", ".join(
