@@ -95,12 +95,18 @@ class ParsedInputs:
                 continue
             if stamp is None:
                 stamp = stamp_of(path)
-            if isinstance(entry, list) and len(entry) == 2 and entry[0] == stamp and entry[1] is not None:
+            if (
+                stamp is not None
+                and isinstance(entry, list)
+                and len(entry) == 2
+                and entry[0] == stamp
+                and entry[1] is not None
+            ):
                 try:
                     value = decode(entry[1])
                 except (TypeError, ValueError, KeyError, IndexError):
                     continue
-                if held is self.offered:
+                if held is self.offered and bucket is not None:
                     # Never saved: its stamp is all the memo needs, and the digest's data is freed now (at
                     # 100,000 reports the decoded digests were a third of the audit's memory).
                     del bucket[path]
