@@ -30,7 +30,7 @@ would compile the harness again (0.07-0.1 s of CPU) while the aggregator's packa
 children get PYTHONPYCACHEPREFIX in a temp dir of this run instead (bytecode written, for this checkout,
 each --against and the aggregator alike), filled by each command's untimed warm-up run.
 
-Each trial dir holds the audit digest the harness writes when a trial ends (`audit/digest.py`); with
+Each trial has the audit digest the harness writes beside its dir when it ends (`audit/digest.py`); with
 --no-digests none does, as with trials of a harness before it (an --against checkout before it reads
 the same sweep and ignores them). --steps K puts K agent steps (two LLM calls and an execution, three
 lines) atop each events.jsonl, as real trials' hundreds of lines (the default, 0, has 5 predictions).

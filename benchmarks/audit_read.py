@@ -1,8 +1,8 @@
 """Benchmark: the audit's reading of a synthetic sweep (`audit.collect.load_sweep`), in process.
 
 Writes the synthetic two-regime sweep of `benchmarks/audit.py` (N reports, cost CSVs, events) twice
-under a temp dir (or --keep DIR): once with the audit digest the harness writes in each trial dir when
-the trial ends (`audit/digest.py`), once without (trials of a harness before it). With --steps K, each
+under a temp dir (or --keep DIR): once with the audit digest the harness writes beside each trial dir
+when the trial ends (`audit/digest.py`), once without (trials of a harness before it). With --steps K, each
 events.jsonl also gets K agent steps of three lines (two LLM calls and an execution, each its own
 timestamp) before its predictions, as real trials write them (their digests written after). Prints a
 table of CPU seconds (medians of --repeats, cyclic GC paused as the audit pauses it): `load_sweep` into
@@ -117,7 +117,7 @@ def main() -> None:
             "load_sweep into an empty audit dir, no digests (first audit: every file read and parsed)": (
                 first_read(plain)
             ),
-            "load_sweep into an empty audit dir, digests (first audit: a digest for events and costs)": (
+            "load_sweep into an empty audit dir, digests (first audit: a digest read, the rest stat'ed)": (
                 first_read(dirs)
             ),
             "open_parsed_inputs + load_sweep with the kept inputs (re-audit: a stat per unchanged file)": (
