@@ -173,12 +173,12 @@ def _escape_all(cells: Sequence[str]) -> list[str]:
     """Each cell HTML-escaped: all in one call of the C escape when a separator can be found that no cell
     holds (the trial table has tens of thousands of cells; one call each was most of its cost)."""
     joined = _SEPARATOR.join(cells)
-    escaped = str(markup_escape(printable(joined)))
+    escaped = markup_escape(printable(joined))
     if len(escaped) == len(joined):
         # Both escapes only lengthen text: no cell changed (most columns of numbers and ids), so no split.
         return list(cells)
     if len(cells) > 1 and joined.count(_SEPARATOR) == len(cells) - 1:
-        return escaped.split(_SEPARATOR)
+        return str(escaped).split(_SEPARATOR)
     return [_escape(cell) for cell in cells]
 
 
