@@ -8,8 +8,22 @@ from __future__ import annotations
 import io
 import re
 
+from markupsafe import escape
+
 from mle_world.audit.stats import MeanSem
-from mle_world.audit.tables import Column, build, csv_text, filled, html, markdown, mean_sem, show, sign_tone
+from mle_world.audit.tables import (
+    Column,
+    build,
+    csv_text,
+    filled,
+    html,
+    html_columns,
+    markdown,
+    mean_sem,
+    show,
+    sign_tone,
+)
+from mle_world.escapes import printable
 from mle_world.launch.display import PlainDisplay
 
 ROWS = [
@@ -74,3 +88,43 @@ def test_html_escapes_every_cell_and_filled_drops_empty_columns() -> None:
     assert table.headers == ["name", "mean ± SEM", "Δ"] and table.rows[1] == ("x & 'y'", "–", "+1.0")
     assert table.tones == (("", "", ""), ("", "", "pos"))
     assert filled(build("demo", "Demo", COLUMNS, []), keep=1).headers == ["name"]
+
+
+def _one_cell_at_a_time(columns: list[Column[dict]], items: list[dict], hrefs: list[str | None]) -> str:
+    """The HTML table as `html` made it before it was optimised: a row at a time, each cell escaped alone."""
+
+    def escaped(text: str) -> str:
+        return str(escape(printable(text)))
+
+    heads = "".join(('<th class="l">' if c.left else "<th>") + escaped(c.header) + "</th>" for c in columns)
+    lines = ['<table id="demo-table"><tr>' + heads + "</tr>\n"]
+    for item, href in zip(items, hrefs, strict=True):
+        cells = [escaped(c.cell(item)) for c in columns]
+        if href:
+            cells[0] = f'<a href="{escaped(href)}">{cells[0]}</a>'
+        classes = [" ".join(n for n, on in (("l", c.left), ("nowrap", c.nowrap)) if on) for c in columns]
+        tds = (
+            f'<td class="{k}">{t}</td>' if k else f"<td>{t}</td>" for k, t in zip(classes, cells, strict=True)
+        )
+        lines.append("<tr>" + "".join(tds) + "</tr>\n")
+    return "".join(lines) + "</table>"
+
+
+def test_html_columns_is_html_of_the_same_cells_given_by_column() -> None:
+    """The trial table is given column by column (no tuple per row) and `html` renders through the same
+    code: both as a row at a time made it, links, markup, the escape separator and control characters
+    included, and no row without cells."""
+    columns = [Column[dict]("id", lambda r: r["name"], left=True, nowrap=True), *COLUMNS[:2], COLUMNS[3]]
+    rows = [
+        {"name": f"t{i}" + ("<&>'\"\ue000\x1b\u202e" if i % 3 == 0 else ""), "value": MeanSem(i, 0.5, 2)}
+        for i in range(7)
+    ]
+    hrefs = [f"trials/t{i}.html?a=1&b=<2>" if i % 2 else None for i in range(7)]
+    for items in (rows, rows[1:2], rows[3:4], []):
+        links = [hrefs[rows.index(r)] for r in items]
+        expected = _one_cell_at_a_time(columns, items, links)
+        by_column = [[c.cell(r) for r in items] for c in columns]
+        assert html_columns("demo", columns, by_column, links) == expected
+        assert html(build("demo", "Demo", columns, items, links=lambda r: hrefs[rows.index(r)])) == expected
+    assert html_columns("demo", columns, []) == _one_cell_at_a_time(columns, [], [])
+    assert html_columns("demo", [], []) == '<table id="demo-table"><tr></tr>\n</table>'

@@ -38,9 +38,10 @@ def provenance_lines(sweep: Sweep) -> list[str]:
             f"{directory}: harness {p.harness_version}, code {code}; models {models}; image {image}{grader}; "
             f"launched {p.created_at:%Y-%m-%d %H:%M} UTC"
         )
-    versions = mlebench_versions(t.report for t in sweep.trials)
+    found = sweep.found  # the trials with a report, listed once per sweep
+    versions = mlebench_versions([t.report for t in found])
     if versions:
-        counted = sum(1 for t in sweep.trials if t.report is not None)
+        counted = len(found)
         graded = ", ".join(f"MLE-bench {version}: {count}" for version, count in versions.items())
         rest = counted - sum(versions.values())
         lines.append(

@@ -11,9 +11,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
@@ -36,7 +35,7 @@ from mle_world.audit.report import (
     stage_table,
     whatif_table,
 )
-from mle_world.audit.tables import Column, Table, filled, html
+from mle_world.audit.tables import Column, html, html_columns
 from mle_world.audit.trialview import TrialView, load_trial_view
 from mle_world.escapes import printable
 from mle_world.storage import write_text_atomic
@@ -123,57 +122,35 @@ FIGURES = {
 """PNG plots of the audit embedded in index.html (as data URIs, so the page stands alone)."""
 
 
-class TrialRow(NamedTuple):
-    """One line of the index's trial table (strings, ready to show), in the table's column order.
-
-    A named tuple rather than a frozen dataclass: a sweep has tens of thousands of trials, and building
-    a frozen dataclass costs three times as much.
-    """
-
-    trial_id: str
-    state: str
-    score: str
-    medal: str
-    nodes: str
-    executed: str
-    skipped: str
-    buggy: str
-    best: str
-    cost: str
-    note: str
-    href: str | None
-
-
-TRIAL_COLUMNS: list[Column[TrialRow]] = [
-    Column("trial", itemgetter(0), left=True, nowrap=True),
+TRIAL_COLUMNS: list[Column[object]] = [
+    Column("trial", str, left=True, nowrap=True),
     *(
-        Column[TrialRow](label, itemgetter(index), left=True)
-        for index, label in enumerate(
-            (
-                "state",
-                "score",
-                "medal",
-                "nodes",
-                "executed",
-                "skipped",
-                "buggy",
-                "best metric",
-                "cost $",
-                "problem / cause",
-            ),
-            start=1,
+        Column[object](label, str, left=True)
+        for label in (
+            "state",
+            "score",
+            "medal",
+            "nodes",
+            "executed",
+            "skipped",
+            "buggy",
+            "best metric",
+            "cost $",
+            "problem / cause",
         )
     ),
 ]
+"""The index's trial table: the trial id, then the columns that hold anything in this sweep (a big sweep
+without journals or costs renders a narrower, faster table). Its cells are made column by column
+(`trial_cells`), so the columns' `cell` is unused."""
 
 
-def trials_table(trials: list[TrialRow]) -> Table:
-    """The trial id and the columns that hold anything in this sweep (a big sweep without journals or
-    costs renders a narrower, faster table)."""
-    cells = itemgetter(slice(0, len(TRIAL_COLUMNS)))  # a row's fields are its cells, in column order
-    rows = tuple(map(cells, trials))
-    table = Table("trials", "Trials", tuple(TRIAL_COLUMNS), rows, tuple(t.href for t in trials))  # type: ignore[arg-type]
-    return filled(table, keep=1)
+def trials_html(trials: Sequence[Trial], journals: Sequence[Any], hrefs: Sequence[str | None]) -> str:
+    """The trial table's HTML: `trial_cells` without the columns empty for every trial (the id stays);
+    each trial id links to `hrefs[i]` when it has one."""
+    cells = trial_cells(trials, journals)
+    shown = [j for j, column in enumerate(cells) if j == 0 or any(column)]
+    return html_columns("trials", [TRIAL_COLUMNS[j] for j in shown], [cells[j] for j in shown], hrefs)
 
 
 @dataclass
@@ -248,23 +225,57 @@ def _counts(journal: Any) -> tuple[str, str, str, str, str]:
     )
 
 
-def _trial_row(trial: Trial, href: str | None) -> TrialRow:
-    report = trial.report
-    if report is None:
-        medal = score = ""
+def trial_cells(trials: Sequence[Trial], journals: Sequence[Any]) -> list[list[str]]:
+    """The trial table's cells, one list per column of TRIAL_COLUMNS (`journals[i]`: trial i's parsed
+    journal). A pass per column over 100,000 trials costs less than a function call and a row tuple
+    per trial; the journal's five columns are all empty, unbuilt, when no trial left one."""
+    reports = [t.report for t in trials]
+    medals = [
+        ""
+        if r is None
+        else "gold"
+        if r.gold_medal
+        else "silver"
+        if r.silver_medal
+        else "bronze"
+        if r.bronze_medal
+        else "–"
+        for r in reports
+    ]
+    scores = [
+        ""
+        if r is None
+        else "invalid"
+        if not r.valid_submission
+        else ""
+        if r.score is None
+        else f"{r.score:.4g}"
+        for r in reports
+    ]
+    if any(j is not None for j in journals):
+        counts = [NO_JOURNAL if j is None else _counts(j) for j in journals]
+        by_journal = [list(column) for column in zip(*counts, strict=True)]
     else:
-        medal = (
-            "gold"
-            if report.gold_medal
-            else "silver"
-            if report.silver_medal
-            else "bronze"
-            if report.bronze_medal
-            else "–"
-        )
-        score = "" if report.score is None else f"{report.score:.4g}"
-        if not report.valid_submission:
-            score = "invalid"
+        by_journal = [[""] * len(trials)] * len(NO_JOURNAL)
+    costs = ["" if t.cost_usd is None or t.rerunning else f"{t.cost_usd:.2f}" for t in trials]
+    # Most trials have a report and nothing to note: _note's call only for the others.
+    notes = [
+        _note(t) if t.report is None or t.problem or t.superseded is not None or t.cause else ""
+        for t in trials
+    ]
+    return [
+        [t.trial_id for t in trials],
+        [t.state or "" for t in trials],
+        scores,
+        medals,
+        *by_journal,
+        costs,
+        notes,
+    ]
+
+
+def _note(trial: Trial) -> str:
+    """The trial's problem / cause cell."""
     # A failed trial without a submission is settled (no medal), not missing: the completeness table
     # and the rates count it so.
     note = "no submission (no medal)" if trial.settled_without_report else trial.problem or ""
@@ -272,9 +283,7 @@ def _trial_row(trial: Trial, href: str | None) -> TrialRow:
         note = f"{note}; {trial.superseded}"
     if trial.cause:
         note = f"{note}; {trial.cause}" if note else trial.cause
-    cost = "" if trial.cost_usd is None or trial.rerunning else f"{trial.cost_usd:.2f}"
-    counts = _counts(trial_journal(trial))
-    return TrialRow(trial.trial_id, trial.state or "", score, medal, *counts, cost, note, href)
+    return note
 
 
 def _inputs_mtime(trial: Trial) -> int:
@@ -301,18 +310,22 @@ def _code_files() -> tuple[Path, ...]:
     )
 
 
-def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:
+def write_trial_pages(sweep: Sweep, out_dir: Path, journals: Sequence[Any] | None = None) -> dict[str, str]:
     """A page per trial that left a journal, under `out_dir/trials/`; trial id → link relative to out_dir.
+    `journals`: each trial's `trial_journal`, when the caller holds them already.
 
     A page newer than every file it shows (and than the code drawing it) is kept as it is, so
     re-running the audit during a sweep redraws only the trials that moved.
     """
+    if journals is None:
+        journals = [trial_journal(t) for t in sweep.trials]
     links: dict[str, str] = {}
-    for trial in sweep.trials:
-        if trial_journal(trial) is None:
+    folder = out_dir / "trials"
+    for trial, journal in zip(sweep.trials, journals, strict=True):
+        if journal is None:
             continue
         name = trial_page_name(trial.trial_id)
-        page = out_dir / "trials" / name
+        page = folder / name
         links[trial.trial_id] = f"trials/{name}"
         try:
             if page.stat().st_mtime_ns > _inputs_mtime(trial):
@@ -323,7 +336,7 @@ def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:
         view = load_trial_view(
             trial.trial_dir,
             trial_id=trial.trial_id,
-            journal=trial_journal(trial),
+            journal=journal,
             events=trial_events(trial),
             report=report,
         )
@@ -331,11 +344,21 @@ def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:
     return links
 
 
-def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: dict[str, str]) -> IndexView:
+def index_view(
+    result: AuditResult,
+    out_dir: Path,
+    plots: Sequence[str],
+    links: dict[str, str],
+    journals: Sequence[Any] | None = None,
+) -> IndexView:
+    """What index.html shows; `journals` as for `write_trial_pages`."""
     figures = {FIGURES[name]: _data_uri(out_dir / name) for name in plots if name in FIGURES}
     sweep = result.sweep
+    trials = sweep.trials
+    if journals is None:
+        journals = [trial_journal(t) for t in trials]
     calibration = result.calibration_per_stage()
-    trials = [_trial_row(t, links.get(t.trial_id)) for t in sweep.trials]
+    hrefs = [links.get(t.trial_id) for t in trials] if links else [None] * len(trials)
     comparisons = result.comparisons
     tables = [
         headline_table(result.rates, BASELINE, comparisons),
@@ -346,18 +369,19 @@ def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: 
         gate_table(result.world),
         stage_table(calibration),
         rates_table(result.rates, result.pad_missing),
-        trials_table(trials),
         whatif_table(result.whatif.rows),
     ]
+    html_tables = {t.name: Markup(html(t)) for t in tables}
+    html_tables["trials"] = Markup(trials_html(trials, journals, hrefs))
     return IndexView(
         result=result,
         baseline=BASELINE,
         figures=figures,
-        tables={t.name: Markup(html(t)) for t in tables},
-        filled={t.name for t in tables if t.rows},
+        tables=html_tables,
+        filled={t.name for t in tables if t.rows} | ({"trials"} if trials else set()),
         calibration=calibration,
         trials=len(trials),
-        linked=sum(1 for t in trials if t.href),
+        linked=sum(1 for href in hrefs if href),
         problems=problem_lines(sweep, limit=10_000),
         has_costs=has_costs(result),
     )
@@ -365,9 +389,9 @@ def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: 
 
 def write_pages(result: AuditResult, out_dir: Path, plots: Sequence[str], pages: bool = True) -> list[Path]:
     """`out_dir/index.html` and (unless `pages` is off) the trial pages it links to."""
-    links = write_trial_pages(result.sweep, out_dir) if pages else {}
+    journals = [trial_journal(t) for t in result.sweep.trials]  # once for the pages and the table
+    links = write_trial_pages(result.sweep, out_dir, journals) if pages else {}
     index = out_dir / "index.html"
-    write_text_atomic(
-        index, render("index.html.j2", v=index_view(result, out_dir, plots, links)), mode=PAGE_MODE
-    )
+    view = index_view(result, out_dir, plots, links, journals)
+    write_text_atomic(index, render("index.html.j2", v=view), mode=PAGE_MODE)
     return [index]
