@@ -2,13 +2,18 @@
 the same regime, and gated against ungated per configuration (bootstrap interval, sign test, Holm).
 
 Reads the settled trials of a collected `Sweep` (the pairs analysis.py's deltas are over too); writes nothing.
+Its `SweepView` keeps what several tables derive from a sweep's trials alike (groups, settled trials, pairs),
+made once per sweep.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
+from operator import attrgetter
 
 from mle_world.audit.collect import Sweep, Trial
 from mle_world.audit.stats import Interval, MeanSem, holm, mean_sem, paired_bootstrap, sign_test
@@ -50,11 +55,171 @@ class Comparison:
 
 
 Pairs = list[tuple[Trial, Trial]]
+Group = tuple[str, str]
+
+
+def group_trials(trials: Sequence[Trial]) -> dict[Group, list[Trial]]:
+    """Trials by (regime, configuration), sorted (`analysis.groups_of`)."""
+    out: dict[Group, list[Trial]] = defaultdict(list)
+    for trial in trials:
+        out[(trial.regime, trial.configuration)].append(trial)
+    return dict(sorted(out.items()))
+
+
+def _settled(trials: Sequence[Trial]) -> list[Trial]:
+    return [t for t in trials if t.report is not None or t.settled_without_report]
+
+
+Positions = list[tuple[int, int]]
+"""Pairs of settled trials as their positions in `SweepView.settled`: the tables read each pair's numbers
+from lists made in one pass over the settled trials, in their order (reading them off each pair's trials
+and reports, in pair order, was 0.5 s of CPU at 100,000 reports)."""
+
+
+def _regime_positions(settled: Sequence[Trial]) -> dict[str, Positions]:
+    # By configuration first, then (task, seed): the order of sorting (configuration, task, seed)
+    # triples, with fewer and shorter keys to sort (a later trial of the same key replaces one before).
+    by_cfg: dict[str, dict[tuple[str, int], dict[str, int]]] = {}
+    for index, trial in enumerate(settled):
+        by_key = by_cfg.get(trial.configuration)
+        if by_key is None:
+            by_key = by_cfg[trial.configuration] = {}
+        key = (trial.task, trial.seed)
+        regimes = by_key.get(key)
+        if regimes is None:
+            by_key[key] = {trial.regime: index}
+        else:
+            regimes[trial.regime] = index
+    out: dict[str, Positions] = {}
+    for cfg in sorted(by_cfg):
+        by_key = by_cfg[cfg]
+        pairs = [
+            (regimes["gated"], regimes["ungated"])
+            for regimes in map(by_key.__getitem__, sorted(by_key))
+            if "gated" in regimes and "ungated" in regimes
+        ]
+        if pairs:
+            out[cfg] = pairs
+    return out
+
+
+def _baseline_positions(settled: Sequence[Trial], baseline: str) -> dict[Group, Positions]:
+    # As `_regime_positions`: by regime, then (task, seed); each configuration's list is filled in key
+    # order whatever order a key's configurations come in, so they need no sorting of their own.
+    by_regime: dict[str, dict[tuple[str, int], dict[str, int]]] = {}
+    for index, trial in enumerate(settled):
+        by_key = by_regime.get(trial.regime)
+        if by_key is None:
+            by_key = by_regime[trial.regime] = {}
+        key = (trial.task, trial.seed)
+        configs = by_key.get(key)
+        if configs is None:
+            by_key[key] = {trial.configuration: index}
+        else:
+            configs[trial.configuration] = index
+    out: dict[Group, Positions] = {}
+    for regime in sorted(by_regime):
+        by_key = by_regime[regime]
+        for configs in map(by_key.__getitem__, sorted(by_key)):
+            base = configs.get(baseline)
+            if base is None:
+                continue
+            for cfg, index in configs.items():
+                if cfg != baseline:
+                    pairs = out.get((regime, cfg))
+                    if pairs is None:
+                        out[(regime, cfg)] = [(index, base)]
+                    else:
+                        pairs.append((index, base))
+    return dict(sorted(out.items()))
+
+
+Score = tuple[float | None, bool]
+"""A report's score and whether lower is better (`compare_trials`)."""
+
+
+class SweepView:
+    """What several tables derive from one sweep's trials alike, each made on first use and kept.
+
+    At 100,000 trials the tables grouped the trials 4 times, listed the settled ones 3 times and paired
+    them by regime twice (about 1 s of CPU in all). Like `Sweep`'s own cached lists, this assumes the
+    trials are settled once `load_sweep` returns; `view` makes a new one when the list of trials is
+    replaced or changes length.
+    """
+
+    def __init__(self, trials: list[Trial]) -> None:
+        self.trials = trials
+        self.size = len(trials)
+        self._baseline_positions: dict[str, dict[Group, Positions]] = {}
+        self._indicators: dict[str, list[float]] = {}
+
+    @cached_property
+    def groups(self) -> dict[Group, list[Trial]]:
+        """`group_trials` of the trials."""
+        return group_trials(self.trials)
+
+    @cached_property
+    def settled(self) -> list[Trial]:
+        """`settled`."""
+        return _settled(self.trials)
+
+    @cached_property
+    def regime_positions(self) -> dict[str, Positions]:
+        """`regime_pairs` as positions in `settled`."""
+        return _regime_positions(self.settled)
+
+    def baseline_positions(self, baseline: str) -> dict[Group, Positions]:
+        """`baseline_pairs` against `baseline` as positions in `settled`."""
+        positions = self._baseline_positions.get(baseline)
+        if positions is None:
+            positions = self._baseline_positions[baseline] = _baseline_positions(self.settled, baseline)
+        return positions
+
+    def indicators(self, metric: str) -> list[float]:
+        """`indicator` of each settled trial."""
+        values = self._indicators.get(metric)
+        if values is None:
+            values = self._indicators[metric] = indicators(self.settled, metric)
+        return values
+
+    @cached_property
+    def scores(self) -> list[Score | None]:
+        """Each settled trial's report's `Score`; None without a report."""
+        return [
+            None if (report := t.report) is None else (report.score, report.is_lower_better)
+            for t in self.settled
+        ]
+
+    def pairs(self, positions: Positions) -> Pairs:
+        """The trials at `positions`."""
+        settled = self.settled
+        return [(settled[i], settled[j]) for i, j in positions]
+
+
+_VIEWS: dict[int, tuple[weakref.ref[Sweep], SweepView]] = {}
+"""By id(sweep) (a Sweep is no dict key: it compares by value); dropped when the sweep is freed."""
+
+
+def view(sweep: Sweep) -> SweepView:
+    """The sweep's `SweepView`: made once, shared by the tables of one audit.
+
+    The lists it returns are shared too: read them, never change them.
+    """
+    entry = _VIEWS.get(id(sweep))
+    if entry is not None:
+        known, found = entry
+        if known() is sweep and found.trials is sweep.trials and found.size == len(sweep.trials):
+            return found
+    if entry is None or entry[0]() is not sweep:
+        weakref.finalize(sweep, _VIEWS.pop, id(sweep), None)
+    made = SweepView(sweep.trials)
+    _VIEWS[id(sweep)] = (weakref.ref(sweep), made)
+    return made
 
 
 def settled(sweep: Sweep) -> list[Trial]:
     """Trials with a result for the rates: a grading report, or failed for good without a submission."""
-    return [t for t in sweep.trials if t.report is not None or t.settled_without_report]
+    return list(view(sweep).settled)
 
 
 def indicator(trial: Trial, metric: str) -> float:
@@ -62,31 +227,22 @@ def indicator(trial: Trial, metric: str) -> float:
     return float(getattr(trial.report, metric)) if trial.report is not None else 0.0
 
 
+def indicators(trials: Sequence[Trial], metric: str) -> list[float]:
+    """`indicator` of each trial (one getter for all: 2 function calls a trial fewer)."""
+    get = attrgetter(metric)
+    return [float(get(report)) if (report := t.report) is not None else 0.0 for t in trials]
+
+
 def baseline_pairs(sweep: Sweep, baseline: str) -> dict[tuple[str, str], Pairs]:
     """(regime, configuration) → (its trial, the baseline's trial) per task and seed, both settled."""
-    by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
-    for trial in settled(sweep):
-        by_key[(trial.regime, trial.task, trial.seed)][trial.configuration] = trial
-    out: dict[tuple[str, str], Pairs] = defaultdict(list)
-    for (regime, _, _), configs in sorted(by_key.items()):
-        base = configs.get(baseline)
-        if base is not None:
-            for cfg, trial in sorted(configs.items()):
-                if cfg != baseline:
-                    out[(regime, cfg)].append((trial, base))
-    return dict(sorted(out.items()))
+    shared = view(sweep)
+    return {group: shared.pairs(pairs) for group, pairs in shared.baseline_positions(baseline).items()}
 
 
 def regime_pairs(sweep: Sweep) -> dict[str, Pairs]:
     """Configuration → (gated trial, ungated trial) per task and seed, both settled."""
-    by_key: dict[tuple[str, str, int], dict[str, Trial]] = defaultdict(dict)
-    for trial in settled(sweep):
-        by_key[(trial.configuration, trial.task, trial.seed)][trial.regime] = trial
-    out: dict[str, Pairs] = defaultdict(list)
-    for (cfg, _, _), regimes in sorted(by_key.items()):
-        if "gated" in regimes and "ungated" in regimes:
-            out[cfg].append((regimes["gated"], regimes["ungated"]))
-    return dict(sorted(out.items()))
+    shared = view(sweep)
+    return {cfg: shared.pairs(pairs) for cfg, pairs in shared.regime_positions.items()}
 
 
 @dataclass(frozen=True)
@@ -95,14 +251,14 @@ class _Raw:
     regime: str
     configuration: str
     against: str
-    pairs: Pairs
+    pairs: Positions
 
 
-def _tested(raw: _Raw) -> Comparison:
-    values = [(indicator(a, METRIC), indicator(b, METRIC)) for a, b in raw.pairs]
-    diffs = [100.0 * (a - b) for a, b in values]
-    better = sum(1 for a, b in values if a > b)
-    worse = sum(1 for a, b in values if a < b)
+def _tested(raw: _Raw, values: list[float]) -> Comparison:
+    """`raw` tested; `values`: each settled trial's METRIC indicator (`SweepView.indicators`)."""
+    diffs = [100.0 * (values[i] - values[j]) for i, j in raw.pairs]
+    better = sum(1 for i, j in raw.pairs if values[i] > values[j])
+    worse = sum(1 for i, j in raw.pairs if values[i] < values[j])
     return Comparison(
         family=raw.family or "",
         regime=raw.regime,
@@ -126,14 +282,16 @@ def compare(sweep: Sweep, baseline: str = BASELINE) -> list[Comparison]:
     gated against ungated: the world-model configurations, each tested once per family. The baseline's
     own gated − ungated (no world model, so no gate) is tested but belongs to no family.
     """
+    shared = view(sweep)
     raws = [
         _Raw(f"{regime} vs {baseline}", regime, cfg, baseline, pairs)
-        for (regime, cfg), pairs in baseline_pairs(sweep, baseline).items()
+        for (regime, cfg), pairs in shared.baseline_positions(baseline).items()
     ]
-    for cfg, pairs in regime_pairs(sweep).items():
+    for cfg, pairs in shared.regime_positions.items():
         family = None if cfg == baseline else "gated vs ungated"
         raws.append(_Raw(family, BETWEEN_REGIMES, cfg, "ungated", pairs))
-    out = [_tested(raw) for raw in raws]
+    values = shared.indicators(METRIC)
+    out = [_tested(raw, values) for raw in raws]
     families: dict[str, list[int]] = defaultdict(list)
     for index, raw in enumerate(raws):
         if raw.family is not None:
