@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
-from mle_world.audit.comparisons import Comparison, Group, Score, group_trials, view
+from mle_world.audit.comparisons import Comparison, Group, group_trials, view
 from mle_world.audit.journals import curve_of, trial_journal
 from mle_world.audit.predictions import PredictionLine
 from mle_world.audit.stats import (
@@ -27,6 +27,7 @@ from mle_world.audit.stats import (
     mean_sem,
 )
 from mle_world.audit.whatif import WhatIf
+from mle_world.grading.report import GradingReport
 from mle_world.records import improves
 
 RATE_METRICS: tuple[str, ...] = (
@@ -143,12 +144,14 @@ def compare_trials(gated: Trial, ungated: Trial) -> int:
     return compare_scores(score[0], score[1], lower)
 
 
-def _compare(gated: Score | None, ungated: Score | None) -> int:
-    """`compare_trials` of two settled trials' `SweepView.scores`."""
+def _compare(gated: GradingReport | None, ungated: GradingReport | None) -> int:
+    """`compare_trials` of two settled trials' reports."""
     if gated is not None:
-        return compare_scores(gated[0], ungated[0] if ungated is not None else None, gated[1])
+        return compare_scores(
+            gated.score, ungated.score if ungated is not None else None, gated.is_lower_better
+        )
     if ungated is not None:
-        return compare_scores(None, ungated[0], ungated[1])
+        return compare_scores(None, ungated.score, ungated.is_lower_better)
     return compare_scores(None, None, False)
 
 
@@ -156,14 +159,14 @@ def delta_rows(sweep: Sweep) -> list[DeltaRow]:
     """Paired deltas over (task, seed) pairs where both regimes are settled (see `comparisons.settled`)."""
     rows = []
     shared = view(sweep)
-    values = {metric: shared.indicators(metric) for metric in DELTA_METRICS}
-    scores = shared.scores
+    values = dict(zip(DELTA_METRICS, shared.indicators(*DELTA_METRICS), strict=True))
+    reports = shared.reports
     for cfg, pairs in shared.regime_positions.items():
         deltas = {}
         for metric in DELTA_METRICS:
             indicator = values[metric]
             deltas[metric] = mean_sem([100.0 * (indicator[g] - indicator[u]) for g, u in pairs])
-        outcomes = [_compare(scores[g], scores[u]) for g, u in pairs]
+        outcomes = [_compare(reports[g], reports[u]) for g, u in pairs]
         rows.append(
             DeltaRow(cfg, len(pairs), deltas, outcomes.count(1), outcomes.count(-1), outcomes.count(0))
         )
@@ -564,7 +567,7 @@ def baseline_delta_rows(
     """Paired deltas against `baseline` within each regime, over (task, seed) pairs where both are settled."""
     rows = []
     shared = view(sweep)
-    indicator = shared.indicators(metric)
+    (indicator,) = shared.indicators(metric)
     for (regime, cfg), pairs in shared.baseline_positions(baseline).items():
         values = [100.0 * (indicator[trial] - indicator[base]) for trial, base in pairs]
         rows.append(BaselineDeltaRow(regime, cfg, baseline, len(values), mean_sem(values)))
