@@ -198,21 +198,32 @@ def cost_rows(sweep: Sweep) -> list[CostTableRow]:
     """Cost per trial (mean ± SEM over trials with known cost) and total known cost / medals."""
     rows = []
     for (regime, cfg), trials in view(sweep).groups.items():
-        # A trial being rerun has the cost CSV of its earlier attempts only: left out until the rerun ends.
-        with_costs = [t for t in trials if t.has_costs and not t.rerunning]
-        known = [t for t in with_costs if t.cost_known and t.cost_usd is not None]
-        costs = [t.cost_usd for t in known if t.cost_usd is not None]
-        total = sum(costs) if known else None
-        medals = sum(1 for t in known if t.report is not None and t.report.any_medal)
-        tokens = [t.tokens for t in with_costs if t.tokens is not None]
-        gpu = [t.gpu_hours for t in with_costs if t.gpu_hours is not None]
+        # One pass over the trials, each list in their order (5 passes were 0.1 s at 100,000 reports).
+        with_costs = medals = 0
+        costs: list[float] = []
+        tokens: list[int] = []
+        gpu: list[float] = []
+        for t in trials:
+            # A trial being rerun has the cost CSV of its earlier attempts only: left out until the rerun ends.
+            if not t.has_costs or t.rerunning:
+                continue
+            with_costs += 1
+            if t.cost_known and t.cost_usd is not None:
+                costs.append(t.cost_usd)
+                if t.report is not None and t.report.any_medal:
+                    medals += 1
+            if t.tokens is not None:
+                tokens.append(t.tokens)
+            if t.gpu_hours is not None:
+                gpu.append(t.gpu_hours)
+        total = sum(costs) if costs else None
         rows.append(
             CostTableRow(
                 regime=regime,
                 configuration=cfg,
                 trials=len(trials),
-                with_costs=len(with_costs),
-                cost_known=len(known),
+                with_costs=with_costs,
+                cost_known=len(costs),
                 cost_per_trial=mean_sem(costs),
                 total_cost=total,
                 medals=medals,
