@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
 from mle_world.audit.comparisons import Comparison, Group, group_trials, view
@@ -47,9 +46,6 @@ LABELS = {
     "bronze_medal": "bronze %",
     "above_median": "above median %",
 }
-_RATES = attrgetter(*RATE_METRICS)
-"""A report's RATE_METRICS in one call (a getattr each was 570,000 calls at 100,000 reports)."""
-_NO_RATES = (False,) * len(RATE_METRICS)
 
 
 def groups_of(trials: Sequence[Trial]) -> dict[Group, list[Trial]]:
@@ -79,25 +75,20 @@ def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
     failed trial that left a submission has a grading report like any other.
     """
     rows = []
-    for (regime, cfg), trials in view(sweep).groups.items():
+    shared = view(sweep)
+    values = shared.values(RATE_METRICS)
+    for (regime, cfg), trials in shared.groups.items():
         tasks = sorted({t.task for t in trials})
         seeds = sorted({t.seed for t in trials})
-        # Seed → task → the RATE_METRICS of its result (a later trial of the same task and seed replaces
-        # one before); the tasks a seed has are its `present` ones.
-        results: dict[int, dict[str, tuple[bool, ...]]] = {}
-        for trial in trials:
-            report = trial.report
-            if report is not None:
-                values = _RATES(report)  # bools: GradingReport's fields are validated as such
-            elif trial.settled_without_report:
-                values = _NO_RATES
+        # Seed → the RATE_METRICS of each task's settled trial (`SweepView.positions`: one a task and
+        # seed, the last); the tasks a seed has are its `present` ones.
+        results: dict[int, list[tuple[bool, ...]]] = {}
+        for (_, seed), index in shared.positions.get((regime, cfg), {}).items():
+            found = results.get(seed)
+            if found is None:
+                results[seed] = [values[index]]
             else:
-                continue
-            by_task = results.get(trial.seed)
-            if by_task is None:
-                results[trial.seed] = {trial.task: values}
-            else:
-                by_task[trial.task] = values
+                found.append(values[index])
         # --pad-missing: a seed counts once any task has a result for it, as MLE-bench pads up to the
         # largest number of reports a competition has (a seed that has not run yet is no seed of zeros).
         # Every present task is one of `tasks`: a seed has them all when it has as many.
@@ -109,7 +100,7 @@ def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
 
 
 def _seed_rates(
-    results: dict[int, dict[str, tuple[bool, ...]]], tasks: Sequence[str], seeds: Sequence[int]
+    results: dict[int, list[tuple[bool, ...]]], tasks: Sequence[str], seeds: Sequence[int]
 ) -> list[list[float]]:
     """Per rate metric, `stats.seed_rates` of `results` (each seed's metrics counted in one pass)."""
     if not tasks:
@@ -117,7 +108,7 @@ def _seed_rates(
     per_metric: list[list[float]] = [[] for _ in RATE_METRICS]
     for seed in seeds:
         found = results.get(seed)
-        counts = [sum(column) for column in zip(*found.values(), strict=True)] if found else None
+        counts = [sum(column) for column in zip(*found, strict=True)] if found else None
         for i, per_seed in enumerate(per_metric):
             # As seed_rates: 100 × (an int count of the true ones) / tasks; an absent task counts as 0.
             per_seed.append(100.0 * (counts[i] if counts else 0) / len(tasks))
