@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
-from mle_world.audit.comparisons import Comparison, baseline_pairs, indicator, regime_pairs
-from mle_world.audit.journals import journal_curve, trial_journal
+from mle_world.audit.comparisons import Comparison, Group, group_trials, view
+from mle_world.audit.journals import curve_of, trial_journal
 from mle_world.audit.predictions import PredictionLine
 from mle_world.audit.stats import (
     CalibrationBin,
@@ -24,9 +24,9 @@ from mle_world.audit.stats import (
     calibration_bins,
     compare_scores,
     mean_sem,
-    seed_rates,
 )
 from mle_world.audit.whatif import WhatIf
+from mle_world.grading.report import GradingReport
 from mle_world.records import improves
 
 RATE_METRICS: tuple[str, ...] = (
@@ -46,15 +46,11 @@ LABELS = {
     "bronze_medal": "bronze %",
     "above_median": "above median %",
 }
-Group = tuple[str, str]
 
 
 def groups_of(trials: Sequence[Trial]) -> dict[Group, list[Trial]]:
-    """Trials by (regime, configuration), sorted."""
-    out: dict[Group, list[Trial]] = defaultdict(list)
-    for trial in trials:
-        out[(trial.regime, trial.configuration)].append(trial)
-    return dict(sorted(out.items()))
+    """Trials by (regime, configuration), sorted (a sweep's own: `comparisons.view(sweep).groups`)."""
+    return group_trials(trials)
 
 
 @dataclass
@@ -79,28 +75,44 @@ def rate_rows(sweep: Sweep, pad_missing: bool) -> list[RateRow]:
     failed trial that left a submission has a grading report like any other.
     """
     rows = []
-    for (regime, cfg), trials in groups_of(sweep.trials).items():
+    shared = view(sweep)
+    values = shared.values(RATE_METRICS)
+    for (regime, cfg), trials in shared.groups.items():
         tasks = sorted({t.task for t in trials})
         seeds = sorted({t.seed for t in trials})
-        values: dict[str, dict[int, dict[str, bool]]] = {m: defaultdict(dict) for m in RATE_METRICS}
-        present: dict[int, set[str]] = defaultdict(set)
-        for trial in trials:
-            if trial.settled_without_report:
-                present[trial.seed].add(trial.task)
-                for metric in RATE_METRICS:
-                    values[metric][trial.seed][trial.task] = False
-                continue
-            if trial.report is None:
-                continue
-            present[trial.seed].add(trial.task)
-            for metric in RATE_METRICS:
-                values[metric][trial.seed][trial.task] = bool(getattr(trial.report, metric))
+        # Seed → the RATE_METRICS of each task's settled trial (`SweepView.positions`: one a task and
+        # seed, the last); the tasks a seed has are its `present` ones.
+        results: dict[int, list[tuple[bool, ...]]] = {}
+        for (_, seed), index in shared.positions.get((regime, cfg), {}).items():
+            found = results.get(seed)
+            if found is None:
+                results[seed] = [values[index]]
+            else:
+                found.append(values[index])
         # --pad-missing: a seed counts once any task has a result for it, as MLE-bench pads up to the
         # largest number of reports a competition has (a seed that has not run yet is no seed of zeros).
-        used = [s for s in seeds if (present[s] if pad_missing else present[s] >= set(tasks))]
-        rates = {m: mean_sem(seed_rates(values[m], tasks, used)) for m in RATE_METRICS}
+        # Every present task is one of `tasks`: a seed has them all when it has as many.
+        used = [s for s in seeds if (s in results if pad_missing else len(results.get(s, ())) == len(tasks))]
+        per_metric = _seed_rates(results, tasks, used)
+        rates = {m: mean_sem(per_seed) for m, per_seed in zip(RATE_METRICS, per_metric, strict=True)}
         rows.append(RateRow(regime, cfg, len(tasks), seeds, used, rates))
     return rows
+
+
+def _seed_rates(
+    results: dict[int, list[tuple[bool, ...]]], tasks: Sequence[str], seeds: Sequence[int]
+) -> list[list[float]]:
+    """Per rate metric, `stats.seed_rates` of `results` (each seed's metrics counted in one pass)."""
+    if not tasks:
+        return [[] for _ in RATE_METRICS]
+    per_metric: list[list[float]] = [[] for _ in RATE_METRICS]
+    for seed in seeds:
+        found = results.get(seed)
+        counts = [sum(column) for column in zip(*found, strict=True)] if found else None
+        for i, per_seed in enumerate(per_metric):
+            # As seed_rates: 100 × (an int count of the true ones) / tasks; an absent task counts as 0.
+            per_seed.append(100.0 * (counts[i] if counts else 0) / len(tasks))
+    return per_metric
 
 
 @dataclass
@@ -123,15 +135,29 @@ def compare_trials(gated: Trial, ungated: Trial) -> int:
     return compare_scores(score[0], score[1], lower)
 
 
+def _compare(gated: GradingReport | None, ungated: GradingReport | None) -> int:
+    """`compare_trials` of two settled trials' reports."""
+    if gated is not None:
+        return compare_scores(
+            gated.score, ungated.score if ungated is not None else None, gated.is_lower_better
+        )
+    if ungated is not None:
+        return compare_scores(None, ungated.score, ungated.is_lower_better)
+    return compare_scores(None, None, False)
+
+
 def delta_rows(sweep: Sweep) -> list[DeltaRow]:
     """Paired deltas over (task, seed) pairs where both regimes are settled (see `comparisons.settled`)."""
     rows = []
-    for cfg, pairs in regime_pairs(sweep).items():
+    shared = view(sweep)
+    values = dict(zip(DELTA_METRICS, shared.indicators(*DELTA_METRICS), strict=True))
+    reports = shared.reports
+    for cfg, pairs in shared.regime_positions.items():
         deltas = {}
         for metric in DELTA_METRICS:
-            diffs = [100.0 * (indicator(g, metric) - indicator(u, metric)) for g, u in pairs]
-            deltas[metric] = mean_sem(diffs)
-        outcomes = [compare_trials(g, u) for g, u in pairs]
+            indicator = values[metric]
+            deltas[metric] = mean_sem([100.0 * (indicator[g] - indicator[u]) for g, u in pairs])
+        outcomes = [_compare(reports[g], reports[u]) for g, u in pairs]
         rows.append(
             DeltaRow(cfg, len(pairs), deltas, outcomes.count(1), outcomes.count(-1), outcomes.count(0))
         )
@@ -162,22 +188,33 @@ class CostTableRow:
 def cost_rows(sweep: Sweep) -> list[CostTableRow]:
     """Cost per trial (mean ± SEM over trials with known cost) and total known cost / medals."""
     rows = []
-    for (regime, cfg), trials in groups_of(sweep.trials).items():
-        # A trial being rerun has the cost CSV of its earlier attempts only: left out until the rerun ends.
-        with_costs = [t for t in trials if t.has_costs and not t.rerunning]
-        known = [t for t in with_costs if t.cost_known and t.cost_usd is not None]
-        costs = [t.cost_usd for t in known if t.cost_usd is not None]
-        total = sum(costs) if known else None
-        medals = sum(1 for t in known if t.report is not None and t.report.any_medal)
-        tokens = [t.tokens for t in with_costs if t.tokens is not None]
-        gpu = [t.gpu_hours for t in with_costs if t.gpu_hours is not None]
+    for (regime, cfg), trials in view(sweep).groups.items():
+        # One pass over the trials, each list in their order (5 passes were 0.1 s at 100,000 reports).
+        with_costs = medals = 0
+        costs: list[float] = []
+        tokens: list[int] = []
+        gpu: list[float] = []
+        for t in trials:
+            # A trial being rerun has the cost CSV of its earlier attempts only: left out until the rerun ends.
+            if not t.has_costs or t.rerunning:
+                continue
+            with_costs += 1
+            if t.cost_known and t.cost_usd is not None:
+                costs.append(t.cost_usd)
+                if t.report is not None and t.report.any_medal:
+                    medals += 1
+            if t.tokens is not None:
+                tokens.append(t.tokens)
+            if t.gpu_hours is not None:
+                gpu.append(t.gpu_hours)
+        total = sum(costs) if costs else None
         rows.append(
             CostTableRow(
                 regime=regime,
                 configuration=cfg,
                 trials=len(trials),
-                with_costs=len(with_costs),
-                cost_known=len(known),
+                with_costs=with_costs,
+                cost_known=len(costs),
                 cost_per_trial=mean_sem(costs),
                 total_cost=total,
                 medals=medals,
@@ -217,7 +254,7 @@ class BudgetRow:
 def budget_rows(sweep: Sweep) -> list[BudgetRow]:
     """Which limit stopped each trial, executions and steps, and the agent's data-quality counters."""
     rows = []
-    for (regime, cfg), trials in groups_of(sweep.trials).items():
+    for (regime, cfg), trials in view(sweep).groups.items():
         results = [t.result for t in trials if t.result is not None]
         stopped = {"max_steps": 0, "time_limit": 0, "failed": 0}
         for result in results:
@@ -295,14 +332,17 @@ def world_rows(sweep: Sweep, n_bins: int = 10) -> list[WorldRow]:
     rows = []
     pooled = _WorldData()
     pooled_row = WorldRow("ungated", "all")
-    for (regime, cfg), trials in groups_of(sweep.trials).items():
+    for (regime, cfg), trials in view(sweep).groups.items():
         row = WorldRow(regime, cfg)
         data = _WorldData()
+        predictions: list[PredictionLine] = []
         for trial in trials:
-            events = trial_predictions(trial)
+            events = trial.predictions_cache
+            if events is None:
+                events = trial_predictions(trial)
             row.bad_event_lines += events.bad_lines
-            for pred in events.predictions:
-                _count_prediction(row, data, pred, calibrated=regime == "ungated")
+            predictions += events.predictions
+        _count_predictions(row, data, predictions, calibrated=regime == "ungated")
         if row.predictions == 0:
             continue
         _finish(row, data, n_bins)
@@ -323,47 +363,91 @@ _POOLED_COUNTS = ("predictions", "invalid", "decisions", "not_selected", "would_
 
 @dataclass
 class _WorldData:
-    """The paired lists one world row's statistics come from."""
+    """What one world row's statistics come from."""
 
     probs: list[float] = field(default_factory=list)
     outcomes: list[bool] = field(default_factory=list)
     bug_p: list[float] = field(default_factory=list)
     bug_y: list[bool] = field(default_factory=list)
-    vetoes: list[tuple[bool, bool]] = field(default_factory=list)
-    """Executed candidates with a counterfactual decision: (the gate would not have run it, it did not improve)."""
+    # Executed candidates with a counterfactual decision: those the gate would not have run (flagged),
+    # those that did not improve (worse), and those both (gate precision's and recall's numerator).
+    flagged: int = 0
+    worse: int = 0
+    flagged_worse: int = 0
 
     def extend(self, other: _WorldData) -> None:
         self.probs += other.probs
         self.outcomes += other.outcomes
         self.bug_p += other.bug_p
         self.bug_y += other.bug_y
-        self.vetoes += other.vetoes
+        self.flagged += other.flagged
+        self.worse += other.worse
+        self.flagged_worse += other.flagged_worse
 
 
-def _count_prediction(row: WorldRow, data: _WorldData, pred: PredictionLine, calibrated: bool) -> None:
-    row.predictions += 1
-    row.invalid += 0 if pred.valid else 1
-    # One decision per consulted step: every label but "not_selected" marks one.
-    if pred.gate == "not_selected":
-        row.not_selected += 1
-    else:
-        row.decisions += 1
-        row.skipped += pred.gate == "skip"
-        row.forced += pred.gate == "forced"
-    # The counterfactual veto falls on the step's best-ranked candidate, which an ungated step with
-    # several candidates may not have run (then its own label is not_selected).
-    row.would_skip += pred.counterfactual_gate == "skip"
-    if pred.executed and pred.counterfactual_gate is not None and pred.actual_improved is not None:
-        # Would the gated regime have left this node unrun (vetoed, or ranked below another)?
-        data.vetoes.append((pred.counterfactual_gate != "execute", not pred.actual_improved))
-    if not calibrated or not pred.valid or not pred.executed:
-        return
-    if pred.p_improves is not None and pred.actual_improved is not None:
-        data.probs.append(pred.p_improves)
-        data.outcomes.append(pred.actual_improved)
-    if pred.p_bug is not None and pred.actual_buggy is not None:
-        data.bug_p.append(pred.p_bug)
-        data.bug_y.append(pred.actual_buggy)
+def _count_predictions(
+    row: WorldRow, data: _WorldData, predictions: Iterable[PredictionLine], calibrated: bool
+) -> None:
+    """Count `predictions` into `row` and `data`: one loop over unpacked lines, its counts in locals
+    (a function call and 10 attribute reads a prediction were 0.6 s of CPU at 100,000 reports)."""
+    count = invalid = not_selected = decisions = skipped = forced = would_skip = 0
+    flagged = worse = flagged_worse = 0
+    probs, outcomes, bug_p, bug_y = data.probs, data.outcomes, data.bug_p, data.bug_y
+    for (
+        _stage,
+        _mode,
+        valid,
+        gate,
+        executed,
+        counterfactual_gate,
+        p_improves,
+        p_bug,
+        actual_improved,
+        actual_buggy,
+    ) in predictions:
+        count += 1
+        if not valid:
+            invalid += 1
+        # One decision per consulted step: every label but "not_selected" marks one.
+        if gate == "not_selected":
+            not_selected += 1
+        else:
+            decisions += 1
+            if gate == "skip":
+                skipped += 1
+            elif gate == "forced":
+                forced += 1
+        # The counterfactual veto falls on the step's best-ranked candidate, which an ungated step with
+        # several candidates may not have run (then its own label is not_selected).
+        if counterfactual_gate == "skip":
+            would_skip += 1
+        if executed and counterfactual_gate is not None and actual_improved is not None:
+            # Would the gated regime have left this node unrun (vetoed, or ranked below another)?
+            if counterfactual_gate != "execute":
+                flagged += 1
+                if not actual_improved:
+                    worse += 1
+                    flagged_worse += 1
+            elif not actual_improved:
+                worse += 1
+        if not calibrated or not valid or not executed:
+            continue
+        if p_improves is not None and actual_improved is not None:
+            probs.append(p_improves)
+            outcomes.append(actual_improved)
+        if p_bug is not None and actual_buggy is not None:
+            bug_p.append(p_bug)
+            bug_y.append(actual_buggy)
+    row.predictions += count
+    row.invalid += invalid
+    row.not_selected += not_selected
+    row.decisions += decisions
+    row.skipped += skipped
+    row.forced += forced
+    row.would_skip += would_skip
+    data.flagged += flagged
+    data.worse += worse
+    data.flagged_worse += flagged_worse
 
 
 def world_row(
@@ -372,18 +456,15 @@ def world_row(
     """One row of `world_rows` from predictions of any source (replay scores a replayed world model so)."""
     row = WorldRow(regime, configuration)
     data = _WorldData()
-    for pred in predictions:
-        _count_prediction(row, data, pred, calibrated=regime == "ungated")
+    _count_predictions(row, data, predictions, calibrated=regime == "ungated")
     _finish(row, data, n_bins)
     return row
 
 
 def _finish(row: WorldRow, data: _WorldData, n_bins: int) -> None:
-    flagged = [bad for veto, bad in data.vetoes if veto]
-    worse = [veto for veto, bad in data.vetoes if bad]
-    row.gate_precision = sum(flagged) / len(flagged) if flagged else None
-    row.gate_recall = sum(worse) / len(worse) if worse else None
-    row.gate_flagged, row.gate_not_improved = len(flagged), len(worse)
+    row.gate_precision = data.flagged_worse / data.flagged if data.flagged else None
+    row.gate_recall = data.flagged_worse / data.worse if data.worse else None
+    row.gate_flagged, row.gate_not_improved = data.flagged, data.worse
     row.labelled, row.accuracy, row.brier = (
         len(data.probs),
         accuracy_at(data.probs, data.outcomes),
@@ -413,10 +494,15 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
     raw: dict[str, tuple[Trial, list[tuple[float, float]], bool]] = {}
     never_good: list[Trial] = []
     for trial in sweep.trials:
-        curve, lower = journal_curve(trial)
+        # The journal once a trial, read or not (its absence, as `trial_journal` keeps it, is most of them).
+        cached = trial.journal_cache
+        data = cached[0] if cached is not None else trial_journal(trial)
+        if data is None:
+            continue  # no journal: no curve and no nodes
+        curve, lower = curve_of(data)
         if curve:
             raw[trial.trial_id] = (trial, curve, bool(lower))
-        elif _has_nodes(trial):
+        elif _has_nodes(data):
             never_good.append(trial)
     if not raw:
         return []
@@ -461,8 +547,7 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
     ]
 
 
-def _has_nodes(trial: Trial) -> bool:
-    data = trial_journal(trial)
+def _has_nodes(data: object) -> bool:
     nodes = data.get("nodes") if isinstance(data, dict) else None
     return isinstance(nodes, list) and bool(nodes)
 
@@ -483,8 +568,10 @@ def baseline_delta_rows(
 ) -> list[BaselineDeltaRow]:
     """Paired deltas against `baseline` within each regime, over (task, seed) pairs where both are settled."""
     rows = []
-    for (regime, cfg), pairs in baseline_pairs(sweep, baseline).items():
-        values = [100.0 * (indicator(trial, metric) - indicator(base, metric)) for trial, base in pairs]
+    shared = view(sweep)
+    (indicator,) = shared.indicators(metric)
+    for (regime, cfg), pairs in shared.baseline_positions(baseline).items():
+        values = [100.0 * (indicator[trial] - indicator[base]) for trial, base in pairs]
         rows.append(BaselineDeltaRow(regime, cfg, baseline, len(values), mean_sem(values)))
     return rows
 
@@ -505,31 +592,31 @@ class CalibrationRow:
 
 def calibration_rows(sweep: Sweep, n_bins: int = 10) -> list[CalibrationRow]:
     """p_improves (and p_bug) against the observed outcome per stage and mode, from ungated trials."""
-    return calibration_of(
-        (
-            pred
-            for trial in sweep.trials
-            if trial.regime == "ungated"
-            for pred in trial_predictions(trial).predictions
-        ),
-        n_bins,
-    )
+    predictions: list[PredictionLine] = []
+    for trial in sweep.trials:
+        if trial.regime == "ungated":
+            events = trial.predictions_cache
+            predictions += (events if events is not None else trial_predictions(trial)).predictions
+    return calibration_of(predictions, n_bins)
 
 
 def calibration_of(predictions: Iterable[PredictionLine], n_bins: int = 10) -> list[CalibrationRow]:
     """`calibration_rows` of any ungated predictions (a replayed world model's too)."""
     improves: dict[tuple[str, str], tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
     bugs: dict[tuple[str, str], tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
-    for pred in predictions:
-        if not pred.valid or not pred.executed:
+    # Unpacked in the loop, as `_count_predictions` (an attribute read a field was 0.2 s at 100,000 reports).
+    for stage, mode, valid, _, executed, _, p_improves, p_bug, actual_improved, actual_buggy in predictions:
+        if not valid or not executed:
             continue
-        key: tuple[str, str] = (pred.stage, pred.mode)
-        if pred.p_improves is not None and pred.actual_improved is not None:
-            improves[key][0].append(pred.p_improves)
-            improves[key][1].append(pred.actual_improved)
-        if pred.p_bug is not None and pred.actual_buggy is not None:
-            bugs[key][0].append(pred.p_bug)
-            bugs[key][1].append(pred.actual_buggy)
+        key: tuple[str, str] = (stage, mode)
+        if p_improves is not None and actual_improved is not None:
+            probs, outcomes = improves[key]
+            probs.append(p_improves)
+            outcomes.append(actual_improved)
+        if p_bug is not None and actual_buggy is not None:
+            probs, outcomes = bugs[key]
+            probs.append(p_bug)
+            outcomes.append(actual_buggy)
     rows = []
     for group in sorted(set(improves) | set(bugs)):
         probs, outcomes = improves.get(group, ([], []))

@@ -195,8 +195,10 @@ def configuration_settings(trials: Iterable[Trial]) -> dict[str, WorldModelSetti
     found: dict[str, WorldModelSettings] = {}
     tried: dict[tuple[str, str], int] = {}
     for trial in trials:
+        if trial.configuration in found:
+            continue  # before its key: a Path made a string for every trial was most of this loop
         key = (str(trial.output_dir), trial.configuration)
-        if trial.configuration in found or tried.get(key, 0) >= SPEC_TRIES:
+        if tried.get(key, 0) >= SPEC_TRIES:
             continue
         tried[key] = tried.get(key, 0) + 1
         spec = _spec(trial)
