@@ -85,6 +85,8 @@ class Trial:
     """events.jsonl's predictions read once (the tables)."""
     journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
     """(journal.json data or None,) read once (curves and pages share it)."""
+    settled_cache: bool | None = field(default=None, repr=False, compare=False)
+    """`settled_without_report` once looked at."""
 
     @property
     def trial_dir(self) -> Path:
@@ -111,7 +113,13 @@ class Trial:
     def settled_without_report(self) -> bool:
         """Failed for the agent's own reasons and left no submission: counts as a non-medal for its seed
         (not missing). An infrastructure failure (node failure, cancelled job, endpoint outage) is no
-        result of the agent: the trial is missing until `--retry-failed` reruns it."""
+        result of the agent: the trial is missing until `--retry-failed` reruns it. Looked at once (the
+        tables, the completeness counts and the pages each ask; a trial is settled once loaded)."""
+        if self.settled_cache is None:
+            self.settled_cache = self._settled_without_report()
+        return self.settled_cache
+
+    def _settled_without_report(self) -> bool:
         return (
             self.report is None
             and self.state == "failed"
@@ -138,6 +146,8 @@ class Sweep:
     """Each dir's latest launch: code, served models, image (from a readable launch.json)."""
     launch_history: dict[Path, tuple[LaunchProvenance, ...]] = field(default_factory=dict)
     """Each dir's launches, oldest first (launch.json's earlier launches and its own)."""
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """What the tables derive from the trials alike, made once (`comparisons.view`)."""
 
     # Made once (the trials are settled when load_sweep returns): 20 passes were 0.54 s at 100,000.
     @cached_property

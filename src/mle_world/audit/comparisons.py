@@ -8,7 +8,6 @@ made once per sweep.
 
 from __future__ import annotations
 
-import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -214,24 +213,15 @@ class SweepView:
         return [(settled[i], settled[j]) for i, j in positions]
 
 
-_VIEWS: dict[int, tuple[weakref.ref[Sweep], SweepView]] = {}
-"""By id(sweep) (a Sweep is no dict key: it compares by value); dropped when the sweep is freed."""
-
-
 def view(sweep: Sweep) -> SweepView:
-    """The sweep's `SweepView`: made once, shared by the tables of one audit.
+    """The sweep's `SweepView`: made once, shared by the tables of one audit (kept in `sweep.derived`).
 
     The lists it returns are shared too: read them, never change them.
     """
-    entry = _VIEWS.get(id(sweep))
-    if entry is not None:
-        known, found = entry
-        if known() is sweep and found.trials is sweep.trials and found.size == len(sweep.trials):
-            return found
-    if entry is None or entry[0]() is not sweep:
-        weakref.finalize(sweep, _VIEWS.pop, id(sweep), None)
-    made = SweepView(sweep.trials)
-    _VIEWS[id(sweep)] = (weakref.ref(sweep), made)
+    found = sweep.derived.get("view")
+    if isinstance(found, SweepView) and found.trials is sweep.trials and found.size == len(sweep.trials):
+        return found
+    made = sweep.derived["view"] = SweepView(sweep.trials)
     return made
 
 
