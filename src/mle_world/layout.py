@@ -303,6 +303,17 @@ def report_beside(trial: Path) -> Path:
     return trial.parent / f"{trial.name}{REPORT_SUFFIX}"
 
 
+def parse_trial_dir(trial: Path) -> tuple[str, str, int] | None:
+    """(configuration, task, seed) of the dir `trial_dir` puts at `trial`, or None when it is not one."""
+    task, sep, seed = trial.name.rpartition("_seed")
+    if not sep or not task or _SEED.fullmatch(seed) is None:
+        return None
+    return trial.parent.name, task, int(seed)
+
+
+_SEED = re.compile(r"-?\d+")
+
+
 def digest_beside(trial: Path) -> Path:
     """A trial's audit digest lives beside its dir: `runs/<configuration>/<task>_seed<seed>_audit-digest.json`."""
     return trial.parent / f"{trial.name}{AUDIT_DIGEST_SUFFIX}"

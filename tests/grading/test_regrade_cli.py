@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 from gradekit import spec_for, submit
 
+from mle_world.audit.cache import stamp_of
+from mle_world.audit.digest import write_trial_digest
 from mle_world.grading.grader import MultiGrader, grade_trial
+from mle_world.layout import cost_path, digest_beside
 from mle_world.storage import write_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,12 +53,18 @@ def test_grade_uses_the_sweeps_data_dir(tmp_path: Path, prepared_data: Path) -> 
     write_model(trial / "spec.json", spec_for("iris-species", seed=34, configuration="aide"))
     truth = (prepared_data / "iris-species" / "prepared" / "private" / "test.csv").read_text()
     submit(trial / "submission" / "submission.csv", truth)
+    write_trial_digest(trial, None)  # as the trial's end left it: no report yet
 
     proc = cli("grade", str(out), home=tmp_path)
     # Was: "answers missing" under ~/.cache/mle-bench/data, exit 1, no report.
     assert proc.returncode == 0, proc.stderr
-    report = json.loads((out / "runs" / "aide" / "iris-species_seed34_grading_report.json").read_text())
+    path = out / "runs" / "aide" / "iris-species_seed34_grading_report.json"
+    report = json.loads(path.read_text())
     assert report["valid_submission"] is True
+    # The trial's digest was written again: it holds the new report and cost CSV, as they are.
+    digest = json.loads(digest_beside(trial).read_text())
+    assert digest["report"] == [stamp_of(str(path)), path.read_text()]
+    assert digest["cost"][0] == stamp_of(str(cost_path(out, "aide", "iris-species", 34)))
 
 
 def test_grade_finds_the_sweeps_own_local_competitions(tmp_path: Path, custom_competition: Make) -> None:

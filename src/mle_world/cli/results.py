@@ -212,6 +212,7 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     for line in result.errors:
         print(f"error: {printable_line(line)}", file=sys.stderr)  # quotes grader errors
     cost_output_dir(args.output_dir, prices)
+    _refresh_digests(args.output_dir)
     if result.unfinished:
         print(f"not graded, still running: {', '.join(result.unfinished)}", file=sys.stderr)
     print(
@@ -219,6 +220,23 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
         f"errors {len(result.errors)}"
     )
     return 1 if result.errors else 0
+
+
+def _refresh_digests(output_dir: Path) -> None:
+    """Write again the audit digest of each trial that has one: a regrade rewrote its report and cost CSV,
+    which the digest would no longer stand for (a first audit would read them itself)."""
+    from mle_world.audit.digest import write_trial_digest
+
+    suffix = layout.AUDIT_DIGEST_SUFFIX
+    for digest in sorted((output_dir / layout.RUNS).glob(f"*/*{suffix}")):
+        trial = digest.with_name(digest.name.removesuffix(suffix))
+        key = layout.parse_trial_dir(trial)
+        if key is None:
+            continue
+        try:
+            write_trial_digest(trial, layout.cost_path(output_dir, key[0], key[1], key[2]))
+        except OSError:
+            pass  # the old digest stays, and the audit reads what it no longer stands for
 
 
 def cmd_audit(args: argparse.Namespace, console: Console) -> int:
