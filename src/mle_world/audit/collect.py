@@ -13,11 +13,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from mle_world import layout
 from mle_world.audit.attempts import FINAL_STATES, superseded_by_rerun
-from mle_world.audit.cache import ParsedInputs, text_of
+from mle_world.audit.cache import ParsedInputs
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.audit.digest import offer_digest
 from mle_world.audit.graders import graders_problems
@@ -26,10 +24,10 @@ from mle_world.audit.listing import listing as listing_of
 from mle_world.audit.predictions import PredictionLines, predictions_of, read_predictions
 from mle_world.audit.predictions import decode as decode_events
 from mle_world.audit.predictions import encode as encode_events
+from mle_world.audit.trial_records import load_report, load_result, load_status
 from mle_world.grading.report import GradingReport
 from mle_world.identity import provenance_changes
-from mle_world.records import AgentResult, LaunchProvenance, TrialStatus
-from mle_world.storage import M, Unreadable, load_record, read_regular, read_text
+from mle_world.records import AgentResult, LaunchProvenance
 from mle_world.trial_events import TrialEvents, read_events
 
 
@@ -174,115 +172,6 @@ class Sweep:
     def failed(self) -> list[Trial]:
         """Trials whose status.json says failed."""
         return [t for t in self.trials if t.state == "failed"]
-
-
-def _report_text(data: bytes) -> str | None:
-    """A report's bytes as `read_text` reads them; None when not UTF-8 (`read_text` then says so)."""
-    try:
-        return text_of(data)
-    except UnicodeDecodeError:
-        return None
-
-
-def _not_kept(text: str) -> None:
-    """A report's text is not kept, only its stamp: reading the file again costs a re-audit less than
-    loading its kept text (100,000 reports: 72 of the 156 MB kept, 0.8 s to load and about as much to
-    write on the first audit) and validating it is the same work either way."""
-    return None
-
-
-def _text(data: object) -> str:
-    if type(data) is not str:
-        raise TypeError("not a text")
-    return data
-
-
-def load_report(
-    trial: Trial, listed: bool | None = None, path: str | None = None, parsed: ParsedInputs | None = None
-) -> None:
-    """Attach the trial's report, or record why there is none (never raises).
-
-    `listed`: whether its directory listing has the report (saves a stat per trial); None to look.
-    `path`: the report's path as a string when the caller has it (saves building a Path).
-    `parsed`: the texts an earlier audit read, used while the file is unchanged (validated the same).
-    """
-    if path is None:
-        path = trial.report_text
-    if listed is False or (listed is None and not os.path.exists(path)):
-        trial.problem = "missing"
-        return
-    try:
-        if parsed is None:
-            text = read_text(path)
-        else:
-            text = parsed.get("report", path, read_text, _not_kept, _text, _report_text)
-        report = GradingReport.model_validate_json(text)
-    except FileNotFoundError:
-        trial.problem = "missing"
-        return
-    except (OSError, UnicodeDecodeError) as exc:
-        trial.problem = f"invalid: unreadable ({type(exc).__name__})"
-        return
-    except ValidationError as exc:
-        kind = "corrupt JSON" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        trial.problem = f"invalid: {kind} ({where}: {first['msg']})" if where else f"invalid: {kind}"
-        return
-    if report.trial_id != trial.trial_id:
-        trial.problem = f"invalid: report is for {report.trial_id}"
-        return
-    trial.report = report
-
-
-def _record_text(data: bytes) -> str | None:
-    """A record's bytes as `storage.load_record` reads them; None when not UTF-8 (that read then says so)."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _read_record_text(path: str) -> str:
-    return read_regular(path).decode("utf-8")
-
-
-def _load(trial: Trial, kind: str, name: str, model: type[M], parsed: ParsedInputs | None) -> M | Unreadable:
-    """`storage.load_record` of the trial's `name`, its text from `parsed` (a digest's, or read and stamped)."""
-    path = trial.file(name)
-    if parsed is None:
-        return load_record(path, model)
-    try:
-        return model.model_validate_json(
-            parsed.get(kind, path, _read_record_text, _not_kept, _text, _record_text)
-        )
-    except (OSError, UnicodeDecodeError, ValidationError) as exc:
-        return Unreadable(path, exc)
-
-
-def load_status(trial: Trial, parsed: ParsedInputs | None = None) -> None:
-    """Attach state and cause from status.json when readable."""
-    if not trial.may_have(layout.STATUS):
-        return
-    status = _load(trial, "status", layout.STATUS, TrialStatus, parsed)
-    if isinstance(status, Unreadable):
-        if not isinstance(status.error, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
-            trial.cause = "unreadable status.json"
-        return
-    trial.state = status.state
-    trial.cause = status.cause
-    trial.failure_class = status.failure_class
-    trial.downtime_s = status.downtime_s
-    trial.attempt = status.attempt
-    trial.launches = status.launches
-
-
-def load_result(trial: Trial, parsed: ParsedInputs | None = None) -> None:
-    """Attach the agent's result.json when readable (stop reason and counters for the budget table)."""
-    if not trial.may_have(layout.RESULT):
-        return
-    result = _load(trial, "result", layout.RESULT, AgentResult, parsed)
-    trial.result = None if isinstance(result, Unreadable) else result
 
 
 def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
