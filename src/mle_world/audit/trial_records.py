@@ -1,5 +1,6 @@
-"""A trial's grading report, status.json and result.json, read onto its `Trial` for the audit: through the
-parsed-inputs cache (a digest's text, while its file is unchanged) or from the file, validated the same.
+"""One expected trial as the audit sees it (`Trial`), and its grading report, status.json and result.json read
+onto it: through the parsed-inputs cache (a digest's text, while its file is unchanged) or from the file,
+validated the same.
 
 Reads `runs/<configuration>/<task>_seed<seed>_grading_report.json` and the trial dir's status.json and
 result.json; writes nothing.
@@ -8,18 +9,118 @@ result.json; writes nothing.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from mle_world import layout
+from mle_world.audit.attempts import FINAL_STATES
 from mle_world.audit.cache import ParsedInputs, text_of
+from mle_world.audit.predictions import PredictionLines
 from mle_world.grading.report import GradingReport
 from mle_world.records import AgentResult, TrialStatus
 from mle_world.storage import M, Unreadable, load_record, read_regular, read_text
+from mle_world.trial_events import TrialEvents
 
-if TYPE_CHECKING:
-    from mle_world.audit.collect import Trial
+
+@dataclass(slots=True)
+class Trial:
+    """One expected trial and what was found for it (slots: 100,000 of them are held at once)."""
+
+    trial_id: str
+    regime: str
+    configuration: str
+    task: str
+    seed: int
+    output_dir: Path
+    dir_text: str
+    """Its trial dir (the one launch.json records, else the canonical one), as a string."""
+    report_text: str
+    """Where its grading report lives (`layout.report_beside` the canonical trial dir), as a string."""
+    report: GradingReport | None = None
+    problem: str | None = None
+    """'missing' or 'invalid: …' when there is no usable report."""
+    state: str | None = None
+    cause: str | None = None
+    failure_class: str | None = None
+    """status.json's class of a failure: "infra" (the harness's or the cluster's, retried) or "agent"."""
+    downtime_s: float = 0.0
+    """Endpoint downtime the trial rode out (status.json; excluded from its budget)."""
+    attempt: int | None = None
+    """status.json's attempt (None without a readable status.json)."""
+    launches: tuple[str, ...] = ()
+    """status.json's ids of the launches that submitted it, oldest first (audit/launches.py)."""
+    superseded: str | None = None
+    """Why the report on disk is not counted: a rerun of the trial is queued or running, or ended
+    without a report of its own (the report is of an earlier attempt). None when it counts."""
+    cost_usd: float | None = None
+    cost_known: bool = False
+    has_costs: bool = False
+    tokens: int | None = None
+    """Prompt + completion tokens; None without cost rows or when a role's usage is unknown."""
+    gpu_hours: float | None = None
+    """None without cost rows or when the execution row's GPU-hours are unknown (no events.jsonl)."""
+    dir_missing: bool = field(default=False, repr=False, compare=False)
+    """The listing of its configuration dir has no trial dir: skip reading files inside it."""
+    recorded_absent: str | None = field(default=None, repr=False, compare=False)
+    """The trial dir launch.json records when that is no directory (`dir_text` is the canonical one
+    then): should it appear, the trial's files are read there (the memo stamps its absence)."""
+    files: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    """Names in its trial dir, listed once (None: not listed; look for each file)."""
+    result: AgentResult | None = None
+    """The agent's result.json (stop reason, counts), when readable."""
+    events_cache: TrialEvents | None = field(default=None, repr=False, compare=False)
+    """events.jsonl parsed once (trial pages)."""
+    predictions_cache: PredictionLines | None = field(default=None, repr=False, compare=False)
+    """events.jsonl's predictions read once (the tables)."""
+    journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
+    """(journal.json data or None,) read once (curves and pages share it)."""
+    settled_cache: bool | None = field(default=None, repr=False, compare=False)
+    """`settled_without_report` once looked at."""
+
+    @property
+    def trial_dir(self) -> Path:
+        return Path(self.dir_text)
+
+    @property
+    def rerunning(self) -> bool:
+        """A rerun is queued, running or interrupted: its files are an earlier attempt's (not counted)."""
+        return self.superseded is not None and self.state not in FINAL_STATES
+
+    @property
+    def report_path(self) -> Path:
+        return Path(self.report_text)
+
+    def file(self, name: str) -> str:
+        """A file in the trial dir, as a string (no Path built per trial and file)."""
+        return f"{self.dir_text}/{name}"
+
+    def may_have(self, name: str) -> bool:
+        """False when the trial dir is known to hold no `name` (saves a failing open or stat)."""
+        return not self.dir_missing and (self.files is None or name in self.files)
+
+    @property
+    def settled_without_report(self) -> bool:
+        """Failed for the agent's own reasons and left no submission: counts as a non-medal for its seed
+        (not missing). An infrastructure failure (node failure, cancelled job, endpoint outage) is no
+        result of the agent: the trial is missing until `--retry-failed` reruns it. Looked at once (the
+        tables, the completeness counts and the pages each ask; a trial is settled once loaded)."""
+        if self.settled_cache is None:
+            self.settled_cache = self._settled_without_report()
+        return self.settled_cache
+
+    def _settled_without_report(self) -> bool:
+        return (
+            self.report is None
+            and self.state == "failed"
+            and self.failure_class != "infra"
+            and not (
+                self.may_have(layout.SUBMISSION_DIR)
+                and (self.trial_dir / layout.SUBMISSION_RELPATH).is_file()
+            )
+        )
 
 
 def _report_text(data: bytes) -> str | None:
