@@ -11,7 +11,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -94,10 +95,9 @@ def test_requeue_during_a_step_leaves_agent_time_at_least_launcher_time(
             # What the agent's clock missed of the attempt so far: the launcher's start to the agent's
             # (interpreter, imports, sandbox), which a loaded machine stretches (6.6 s seen at load 8).
             start_up = written - started.timestamp() - first_ckpt
-            # Well inside the next step's 25 s script: about 15 s after the last checkpoint.
-            wait_until(
-                lambda: (datetime.now(UTC) - started).total_seconds() > first_ckpt + 15, 60, "mid step"
-            )
+            # Well inside the next step's 25 s script: 15 s after the checkpoint was written, timed from its
+            # write and not from the launcher's start, which a slow start-up (14 s seen in CI) would offset.
+            wait_until(lambda: time.time() > written + 15, 60, "mid step")
             assert len(checkpointed(journal).nodes) == 1
             job = read_json(status)["slurm_job_id"]
             subprocess.run(["scontrol", "requeue", job], check=True)
