@@ -16,6 +16,7 @@ from mle_world.audit.collect import Sweep, Trial, trial_predictions
 from mle_world.audit.comparisons import Comparison, Group, group_trials, view
 from mle_world.audit.journals import curve_of, trial_journal
 from mle_world.audit.predictions import PredictionLine
+from mle_world.audit.report_view import ReportView
 from mle_world.audit.stats import (
     CalibrationBin,
     MeanSem,
@@ -26,7 +27,6 @@ from mle_world.audit.stats import (
     mean_sem,
 )
 from mle_world.audit.whatif import WhatIf
-from mle_world.grading.report import GradingReport
 from mle_world.records import improves
 
 RATE_METRICS: tuple[str, ...] = (
@@ -135,7 +135,7 @@ def compare_trials(gated: Trial, ungated: Trial) -> int:
     return compare_scores(score[0], score[1], lower)
 
 
-def _compare(gated: GradingReport | None, ungated: GradingReport | None) -> int:
+def _compare(gated: ReportView | None, ungated: ReportView | None) -> int:
     """`compare_trials` of two settled trials' reports."""
     if gated is not None:
         return compare_scores(

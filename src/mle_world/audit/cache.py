@@ -45,6 +45,11 @@ def code_digest(names: tuple[str, ...] = ALL) -> str:
     return digest.hexdigest()
 
 
+def _matches(entry: Any, stamp: Stamp) -> bool:
+    """`entry` is [stamp, value] with this stamp and a value (an entry of a stamp alone serves no read)."""
+    return type(entry) is list and len(entry) == 2 and entry[0] == stamp and entry[1] is not None
+
+
 def stamp_of(path: str) -> Stamp | None:
     """Size, inode, modification and change time of `path`; None when it cannot be stat'ed."""
     try:
@@ -63,9 +68,10 @@ class ParsedInputs:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     used: dict[str, dict[str, Any]] = field(default_factory=dict)
     offered: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Entries of the trials' digests (`audit/digest.py`): used like kept ones (and then dropped, their stamps
-    in `seen`), never saved (each trial's digest offers them again, and at 100,000 reports they were 90 %
-    of this file and of its write)."""
+    """Entries of the trials' digests (`audit/digest.py`) read before their files are (the cost CSVs, read
+    after every trial's digest): used like kept ones (and then dropped, their stamps in `seen`), never saved
+    (each trial's digest offers them again, and at 100,000 reports they were 90 % of this file and of its
+    write). The rest of a digest's entries are handed to `get` as it reads their files."""
     seen: dict[str, Stamp] = field(default_factory=dict)
     """Stamps this audit took with a read that keeps no entry (the trials' digests) or matched an offered
     entry's (the files a digest stood for): the memo trusts them as it trusts the entries' (no stat
@@ -81,13 +87,27 @@ class ParsedInputs:
         encode: Callable[[T], Any],
         decode: Callable[[Any], T],
         parse_bytes: Callable[[bytes], T | None] | None = None,
+        offered: Any = None,
     ) -> T:
         """The parsed file: from an entry whose stamp still matches, else parsed (and kept).
 
-        Parsed by `parse_bytes(its bytes)` when given and `read_stamped` reads the file, else (or when
-        that gives None: it cannot tell) by `parse(path)`, which reads it the usual way.
+        `offered`: the trial's digest's entry for the file (`audit/digest.py`), tried first: used while its
+        stamp matches, never kept (its stamp goes to `seen`). Parsed by `parse_bytes(its bytes)` when given
+        and `read_stamped` reads the file, else (or when that gives None: it cannot tell) by `parse(path)`,
+        which reads it the usual way.
         """
         stamp = None
+        if offered is not None:
+            stamp = stamp_of(path)
+            if stamp is not None and _matches(offered, stamp):
+                try:
+                    value = decode(offered[1])
+                except (TypeError, ValueError, KeyError, IndexError):
+                    pass
+                else:
+                    # The digest's own stamp list (equal to the one just taken, which is freed now).
+                    self.seen[path] = offered[0]
+                    return value
         for held in (self.entries, self.offered):
             bucket = held.get(kind)
             entry = bucket.get(path) if isinstance(bucket, dict) else None
@@ -95,13 +115,7 @@ class ParsedInputs:
                 continue
             if stamp is None:
                 stamp = stamp_of(path)
-            if (
-                stamp is not None
-                and isinstance(entry, list)
-                and len(entry) == 2
-                and entry[0] == stamp
-                and entry[1] is not None
-            ):
+            if stamp is not None and _matches(entry, stamp):
                 try:
                     value = decode(entry[1])
                 except (TypeError, ValueError, KeyError, IndexError):

@@ -17,7 +17,7 @@ from mle_world import layout
 from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.cache import ParsedInputs
 from mle_world.audit.cost_totals import read_cost_totals
-from mle_world.audit.digest import offer_digest
+from mle_world.audit.digest import DIR, EVENTS, REPORT, RESULT, STATUS, read_digest
 from mle_world.audit.graders import graders_problems
 from mle_world.audit.listing import Canonical, expected_from_launch, name_list, name_set, names_in
 from mle_world.audit.listing import listing as listing_of
@@ -29,6 +29,9 @@ from mle_world.audit.trial_records import load_report, load_result, load_status
 from mle_world.identity import provenance_changes
 from mle_world.records import LaunchProvenance
 from mle_world.trial_events import TrialEvents, read_events
+
+_NONE: dict[str, Any] = {}
+"""A trial without a digest's entries (never written to)."""
 
 
 @dataclass
@@ -157,25 +160,34 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                 dir_missing=directory == canonical and not names.get(name),
                 recorded_absent=absent,
             )
+            offered = _NONE
             if parsed is not None and directory == canonical and place.parent is not None:
                 digest = f"{name}{layout.AUDIT_DIGEST_SUFFIX}"
                 if digest in names:
                     cost_csv = f"{costs}/{layout.cost_name(key.configuration, key.task, key.seed)}"
-                    offer_digest(parsed, f"{place.parent}/{digest}", directory, report, cost_csv)
+                    offered = read_digest(parsed, f"{place.parent}/{digest}", cost_csv) or _NONE
             if directory == canonical and names.get(name):
                 if parsed is None:
                     trial.files = names_in(directory)
                 else:
-                    trial.files = parsed.get("dir", directory, names_in, name_list, name_set)
-            load_report(trial, listed=report.rpartition("/")[2] in names, path=report, parsed=parsed)
-            load_status(trial, parsed)
+                    trial.files = parsed.get(
+                        "dir", directory, names_in, name_list, name_set, offered=offered.get(DIR)
+                    )
+            listed_report = report.rpartition("/")[2] in names
+            load_report(trial, listed_report, report, parsed, offered.get(REPORT))
+            load_status(trial, parsed, offered.get(STATUS))
             if trial.report is not None and trial.state is not None:
                 trial.superseded = superseded_by_rerun(
                     trial.report.attempt, trial.state, trial.attempt, trial.cause
                 )
                 if trial.superseded is not None:
                     trial.report, trial.problem = None, "missing"
-            load_result(trial, parsed)
+            load_result(trial, parsed, offered.get(RESULT))
+            if parsed is not None and EVENTS in offered and trial.may_have(layout.EVENTS):
+                trial.predictions_cache = parsed.get(
+                    "events", trial.file(layout.EVENTS), read_predictions, encode_events, decode_events,
+                    predictions_of, offered[EVENTS],
+                )  # fmt: skip
             sweep.trials.append(trial)
             expected_paths.add(report)
     for output_dir in sweep.dirs:
@@ -193,7 +205,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
     attach_costs(sweep, parsed)
     if parsed is not None:
         for trial in sweep.trials:
-            if trial.may_have(layout.EVENTS):
+            if trial.predictions_cache is None and trial.may_have(layout.EVENTS):
                 events = trial.file(layout.EVENTS)
                 trial.predictions_cache = parsed.get(
                     "events", events, read_predictions, encode_events, decode_events, predictions_of

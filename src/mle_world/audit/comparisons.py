@@ -15,8 +15,8 @@ from functools import cached_property
 from operator import attrgetter, itemgetter
 
 from mle_world.audit.collect import Sweep, Trial
+from mle_world.audit.report_view import ReportView
 from mle_world.audit.stats import Interval, MeanSem, holm, mean_sem, paired_bootstrap, sign_test
-from mle_world.grading.report import GradingReport
 
 BASELINE = "aide"
 """The configuration every other one is compared with on the same task and seed (DESIGN §4)."""
@@ -203,7 +203,7 @@ class SweepView:
         return [self._indicators[m] for m in metrics]
 
     @cached_property
-    def reports(self) -> list[GradingReport | None]:
+    def reports(self) -> list[ReportView | None]:
         """Each settled trial's report."""
         return [t.report for t in self.settled]
 

@@ -43,9 +43,10 @@ RECORDS = ((STATUS, layout.STATUS), (RESULT, layout.RESULT))
 
 @cache
 def parsers_digest() -> str:
-    """Digest of the code that made a digest's entries: the parsers, not the rest of the audit (whose
-    changes would otherwise drop the digest of every trial that ever ran; it is written only once)."""
-    return code_digest((*PARSERS, "cache.py", "digest.py"))
+    """Digest of the code that made a digest's entries: the parsers and this writer, not the rest of the
+    audit (whose changes would otherwise drop the digest of every trial that ever ran; it is written only
+    once). Not the cache that reads them either: it uses an entry only when its stamp and shape match."""
+    return code_digest((*PARSERS, "digest.py"))
 
 
 def _listing(trial_dir: Path) -> list[Any] | None:
@@ -104,40 +105,25 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
     return path
 
 
-def offer_digest(parsed: ParsedInputs, digest: str, trial_dir: str, report: str, cost_csv: str) -> None:
-    """Hand the digest at `digest` (if any, and of this code) to `parsed` as offered entries for the paths
-    of the trial at `trial_dir` (its dir, records and events), its `report` and its `cost_csv` (used while
-    their stamps match, never saved). Never raises."""
+def read_digest(parsed: ParsedInputs, digest: str, cost_csv: str) -> dict[str, Any] | None:
+    """The entries of the digest at `digest` (kind → [stamp, value]) when it is one of this code, for the
+    caller to hand to `parsed.get` as it reads each file (used while its stamp matches, never saved); None
+    when there is none. Its cost entry, for `cost_csv` (read after every trial's digest), is offered to
+    `parsed` instead. Never raises."""
     got = read_stamped(digest)
     if got is None:
-        return
+        return None
     parsed.seen[digest] = got[1]
     try:
         data = orjson.loads(got[0])
     except orjson.JSONDecodeError:
-        return
+        return None
     if type(data) is not dict or data.get("digest") != parsers_digest():
-        return
-    name = cost_csv.rpartition("/")[2]
-    offered = parsed.offered
-    for kind, entry in data.items():
-        if kind == DIR:
-            path = trial_dir
-        elif kind == REPORT:
-            path = report
-        elif kind == EVENTS:
-            path = f"{trial_dir}/{layout.EVENTS}"
-        elif kind == COST:
-            if data.get("cost_csv") != name:
-                continue
-            path = cost_csv
-        elif kind == STATUS:
-            path = f"{trial_dir}/{layout.STATUS}"
-        elif kind == RESULT:
-            path = f"{trial_dir}/{layout.RESULT}"
-        else:
-            continue
-        bucket = offered.get(kind)
+        return None
+    cost = data.pop(COST, None)
+    if cost is not None and data.get("cost_csv") == cost_csv.rpartition("/")[2]:
+        bucket = parsed.offered.get(COST)
         if bucket is None:
-            bucket = offered[kind] = {}
-        bucket[path] = entry  # `get` checks its stamp and shape before using it
+            bucket = parsed.offered[COST] = {}
+        bucket[cost_csv] = cost  # `get` checks its stamp and shape before using it
+    return data

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from mle_world.grading.report import GradingReport
+from mle_world.audit.report_view import ReportView
 from mle_world.records import LaunchProvenance
 
 
@@ -20,10 +20,10 @@ class Graded(Protocol):
     def output_dir(self) -> Path: ...
 
     @property
-    def report(self) -> GradingReport | None: ...
+    def report(self) -> ReportView | None: ...
 
 
-def mlebench_versions(reports: Iterable[GradingReport | None]) -> dict[str, int]:
+def mlebench_versions(reports: Iterable[ReportView | None]) -> dict[str, int]:
     """Reports per MLE-bench version that graded them, most first (the built-in grader and older reports
     record none)."""
     counts: dict[str, int] = {}
@@ -49,7 +49,7 @@ def graders_problems(trials: Iterable[Graded], launches: Mapping[Path, LaunchPro
     """The audit's problems about graders: reports graded by different MLE-bench versions, and a dir whose
     reports were graded by another MLE-bench than its launch's grading check ran (a Slurm job grades on
     its compute node, whose MLE-bench may not be the one on the node that launched)."""
-    by_dir: dict[Path, list[GradingReport | None]] = {}
+    by_dir: dict[Path, list[ReportView | None]] = {}
     for t in trials:  # grouped once: a comparison of Paths per trial and dir was 0.3 s at 100,000 reports
         by_dir.setdefault(t.output_dir, []).append(t.report)
     problems = []

@@ -332,7 +332,7 @@ def write_trial_pages(sweep: Sweep, out_dir: Path, journals: Sequence[Any] | Non
                 continue
         except OSError:
             pass
-        report = trial.report.model_dump(mode="json") if trial.report is not None else None
+        report = trial.report.dump() if trial.report is not None else None
         view = load_trial_view(
             trial.trial_dir,
             trial_id=trial.trial_id,

@@ -19,7 +19,7 @@ from mle_world import layout
 from mle_world.audit.attempts import FINAL_STATES
 from mle_world.audit.cache import ParsedInputs, text_of
 from mle_world.audit.predictions import PredictionLines
-from mle_world.grading.report import GradingReport
+from mle_world.audit.report_view import ReportView, read_report
 from mle_world.records import AgentResult, TrialStatus
 from mle_world.storage import M, Unreadable, load_record, read_regular, read_text
 from mle_world.trial_events import TrialEvents
@@ -39,7 +39,7 @@ class Trial:
     """Its trial dir (the one launch.json records, else the canonical one), as a string."""
     report_text: str
     """Where its grading report lives (`layout.report_beside` the canonical trial dir), as a string."""
-    report: GradingReport | None = None
+    report: ReportView | None = None
     problem: str | None = None
     """'missing' or 'invalid: …' when there is no usable report."""
     state: str | None = None
@@ -145,13 +145,18 @@ def _text(data: object) -> str:
 
 
 def load_report(
-    trial: Trial, listed: bool | None = None, path: str | None = None, parsed: ParsedInputs | None = None
+    trial: Trial,
+    listed: bool | None = None,
+    path: str | None = None,
+    parsed: ParsedInputs | None = None,
+    offered: Any = None,
 ) -> None:
     """Attach the trial's report, or record why there is none (never raises).
 
     `listed`: whether its directory listing has the report (saves a stat per trial); None to look.
     `path`: the report's path as a string when the caller has it (saves building a Path).
-    `parsed`: the texts an earlier audit read, used while the file is unchanged (validated the same).
+    `parsed`: the texts an earlier audit read, used while the file is unchanged (validated the same);
+    `offered`: the trial's digest's entry for it (`ParsedInputs.get`).
     """
     if path is None:
         path = trial.report_text
@@ -162,8 +167,8 @@ def load_report(
         if parsed is None:
             text = read_text(path)
         else:
-            text = parsed.get("report", path, read_text, _not_kept, _text, _report_text)
-        report = GradingReport.model_validate_json(text)
+            text = parsed.get("report", path, read_text, _not_kept, _text, _report_text, offered)
+        report = read_report(text)
     except FileNotFoundError:
         trial.problem = "missing"
         return
@@ -194,24 +199,26 @@ def _read_record_text(path: str) -> str:
     return read_regular(path).decode("utf-8")
 
 
-def _load(trial: Trial, kind: str, name: str, model: type[M], parsed: ParsedInputs | None) -> M | Unreadable:
+def _load(
+    trial: Trial, kind: str, name: str, model: type[M], parsed: ParsedInputs | None, offered: Any
+) -> M | Unreadable:
     """`storage.load_record` of the trial's `name`, its text from `parsed` (a digest's, or read and stamped)."""
     path = trial.file(name)
     if parsed is None:
         return load_record(path, model)
     try:
         return model.model_validate_json(
-            parsed.get(kind, path, _read_record_text, _not_kept, _text, _record_text)
+            parsed.get(kind, path, _read_record_text, _not_kept, _text, _record_text, offered)
         )
     except (OSError, UnicodeDecodeError, ValidationError) as exc:
         return Unreadable(path, exc)
 
 
-def load_status(trial: Trial, parsed: ParsedInputs | None = None) -> None:
-    """Attach state and cause from status.json when readable."""
+def load_status(trial: Trial, parsed: ParsedInputs | None = None, offered: Any = None) -> None:
+    """Attach state and cause from status.json when readable (`offered`: its digest entry, as `load_report`)."""
     if not trial.may_have(layout.STATUS):
         return
-    status = _load(trial, "status", layout.STATUS, TrialStatus, parsed)
+    status = _load(trial, "status", layout.STATUS, TrialStatus, parsed, offered)
     if isinstance(status, Unreadable):
         if not isinstance(status.error, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
             trial.cause = "unreadable status.json"
@@ -224,9 +231,10 @@ def load_status(trial: Trial, parsed: ParsedInputs | None = None) -> None:
     trial.launches = status.launches
 
 
-def load_result(trial: Trial, parsed: ParsedInputs | None = None) -> None:
-    """Attach the agent's result.json when readable (stop reason and counters for the budget table)."""
+def load_result(trial: Trial, parsed: ParsedInputs | None = None, offered: Any = None) -> None:
+    """Attach the agent's result.json when readable (stop reason and counters for the budget table;
+    `offered`: its digest entry, as `load_report`)."""
     if not trial.may_have(layout.RESULT):
         return
-    result = _load(trial, "result", layout.RESULT, AgentResult, parsed)
+    result = _load(trial, "result", layout.RESULT, AgentResult, parsed, offered)
     trial.result = None if isinstance(result, Unreadable) else result
