@@ -30,7 +30,8 @@ would compile the harness again (0.07-0.1 s of CPU) while the aggregator's packa
 children get PYTHONPYCACHEPREFIX in a temp dir of this run instead (bytecode written, for this checkout,
 each --against and the aggregator alike), filled by each command's untimed warm-up run.
 
-Each trial has the audit digest the harness writes beside its dir when it ends (`audit/digest.py`); with
+Each trial has the audit digest the harness writes beside its dir when it ends (`audit/digest.py`), and each
+configuration the digests gathered when the launch ended (`runs/<configuration>/audit-digests.json`); with
 --no-digests none does, as with trials of a harness before it (an --against checkout before it reads
 the same sweep and ignores them). --steps K puts K agent steps (two LLM calls and an execution, three
 lines) atop each events.jsonl, as real trials' hundreds of lines (the default, 0, has 5 predictions).
@@ -96,7 +97,13 @@ def sweep_of(root: Path, n_reports: int, events: bool, digests: bool, steps: int
     done = root / "sweep.json"
     # Digests of other parsing code are ignored by the audit: a kept sweep's would measure none.
     made_by = parsers_digest() if digests else None
-    want = {"reports": n_reports, "events": events, "digests": made_by, **({"steps": steps} if steps else {})}
+    want = {
+        "reports": n_reports,
+        "events": events,
+        "digests": made_by,
+        **({"gathered": True} if digests else {}),  # as the launch writes them when it ends
+        **({"steps": steps} if steps else {}),
+    }
     if done.is_file() and json.loads(done.read_text()).get("sweep") == want:
         return [Path(d) for d in json.loads(done.read_text())["dirs"]], 0.0
     shutil.rmtree(root, ignore_errors=True)

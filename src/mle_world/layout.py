@@ -49,6 +49,9 @@ RESULT = "result.json"
 AUDIT_DIGEST_SUFFIX = "_audit-digest.json"
 """A trial's audit digest beside its dir (`digest_beside`): what the audit reads of the trial's files, read
 when the trial ended (audit/digest.py). Outside the trial dir, so writing it leaves that dir's stamp as it was."""
+GATHERED_DIGESTS = "audit-digests.json"
+"""`runs/<configuration>/audit-digests.json`: that configuration's trials' audit digests gathered in one
+file when a launch ends (audit/digest.py), so that a first audit reads one file, not one per trial."""
 PREVIOUS_RESULT = "result.previous.json"
 """An earlier run's result.json, moved into logs/ when the trial runs again."""
 BEST_SOLUTION = "best_solution.py"
@@ -74,7 +77,7 @@ FILE_NAMES = frozenset(
         *(SWEEP_IDENTITY, LAUNCHER_LOCK, SPEC, STATUS, STATUS_LOCK, JOURNAL, JOURNAL_LOG, JOURNAL_LOCK),
         *(EVENTS, RESULT, PREVIOUS_RESULT, BEST_SOLUTION, SUBMISSION_DIR, SUBMISSION_CSV, LOGS),
         *(AGENT_LOG, LAUNCHER_LOG, STAGED_SUBMISSION, WORKSPACE, INTENTS, CANCELLED, SBATCH_PREVIEW),
-        *(REPLAY, REPLIES, REPLAY_REPORT, AUDIT_DIGEST_SUFFIX),
+        *(REPLAY, REPLIES, REPLAY_REPORT, AUDIT_DIGEST_SUFFIX, GATHERED_DIGESTS),
     }
 )
 """Every name above: no other module of the package spells one (tests/test_layout_names.py)."""

@@ -45,8 +45,8 @@ def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def sweep(root: Path, n: int = 250) -> list[Path]:
-    dirs = make_sweep(root, n, events=True, seed=4)
+def sweep(root: Path, n: int = 250, gathered: bool = True) -> list[Path]:
+    dirs = make_sweep(root, n, events=True, seed=4, gathered=gathered)
     add_irregularities(dirs, seed=4)
     return dirs
 
@@ -290,12 +290,14 @@ def test_an_unreadable_memo_is_computed_again(tmp_path: Path, computed: list[int
     assert audited(dirs, out) == first and computed[0] == 3
 
 
+@pytest.mark.parametrize("name", [f"*{layout.AUDIT_DIGEST_SUFFIX}", layout.GATHERED_DIGESTS])
 def test_a_trial_digest_is_stamped_as_it_was_read_and_one_rewritten_since_is_computed_again(
-    tmp_path: Path, computed: list[int]
+    tmp_path: Path, computed: list[int], name: str
 ) -> None:
-    dirs = sweep(tmp_path / "sweep", 250)
-    found = sorted(p for d in dirs for p in d.glob(f"runs/*/*{layout.AUDIT_DIGEST_SUFFIX}"))
-    assert len(found) > 50
+    # Each trial's own digest (none gathered), or each configuration's gathered digests.
+    dirs = sweep(tmp_path / "sweep", 250, gathered=name == layout.GATHERED_DIGESTS)
+    found = sorted(p for d in dirs for p in d.glob(f"runs/*/{name}"))
+    assert len(found) > (50 if name != layout.GATHERED_DIGESTS else 7)
     out = tmp_path / "audit"
     first = audited(dirs, out)
     # The stamp the audit took with its read of each digest, the one the file still has.

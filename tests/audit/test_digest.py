@@ -4,7 +4,8 @@ appended to, the cost CSV or the report rewritten, a file added to the trial dir
 trial, written by other code, or garbage.
 
 Reads nothing; writes small synthetic sweeps (tests/support/synthetic.py, whose trials get digests as the
-harness writes them) and their audit dirs under tmp_path.
+harness writes them, not gathered: tests/audit/test_digest_files.py has those) and their audit dirs under
+tmp_path.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def with_dirs(found: list[Path]) -> list[Path]:
 
 
 def test_a_first_audit_with_digests_reads_no_trial_file_and_says_the_same(tmp_path: Path) -> None:
-    dirs = make_sweep(tmp_path / "sweep", 400, events=True, seed=3)
+    dirs = make_sweep(tmp_path / "sweep", 400, events=True, seed=3, gathered=False)
     found = digests(dirs)
     assert len(found) > 300 and len(with_dirs(found)) > 100
     # A trial with a dir: its listing, report, events.jsonl and cost CSV; one without: report and costs.
@@ -79,7 +80,7 @@ def test_a_first_audit_with_digests_reads_no_trial_file_and_says_the_same(tmp_pa
 
 
 def test_every_read_a_digest_stands_for_is_one_a_first_audit_without_it_makes(tmp_path: Path) -> None:
-    dirs = make_sweep(tmp_path / "sweep", 200, events=True, seed=8)
+    dirs = make_sweep(tmp_path / "sweep", 200, events=True, seed=8, gathered=False)
     found = digests(dirs)
     counts = [stood_for(d) for d in found]
     for digest in found:
@@ -90,7 +91,7 @@ def test_every_read_a_digest_stands_for_is_one_a_first_audit_without_it_makes(tm
 def test_what_a_digest_stands_for_is_not_kept_again_and_a_re_audit_without_it_says_the_same(
     tmp_path: Path,
 ) -> None:
-    dirs = make_sweep(tmp_path / "sweep", 300, events=True, seed=6)
+    dirs = make_sweep(tmp_path / "sweep", 300, events=True, seed=6, gathered=False)
     found = with_dirs(digests(dirs))
     out = tmp_path / "audit"
     first = outputs(dirs, out)
@@ -108,7 +109,7 @@ def test_what_a_digest_stands_for_is_not_kept_again_and_a_re_audit_without_it_sa
 
 
 def test_a_digest_of_files_that_changed_since_is_not_used(tmp_path: Path) -> None:
-    dirs = make_sweep(tmp_path / "sweep", 300, events=True, seed=4)
+    dirs = make_sweep(tmp_path / "sweep", 300, events=True, seed=4, gathered=False)
     found = with_dirs(digests(dirs))
     original = outputs(dirs, tmp_path / "original")
     appended, rewritten, same_bytes, regraded, added = (trial_of(d) for d in found[:5])
@@ -159,7 +160,7 @@ def files_read_without(dirs: list[Path], stale: list[Path]) -> int:
 
 
 def test_a_digest_of_other_code_or_garbage_is_ignored(tmp_path: Path) -> None:
-    dirs = make_sweep(tmp_path / "sweep", 200, events=True, seed=5)
+    dirs = make_sweep(tmp_path / "sweep", 200, events=True, seed=5, gathered=False)
     found = with_dirs(digests(dirs))
     expected = outputs(dirs, tmp_path / "expected")
     before = files_read(dirs)
@@ -211,7 +212,7 @@ def test_writing_a_digest_keeps_the_stamps_of_what_it_read_and_removes_an_old_on
 
 def test_a_digest_holds_the_predictions_of_hundreds_of_agent_lines(tmp_path: Path) -> None:
     # The benchmarks' agent-like events (synthetic.STEP): valid events all, reduced to the 5 predictions.
-    dirs = make_sweep(tmp_path / "sweep", 30, events=True, seed=6, steps=100)
+    dirs = make_sweep(tmp_path / "sweep", 30, events=True, seed=6, steps=100, gathered=False)
     found = with_dirs(digests(dirs))
     assert found
     for digest in found:

@@ -29,7 +29,7 @@ from fakeserver import FakeOpenAIServer
 from mle_world.audit.cache import stamp_of
 from mle_world.audit.pages import trial_page_name
 from mle_world.launch.endpoints import PROBE_TOOL_NAME
-from mle_world.layout import AUDIT_DIGEST_SUFFIX, EVENTS, STATUS, cost_path, report_beside
+from mle_world.layout import AUDIT_DIGEST_SUFFIX, EVENTS, GATHERED_DIGESTS, STATUS, cost_path, report_beside
 
 pytestmark = pytest.mark.slow
 KEYS = {
@@ -162,7 +162,8 @@ def test_tiny_sweep_both_regimes_then_strict_audit(
 
 def check_digests(root: Path) -> None:
     """Each ended trial has the audit digest of its dir, report, records, events.jsonl and cost CSV as they
-    are, and the audit that took them says what one that reads the files says."""
+    are, each configuration those digests gathered, and the audit that took them says what one that reads
+    the files says."""
     digests = sorted(root.glob(f"*/runs/*/*{AUDIT_DIGEST_SUFFIX}"))
     assert len(digests) == 12
     for digest in digests:
@@ -174,8 +175,15 @@ def check_digests(root: Path) -> None:
         assert data["dir"][0] == stamp_of(str(trial)) and data["status"][0] == stamp_of(str(trial / STATUS))
         report = report_beside(trial)
         assert data.get("report", [None])[0] == stamp_of(str(report))  # graded, or neither
+    # Each launch gathered its configurations' digests when it ended, as they are.
+    gathered = sorted(root.glob(f"*/runs/*/{GATHERED_DIGESTS}"))
+    assert [g.parent for g in gathered] == sorted({d.parent for d in digests})
+    for held in gathered:
+        for name, data in json.loads(held.read_text())["trials"].items():
+            own = json.loads((held.parent / f"{name}{AUDIT_DIGEST_SUFFIX}").read_text())
+            assert own.pop("digest") and data == own
     audited = root / "ungated" / "audit"
-    for digest in digests:
+    for digest in [*digests, *gathered]:
         digest.unlink()
     again = cli("audit", "--strict", str(root / "ungated"), str(root / "gated"), "--out", str(root / "again"))
     assert again.returncode == 0, again.stderr[-2000:]

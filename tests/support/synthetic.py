@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mle_world.audit.digest import write_trial_digest
+from mle_world.audit.digest_files import gather_digests
 
 CONFIGS = ("aide", "wm-point", "wm-strict", "wm-rank4", "wm-pairwise4", "wm-all-stages", "wm-blind")
 TASKS = tuple(f"task-{i:02d}" for i in range(17))
@@ -46,9 +47,11 @@ def make_sweep(
     regimes: tuple[str, ...] = ("gated", "ungated"),
     digests: bool = True,
     steps: int = 0,
+    gathered: bool = True,
 ) -> list[Path]:
     """An output dir per regime (gated, ungated) holding about `n_reports` reports in total; with
-    `digests`, each trial has the audit digest the harness writes when a trial ends (beside its dir); with `steps`,
+    `digests`, each trial has the audit digest the harness writes when a trial ends (beside its dir), and with
+    `gathered` too, each configuration the digests gathered when the launch ended; with `steps`,
     each events.jsonl begins with that many agent steps (`STEP`'s lines, a timestamp each), as a real
     trial's hundreds of lines do, before its 5 predictions."""
     head = "".join(step_lines(i) for i in range(steps))
@@ -111,6 +114,8 @@ def make_sweep(
             "data_dir": "/d", "endpoints": [], "trials": trials,
         }  # fmt: skip
         (out / "launch.json").write_text(json.dumps(record))
+        if digests and gathered:
+            gather_digests(out)  # as the launch that ran them does when it ends
         dirs.append(out)
     return dirs
 

@@ -2,8 +2,9 @@
 status.json, result.json, events.jsonl parsed and cost CSV parsed — read once when the trial ended, each
 with the stamp of the bytes read, so that a first audit reads one small file per trial and stats the rest.
 
-Reads a trial's dir, report, status.json, result.json, events.jsonl and cost CSV; writes and reads
-`runs/<configuration>/<task>_seed<seed>_audit-digest.json` beside the trial dir (atomically).
+Reads a trial's dir, report, status.json, result.json, events.jsonl and cost CSV; writes
+`runs/<configuration>/<task>_seed<seed>_audit-digest.json` beside the trial dir (atomically). The audit finds
+and reads it (and the configuration's gathered digests) through `audit/digest_files.py`.
 
 Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, the same encoding (the records
 as the text the audit validates, as it would read it from the file), the stamp taken from the open file
@@ -11,7 +12,7 @@ as the text the audit validates, as it would read it from the file), the stamp t
 kept (it does not keep them again), so each is used only while its file or dir has that stamp (size,
 inode, modification and change time: a trial run again, a report graded again, costs accounted again, a
 file added to the trial dir, a dir copied elsewhere all show), and the whole digest only while the code
-that reads and keeps them is the audit's own (`parsers_digest`). Written by the harness once the trial's
+that made them is the audit's own (`parsers_digest`). Written by the harness once the trial's
 status.json says how it ended (and again when it is graded later), beside the trial dir, where the
 agent's generated code cannot reach, and outside it, so that writing it does not change the dir's stamp;
 plain JSON, so a digest someone edits can make the audit wrong as an edited events.jsonl can, but never
@@ -28,7 +29,7 @@ from typing import Any
 import orjson
 
 from mle_world import layout
-from mle_world.audit.cache import PARSERS, ParsedInputs, code_digest, stamp_of
+from mle_world.audit.cache import PARSERS, code_digest, stamp_of
 from mle_world.audit.cost_totals import cost_file_of
 from mle_world.audit.cost_totals import encode as encode_costs
 from mle_world.audit.predictions import encode as encode_events
@@ -103,27 +104,3 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
     # Not fsynced: a digest left unreadable by a crash is ignored (the audit reads the files then).
     write_bytes_atomic(path, orjson.dumps(data), durable=False)
     return path
-
-
-def read_digest(parsed: ParsedInputs, digest: str, cost_csv: str) -> dict[str, Any] | None:
-    """The entries of the digest at `digest` (kind → [stamp, value]) when it is one of this code, for the
-    caller to hand to `parsed.get` as it reads each file (used while its stamp matches, never saved); None
-    when there is none. Its cost entry, for `cost_csv` (read after every trial's digest), is offered to
-    `parsed` instead. Never raises."""
-    got = read_stamped(digest)
-    if got is None:
-        return None
-    parsed.seen[digest] = got[1]
-    try:
-        data = orjson.loads(got[0])
-    except orjson.JSONDecodeError:
-        return None
-    if type(data) is not dict or data.get("digest") != parsers_digest():
-        return None
-    cost = data.pop(COST, None)
-    if cost is not None and data.get("cost_csv") == cost_csv.rpartition("/")[2]:
-        bucket = parsed.offered.get(COST)
-        if bucket is None:
-            bucket = parsed.offered[COST] = {}
-        bucket[cost_csv] = cost  # `get` checks its stamp and shape before using it
-    return data

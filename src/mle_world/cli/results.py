@@ -224,8 +224,10 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
 
 def _refresh_digests(output_dir: Path) -> None:
     """Write again the audit digest of each trial that has one: a regrade rewrote its report and cost CSV,
-    which the digest would no longer stand for (a first audit would read them itself)."""
+    which the digest would no longer stand for (a first audit would read them itself); and gather them
+    again."""
     from mle_world.audit.digest import write_trial_digest
+    from mle_world.audit.digest_files import gather_digests
 
     suffix = layout.AUDIT_DIGEST_SUFFIX
     for digest in sorted((output_dir / layout.RUNS).glob(f"*/*{suffix}")):
@@ -237,6 +239,10 @@ def _refresh_digests(output_dir: Path) -> None:
             write_trial_digest(trial, layout.cost_path(output_dir, key[0], key[1], key[2]))
         except OSError:
             pass  # the old digest stays, and the audit reads what it no longer stands for
+    try:
+        gather_digests(output_dir)
+    except OSError:
+        pass  # the gathered digests stay as they were, and serve what they still stand for
 
 
 def cmd_audit(args: argparse.Namespace, console: Console) -> int:

@@ -324,6 +324,7 @@ def execute_plan(
             )
 
     from mle_world.audit.digest import write_trial_digest
+    from mle_world.audit.digest_files import gather_digests
 
     finisher = TrialFinisher(
         plan.output_dir, plan.data_dir, prices, request.grade, plan.local_competitions, write_trial_digest
@@ -338,6 +339,10 @@ def execute_plan(
         check_launch=check_launch,
     )
     write_cost_summary(plan.output_dir)
+    try:
+        gather_digests(plan.output_dir)  # what a first audit reads: one file per configuration
+    except OSError:
+        pass  # the audit reads each trial's digest instead
     if code == 1:
         _say_next(plan.output_dir, err)
     return code
