@@ -123,10 +123,13 @@ def run_audit(
     plots: bool = True,
     trial_pages: bool = True,
     draw_plots: bool = True,
+    keep: list[object] | None = None,
 ) -> int:
     """Audit `dirs`, write outputs, show the tables on `display`; exit code 1 under `strict` if anything is off.
 
     `draw_plots` off (`--no-plots`): no PNG is drawn; those already drawn from the same numbers are kept.
+    `keep`: the audit's result and stamps are appended to it, for a caller that frees them faster than one
+    by one (the CLI leaves them to the process's exit).
 
     "Off" means a missing, invalid or duplicate trial report, or an unreadable/missing launch.json.
     Raises UserError when an input dir does not exist.
@@ -165,4 +168,6 @@ def run_audit(
     if inputs is not None:
         pages = [target / "trials"] if trial_pages else []  # where pages.write_trial_pages puts them
         save_memo(target, key, inputs, [*written, *pages], out.shown, bad)
+    if keep is not None:
+        keep.append((result, parsed, inputs))
     return 1 if strict and bad else 0

@@ -247,6 +247,7 @@ def _refresh_digests(output_dir: Path) -> None:
 
 def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     from mle_world.audit import run_audit
+    from mle_world.cli.commands import KEPT_TO_EXIT
     from mle_world.cli.display import RichDisplay
 
     dirs = [require_output_dir(d.absolute(), "audit") for d in args.output_dirs]
@@ -266,6 +267,7 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
             pad_missing=args.pad_missing,
             display=RichDisplay(console),
             out_dir=args.out,
+            keep=KEPT_TO_EXIT,
             trial_pages=not args.no_trial_pages,
             draw_plots=not args.no_plots,
         )
