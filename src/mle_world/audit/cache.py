@@ -45,9 +45,19 @@ def code_digest(names: tuple[str, ...] = ALL) -> str:
     return digest.hexdigest()
 
 
-def _matches(entry: Any, stamp: Stamp) -> bool:
-    """`entry` is [stamp, value] with this stamp and a value (an entry of a stamp alone serves no read)."""
-    return type(entry) is list and len(entry) == 2 and entry[0] == stamp and entry[1] is not None
+_MISS = object()
+"""What `_decoded` gives for an entry that does not serve."""
+
+
+def _decoded(entry: Any, stamp: Stamp | None, decode: Callable[[Any], T]) -> T | object:
+    """The value of `entry` ([stamp, value]) when it has this `stamp` and a value that decodes, else `_MISS`
+    (an entry of a stamp alone serves no read; one that does not decode is read again)."""
+    if stamp is None or type(entry) is not list or len(entry) != 2 or entry[0] != stamp or entry[1] is None:
+        return _MISS
+    try:
+        return decode(entry[1])
+    except (TypeError, ValueError, KeyError, IndexError):
+        return _MISS
 
 
 def stamp_of(path: str) -> Stamp | None:
@@ -99,15 +109,11 @@ class ParsedInputs:
         stamp = None
         if offered is not None:
             stamp = stamp_of(path)
-            if stamp is not None and _matches(offered, stamp):
-                try:
-                    value = decode(offered[1])
-                except (TypeError, ValueError, KeyError, IndexError):
-                    pass
-                else:
-                    # The digest's own stamp list (equal to the one just taken, which is freed now).
-                    self.seen[path] = offered[0]
-                    return value
+            value = _decoded(offered, stamp, decode)
+            if value is not _MISS:
+                # The digest's own stamp list (equal to the one just taken, which is freed now).
+                self.seen[path] = offered[0]
+                return value  # type: ignore[return-value]
         for held in (self.entries, self.offered):
             bucket = held.get(kind)
             entry = bucket.get(path) if isinstance(bucket, dict) else None
@@ -115,19 +121,16 @@ class ParsedInputs:
                 continue
             if stamp is None:
                 stamp = stamp_of(path)
-            if stamp is not None and _matches(entry, stamp):
-                try:
-                    value = decode(entry[1])
-                except (TypeError, ValueError, KeyError, IndexError):
-                    continue
+            value = _decoded(entry, stamp, decode)
+            if value is not _MISS:
                 if held is self.offered and bucket is not None:
                     # Never saved: its stamp is all the memo needs, and the digest's data is freed now (at
                     # 100,000 reports the decoded digests were a third of the audit's memory).
                     del bucket[path]
-                    self.seen[path] = stamp
+                    self.seen[path] = entry[0]  # equal to the stamp just taken
                 else:
                     self.used.setdefault(kind, {})[path] = entry
-                return value
+                return value  # type: ignore[return-value]
         if parse_bytes is not None:
             got = read_stamped(path)
             if got is not None:
