@@ -154,3 +154,12 @@ def test_gathering_leaves_out_what_the_audit_would_ignore_and_removes_an_empty_f
     assert cfg / layout.GATHERED_DIGESTS not in gather_digests(out)
     assert not (cfg / layout.GATHERED_DIGESTS).exists()
     assert gather_digests(tmp_path / "no-such-dir") == []
+    # A configuration whose gathered file cannot be written or removed (a dir in its place) is left as
+    # it is, and the others are gathered.
+    blocked, empty = configurations[0] / layout.GATHERED_DIGESTS, cfg / layout.GATHERED_DIGESTS
+    blocked.unlink()
+    blocked.mkdir()
+    empty.mkdir()
+    others = [c / layout.GATHERED_DIGESTS for c in configurations[1:-1]]
+    assert gather_digests(out) == others and blocked.is_dir() and empty.is_dir()
+    assert not list(configurations[0].glob(f".{layout.GATHERED_DIGESTS}.*"))  # no temp file left

@@ -244,9 +244,10 @@ record("search_answers", not any(p.endswith("answers.csv") or "prepared" in p fo
 
 # 6. The trial's bookkeeping, relative to the workspace and by the agent's absolute paths.
 trial = os.path.dirname(os.getcwd())
-beside = os.path.basename(trial)  # the grading report and the audit digest live beside the trial dir
+beside = os.path.basename(trial)  # the grading report and the audit digests live beside the trial dir
 for name in ("spec.json", "status.json", "journal.json", "result.json", "events.jsonl",
-             f"../{beside}_audit-digest.json", f"../{beside}_grading_report.json", "submission/submission.csv"):
+             f"../{beside}_audit-digest.json", f"../{beside}_grading_report.json", "../audit-digests.json",
+             "submission/submission.csv"):
     for base in ("..", trial):
         path = os.path.join(base, name)
         got, wrote = try_read(path), try_write(path)

@@ -354,7 +354,7 @@ def check_trial(run: dict[str, Any], data_dir: Path) -> None:
     expected |= {"inherited_fds", "kernel_settings_write", "hardlink_outside", "device_chmod"}
     expected |= {"user_namespace", "per_uid_budgets", "oom_first_choice", "kernel_keyring", "core_limit"}
     assert expected <= set(findings)
-    assert sum(name.startswith("bookkeeping") for name in findings) == 16
+    assert sum(name.startswith("bookkeeping") for name in findings) == 18
     open_holes = {name: f for name, f in findings.items() if not f["blocked"]}
     assert open_holes == {}, open_holes
 

@@ -127,16 +127,9 @@ class DeltaRow:
     ties: int
 
 
-def compare_trials(gated: Trial, ungated: Trial) -> int:
-    """`compare_scores` of two settled trials; one without a report has no score (it loses)."""
-    reports = [t.report for t in (gated, ungated) if t.report is not None]
-    lower = reports[0].is_lower_better if reports else False
-    score = [t.report.score if t.report is not None else None for t in (gated, ungated)]
-    return compare_scores(score[0], score[1], lower)
-
-
 def _compare(gated: ReportView | None, ungated: ReportView | None) -> int:
-    """`compare_trials` of two settled trials' reports."""
+    """`stats.compare_scores` of two settled trials' reports: one without a report has no score (it loses),
+    and the direction is the first report's."""
     if gated is not None:
         return compare_scores(
             gated.score, ungated.score if ungated is not None else None, gated.is_lower_better

@@ -23,42 +23,51 @@ from mle_world.audit.digest import COST, parsers_digest
 from mle_world.storage import read_stamped, write_bytes_atomic
 
 
+def _of_this_code(raw: bytes) -> dict[str, Any] | None:
+    """A digest file's (or gathered file's) parsed JSON, when it is an object written by this code."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return data if type(data) is dict and data.get("digest") == parsers_digest() else None
+
+
 def gather_digests(output_dir: Path) -> list[Path]:
     """Gather each configuration's trial digests (those of this code) into `runs/<configuration>/` +
     `layout.GATHERED_DIGESTS`, keyed by trial dir name; remove a gathered file with none to gather. The
     written paths. Each digest is kept as written, not read again: its entries stand for their files only
     while their stamps match, so a gathered digest that grew stale (a trial run or graded again since) serves
-    nothing wrong, only less."""
+    nothing wrong, only less. Never raises: a configuration that cannot be listed or written keeps the
+    gathered file it had (the audit reads its trials' own digests for what that file lacks)."""
     written: list[Path] = []
     runs = output_dir / layout.RUNS
     try:
         configurations = sorted(entry.path for entry in os.scandir(runs) if entry.is_dir())
     except OSError:
         return written
-    suffix, code = layout.AUDIT_DIGEST_SUFFIX, parsers_digest()
+    suffix = layout.AUDIT_DIGEST_SUFFIX
     for configuration in configurations:
         trials: dict[str, Any] = {}
+        path = Path(configuration) / layout.GATHERED_DIGESTS
         try:
-            names = sorted(os.listdir(configuration))
+            for name in sorted(os.listdir(configuration)):
+                if not name.endswith(suffix) or name.startswith("."):
+                    continue
+                got = read_stamped(f"{configuration}/{name}")
+                # One of other code would be ignored when read, and so would a corrupt one (left out here).
+                data = None if got is None else _of_this_code(got[0])
+                if data is not None:
+                    del data["digest"]
+                    trials[name.removesuffix(suffix)] = data
+            if not trials:
+                path.unlink(missing_ok=True)
+                continue
+            # Not fsynced: a file left unreadable by a crash is ignored (the audit reads each trial's digest).
+            write_bytes_atomic(
+                path, orjson.dumps({"digest": parsers_digest(), "trials": trials}), durable=False
+            )
         except OSError:
             continue
-        for name in names:
-            if not name.endswith(suffix) or name.startswith("."):
-                continue
-            got = read_stamped(f"{configuration}/{name}")
-            try:
-                data = None if got is None else orjson.loads(got[0])
-            except orjson.JSONDecodeError:
-                continue
-            # One of other code would be ignored when read, and so would a corrupt one (left out here).
-            if type(data) is dict and data.pop("digest", None) == code:
-                trials[name.removesuffix(suffix)] = data
-        path = Path(configuration) / layout.GATHERED_DIGESTS
-        if not trials:
-            path.unlink(missing_ok=True)
-            continue
-        # Not fsynced: a file left unreadable by a crash is ignored (the audit reads each trial's digest).
-        write_bytes_atomic(path, orjson.dumps({"digest": code, "trials": trials}), durable=False)
         written.append(path)
     return written
 
@@ -70,17 +79,9 @@ def read_gathered(parsed: ParsedInputs, path: str) -> dict[str, Any]:
     if got is None:
         return {}
     parsed.seen[path] = got[1]
-    try:
-        data = orjson.loads(got[0])
-    except orjson.JSONDecodeError:
-        return {}
-    if (
-        type(data) is not dict
-        or data.get("digest") != parsers_digest()
-        or type(data.get("trials")) is not dict
-    ):
-        return {}
-    return data["trials"]  # type: ignore[no-any-return]
+    data = _of_this_code(got[0])
+    trials = None if data is None else data.get("trials")
+    return trials if type(trials) is dict else {}
 
 
 def read_digest(parsed: ParsedInputs, digest: str, cost_csv: str) -> dict[str, Any] | None:
@@ -92,13 +93,8 @@ def read_digest(parsed: ParsedInputs, digest: str, cost_csv: str) -> dict[str, A
     if got is None:
         return None
     parsed.seen[digest] = got[1]
-    try:
-        data = orjson.loads(got[0])
-    except orjson.JSONDecodeError:
-        return None
-    if type(data) is not dict or data.get("digest") != parsers_digest():
-        return None
-    return take_digest(parsed, data, cost_csv)
+    data = _of_this_code(got[0])
+    return None if data is None else take_digest(parsed, data, cost_csv)
 
 
 def take_digest(parsed: ParsedInputs, data: Any, cost_csv: str) -> dict[str, Any] | None:

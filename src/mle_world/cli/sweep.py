@@ -339,10 +339,7 @@ def execute_plan(
         check_launch=check_launch,
     )
     write_cost_summary(plan.output_dir)
-    try:
-        gather_digests(plan.output_dir)  # what a first audit reads: one file per configuration
-    except OSError:
-        pass  # the audit reads each trial's digest instead
+    gather_digests(plan.output_dir)  # what a first audit reads: one file per configuration
     if code == 1:
         _say_next(plan.output_dir, err)
     return code
