@@ -31,7 +31,7 @@ children get PYTHONPYCACHEPREFIX in a temp dir of this run instead (bytecode wri
 each --against and the aggregator alike), filled by each command's untimed warm-up run.
 
 Each trial has the audit digest the harness writes beside its dir when it ends (`audit/digest.py`), and each
-configuration the digests gathered when the launch ended (`runs/<configuration>/audit-digests.json`); with
+configuration the digests gathered when the launch ended (`runs/<configuration>/audit-digests.tsv`); with
 --no-digests none does, as with trials of a harness before it (an --against checkout before it reads
 the same sweep and ignores them). --steps K puts K agent steps (two LLM calls and an execution, three
 lines) atop each events.jsonl, as real trials' hundreds of lines (the default, 0, has 5 predictions).

@@ -49,9 +49,10 @@ RESULT = "result.json"
 AUDIT_DIGEST_SUFFIX = "_audit-digest.json"
 """A trial's audit digest beside its dir (`digest_beside`): what the audit reads of the trial's files, read
 when the trial ended (audit/digest.py). Outside the trial dir, so writing it leaves that dir's stamp as it was."""
-GATHERED_DIGESTS = "audit-digests.json"
-"""`runs/<configuration>/audit-digests.json`: that configuration's trials' audit digests gathered in one
-file when a launch ends (audit/digest.py), so that a first audit reads one file, not one per trial."""
+GATHERED_DIGESTS = "audit-digests.tsv"
+"""`runs/<configuration>/audit-digests.tsv`: that configuration's trials' audit digests gathered in one
+file when a launch ends (audit/digest_files.py), so that a first audit reads one file, not one per trial: a
+line of the code's digest, then a line per trial, its dir name, a tab and its digest's JSON as written."""
 PREVIOUS_RESULT = "result.previous.json"
 """An earlier run's result.json, moved into logs/ when the trial runs again."""
 BEST_SOLUTION = "best_solution.py"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 from synthetic import make_sweep
@@ -19,8 +20,8 @@ from mle_world import layout
 from mle_world.audit import run_audit
 from mle_world.audit.cache import open_parsed_inputs
 from mle_world.audit.collect import load_sweep
-from mle_world.audit.digest import write_trial_digest
-from mle_world.audit.digest_files import gather_digests
+from mle_world.audit.digest import parsers_digest, write_trial_digest
+from mle_world.audit.digest_files import gather_digests, gathered_trials
 
 OUTPUTS = ("summary.csv", "report.md")
 
@@ -32,6 +33,19 @@ def outputs(dirs: list[Path], out: Path) -> dict[str, str]:
 
 def gathered(dirs: list[Path]) -> list[Path]:
     return sorted(p for d in dirs for p in d.glob(f"runs/*/{layout.GATHERED_DIGESTS}"))
+
+
+def held(path: Path) -> dict[str, Any]:
+    trials = gathered_trials(path)
+    assert trials is not None, path
+    return trials
+
+
+def write_gathered(path: Path, trials: dict[str, Any], header: str | None = None) -> None:
+    """A gathered file as `gather_digests` writes one (a line per trial: its name, a tab, its digest)."""
+    lines = [(parsers_digest() if header is None else header).encode()]
+    lines += [name.encode() + b"\t" + orjson.dumps(digest) for name, digest in trials.items()]
+    path.write_bytes(b"\n".join(lines) + b"\n")
 
 
 def trial_digests(dirs: list[Path]) -> list[Path]:
@@ -64,7 +78,7 @@ def test_a_first_audit_reads_one_gathered_file_per_configuration_and_says_the_sa
     assert [p.parent for p in files] == sorted(
         {p.parent for p in trial_digests(dirs)}
     )  # one per configuration
-    per_file = {p: set(orjson.loads(p.read_bytes())["trials"]) for p in files}
+    per_file = {p: set(held(p)) for p in files}
     assert sum(map(len, per_file.values())) == len(trial_digests(dirs)) > 300
     read, opened = collected(dirs)
     assert (read, opened) == (0, {str(p) for p in files})
@@ -95,9 +109,9 @@ def test_a_stale_gathered_digest_serves_only_what_still_stands_and_a_later_trial
     os.replace(tmp, report)  # graded again, its own digest written again; the gathered one not
     write_trial_digest(regraded, None)
     path = later.parent / layout.GATHERED_DIGESTS  # `later` ended after the launch that gathered the others
-    data = orjson.loads(path.read_bytes())
-    del data["trials"][later.name]
-    path.write_bytes(orjson.dumps(data))
+    data = held(path)
+    del data[later.name]
+    write_gathered(path, data)
     read, opened = collected(dirs)
     # The appended events.jsonl (and the dir, whose stamp did not change, still served) and the regraded
     # report are read; the later trial's own digest is opened, and serves.
@@ -110,26 +124,26 @@ def test_a_gathered_file_of_other_code_or_garbage_is_ignored(tmp_path: Path) -> 
     dirs = make_sweep(tmp_path / "sweep", 200, events=True, seed=5)
     files = gathered(dirs)
     expected = without_digests(dirs, tmp_path / "expected")
-    other = orjson.loads(files[0].read_bytes())
-    other["digest"] = "0" * 64
-    files[0].write_bytes(orjson.dumps(other))
+    write_gathered(files[0], held(files[0]), header="0" * 64)
     files[1].write_text("{not json")
     files[2].write_text('{"digest": null, "trials": []}')
-    broken = orjson.loads(files[3].read_bytes())
-    for digest in broken["trials"].values():
+    broken = held(files[3])
+    for digest in broken.values():
         digest["report"] = ["not a stamp", 42]
         digest["dir"] = 7
-    broken["trials"]["../../escape"] = {"report": [[1, 2, 3, 4], "{}"]}
-    files[3].write_bytes(orjson.dumps(broken))
+    broken["../../escape"] = {"report": [[1, 2, 3, 4], "{}"]}
+    write_gathered(files[3], broken)
+    with files[3].open("ab") as handle:  # lines no digest is: not JSON, no tab, a name alone
+        handle.write(b"task-00_seed0x\t{not json\nno tab at all\n\t\n")
     read, opened = collected(dirs)
     # The first three configurations' trials fall back to their own digests; the broken one's trials read
     # their reports and list their dirs (their events and costs still served).
     assert {p for p in opened if p.endswith(layout.AUDIT_DIGEST_SUFFIX)} == {
         str(p) for p in trial_digests(dirs) if p.parent in {f.parent for f in files[:3]}
     }
-    trials_of_broken = orjson.loads(files[3].read_bytes())["trials"]
+    trials_of_broken = {n: d for n, d in broken.items() if n != "../../escape"}
     with_dir = [n for n in trials_of_broken if (files[3].parent / n).is_dir()]
-    assert read == len(trials_of_broken) - 1 + len(with_dir)
+    assert read == len(trials_of_broken) + len(with_dir)
     assert outputs(dirs, tmp_path / "audit") == expected
 
 
@@ -143,12 +157,17 @@ def test_gathering_leaves_out_what_the_audit_would_ignore_and_removes_an_empty_f
     other["digest"] = "0" * 64
     digests[1].write_text(json.dumps(other))
     (cfg / f".hidden{layout.AUDIT_DIGEST_SUFFIX}").write_text(digests[2].read_text())
+    # Of this code, but on several lines (edited): the gathered file's line split would cut it.
+    digests[3].write_text(json.dumps(json.loads(digests[3].read_text()), indent=1))
     written = gather_digests(out)
     assert written == [c / layout.GATHERED_DIGESTS for c in configurations]
-    data = orjson.loads((cfg / layout.GATHERED_DIGESTS).read_bytes())
-    names = {d.name.removesuffix(layout.AUDIT_DIGEST_SUFFIX) for d in digests[2:]}
-    assert set(data["trials"]) == names
-    assert all("digest" not in digest for digest in data["trials"].values())
+    data = held(cfg / layout.GATHERED_DIGESTS)
+    names = {d.name.removesuffix(layout.AUDIT_DIGEST_SUFFIX) for d in [digests[2], *digests[4:]]}
+    assert set(data) == names
+    # Each as the trial wrote it.
+    assert all(
+        data[n] == orjson.loads((cfg / f"{n}{layout.AUDIT_DIGEST_SUFFIX}").read_bytes()) for n in names
+    )
     for digest in cfg.glob(f"*{layout.AUDIT_DIGEST_SUFFIX}"):
         digest.unlink()
     assert cfg / layout.GATHERED_DIGESTS not in gather_digests(out)

@@ -27,6 +27,7 @@ from e2ekit import REPO, as_from_a_terminal, cli
 from fakeserver import FakeOpenAIServer
 
 from mle_world.audit.cache import stamp_of
+from mle_world.audit.digest_files import gathered_trials
 from mle_world.audit.pages import trial_page_name
 from mle_world.launch.endpoints import PROBE_TOOL_NAME
 from mle_world.layout import AUDIT_DIGEST_SUFFIX, EVENTS, GATHERED_DIGESTS, STATUS, cost_path, report_beside
@@ -179,9 +180,9 @@ def check_digests(root: Path) -> None:
     gathered = sorted(root.glob(f"*/runs/*/{GATHERED_DIGESTS}"))
     assert [g.parent for g in gathered] == sorted({d.parent for d in digests})
     for held in gathered:
-        for name, data in json.loads(held.read_text())["trials"].items():
-            own = json.loads((held.parent / f"{name}{AUDIT_DIGEST_SUFFIX}").read_text())
-            assert own.pop("digest") and data == own
+        for name, data in (gathered_trials(held) or {}).items():
+            assert data == json.loads((held.parent / f"{name}{AUDIT_DIGEST_SUFFIX}").read_text())
+        assert gathered_trials(held), held
     audited = root / "ungated" / "audit"
     for digest in [*digests, *gathered]:
         digest.unlink()

@@ -17,6 +17,8 @@ from gradekit import spec_for, submit
 
 from mle_world.audit.cache import stamp_of
 from mle_world.audit.digest import write_trial_digest
+from mle_world.audit.digest_files import gathered_trials
+from mle_world.audit.report_view import encode, read_report
 from mle_world.grading.grader import MultiGrader, grade_trial
 from mle_world.layout import GATHERED_DIGESTS, cost_path, digest_beside
 from mle_world.storage import write_model
@@ -63,11 +65,10 @@ def test_grade_uses_the_sweeps_data_dir(tmp_path: Path, prepared_data: Path) -> 
     assert report["valid_submission"] is True
     # The trial's digest was written again: it holds the new report and cost CSV, as they are.
     digest = json.loads(digest_beside(trial).read_text())
-    assert digest["report"] == [stamp_of(str(path)), path.read_text()]
+    assert digest["report"] == [stamp_of(str(path)), encode(read_report(path.read_text()))]
     assert digest["cost"][0] == stamp_of(str(cost_path(out, "aide", "iris-species", 34)))
     # And gathered again, as the launch gathers its trials' digests when it ends.
-    gathered = json.loads((trial.parent / GATHERED_DIGESTS).read_text())
-    assert gathered["trials"] == {trial.name: {k: v for k, v in digest.items() if k != "digest"}}
+    assert gathered_trials(trial.parent / GATHERED_DIGESTS) == {trial.name: digest}
 
 
 def test_grade_finds_the_sweeps_own_local_competitions(tmp_path: Path, custom_competition: Make) -> None:

@@ -246,7 +246,7 @@ record("search_answers", not any(p.endswith("answers.csv") or "prepared" in p fo
 trial = os.path.dirname(os.getcwd())
 beside = os.path.basename(trial)  # the grading report and the audit digests live beside the trial dir
 for name in ("spec.json", "status.json", "journal.json", "result.json", "events.jsonl",
-             f"../{beside}_audit-digest.json", f"../{beside}_grading_report.json", "../audit-digests.json",
+             f"../{beside}_audit-digest.json", f"../{beside}_grading_report.json", "../audit-digests.tsv",
              "submission/submission.csv"):
     for base in ("..", trial):
         path = os.path.join(base, name)

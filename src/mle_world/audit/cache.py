@@ -29,16 +29,21 @@ NAME = ".parsed-inputs.json"
 T = TypeVar("T")
 
 
-PARSERS = ("cost_totals.py", "predictions.py", "shapes.py")
-"""The audit's modules that parse cost CSVs and events.jsonl into the entries (and encode them)."""
+PARSERS = ("cost_totals.py", "predictions.py", "shapes.py", "report_view.py")
+"""The audit's modules that parse cost CSVs, events.jsonl and reports into the entries (and encode them)."""
 ALL = ("collect.py", "listing.py", *PARSERS, "cache.py", "digest.py")
+
+
+BENEATH = ("records.py", "storage.py", "grading/report.py")
+"""The package's modules the entries' parsing builds on: the records, how files are read, the report."""
 
 
 def code_digest(names: tuple[str, ...] = ALL) -> str:
     """Digest of the modules whose parsing the entries hold (a change there drops every entry): `names`
     of the audit's, and the records and storage they build on."""
     here = Path(__file__).parent
-    sources = [*(here / name for name in names), here.parent / "records.py", here.parent / "storage.py"]
+    package = here.parent
+    sources = [*(here / name for name in names), *(package / name for name in BENEATH)]
     digest = hashlib.sha256()
     for path in sources:
         digest.update(path.read_bytes())

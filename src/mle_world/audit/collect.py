@@ -18,7 +18,7 @@ from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.cache import ParsedInputs
 from mle_world.audit.cost_totals import read_cost_totals
 from mle_world.audit.digest import DIR, EVENTS, REPORT, RESULT, STATUS
-from mle_world.audit.digest_files import read_digest, read_gathered, take_digest
+from mle_world.audit.digest_files import entries_of, read_digest, read_gathered
 from mle_world.audit.graders import graders_problems
 from mle_world.audit.listing import Canonical, expected_from_launch, name_list, name_set, names_in
 from mle_world.audit.listing import listing as listing_of
@@ -122,7 +122,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
         out = str(output_dir)
         costs = str(layout.costs_dir(output_dir))  # as read_cost_totals names its files
         places: dict[str, Canonical] = {}
-        gathered: dict[str, dict[str, Any]] = {}  # each configuration's gathered digests, read once
+        gathered: dict[str, dict[str, bytes]] = {}  # each configuration's gathered digests, read once
         listed = expected_from_launch(output_dir, sweep.problems, provenances, sweep.launch_history)
         for trial_id, recorded in listed:
             key = layout.parse_trial_id(trial_id)
@@ -172,13 +172,13 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                         else {}
                     )
                 digest = f"{name}{layout.AUDIT_DIGEST_SUFFIX}"
-                data = held.pop(name, None)  # freed once used
-                if data is not None or digest in names:
+                line = held.pop(name, None)  # freed once used
+                if line is not None or digest in names:
                     cost_csv = f"{costs}/{layout.cost_name(key.configuration, key.task, key.seed)}"
-                    if data is not None:
-                        offered = take_digest(parsed, data, cost_csv) or _NONE
-                    else:
-                        offered = read_digest(parsed, f"{place.parent}/{digest}", cost_csv) or _NONE
+                    entries = None if line is None else entries_of(parsed, line, cost_csv)
+                    if entries is None and digest in names:
+                        entries = read_digest(parsed, f"{place.parent}/{digest}", cost_csv)
+                    offered = entries or _NONE
             if directory == canonical and names.get(name):
                 if parsed is None:
                     trial.files = names_in(directory)

@@ -6,8 +6,9 @@ Reads a trial's dir, report, status.json, result.json, events.jsonl and cost CSV
 `runs/<configuration>/<task>_seed<seed>_audit-digest.json` beside the trial dir (atomically). The audit finds
 and reads it (and the configuration's gathered digests) through `audit/digest_files.py`.
 
-Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, the same encoding (the records
-as the text the audit validates, as it would read it from the file), the stamp taken from the open file
+Its entries are the parsed-inputs cache's (`audit/cache.py`): the same parse, the same encoding (status.json
+and result.json as the text the audit validates, as it would read it from the file; the grading report's
+values once validated, or its text when it is invalid), the stamp taken from the open file
 (or, for the dir, before it was listed). The audit hands them to that cache beside what an earlier audit
 kept (it does not keep them again), so each is used only while its file or dir has that stamp (size,
 inode, modification and change time: a trial run again, a report graded again, costs accounted again, a
@@ -34,6 +35,7 @@ from mle_world.audit.cost_totals import cost_file_of
 from mle_world.audit.cost_totals import encode as encode_costs
 from mle_world.audit.predictions import encode as encode_events
 from mle_world.audit.predictions import predictions_of
+from mle_world.audit.report_view import entry_of as report_entry
 from mle_world.storage import read_stamped, text_of, write_bytes_atomic
 
 DIR, REPORT, STATUS, RESULT, EVENTS, COST = "dir", "report", "status", "result", "events", "cost"
@@ -83,7 +85,7 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
     report = read_stamped(str(layout.report_beside(trial_dir)))
     if report is not None:
         try:
-            entries[REPORT] = [report[1], text_of(report[0])]
+            entries[REPORT] = [report[1], report_entry(text_of(report[0]))]
         except UnicodeDecodeError:
             pass  # the audit reads it and says why it is unreadable
     for kind, name in RECORDS:

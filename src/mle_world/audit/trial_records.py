@@ -1,5 +1,5 @@
 """One expected trial as the audit sees it (`Trial`), and its grading report, status.json and result.json read
-onto it: through the parsed-inputs cache (a digest's text, while its file is unchanged) or from the file,
+onto it: through the parsed-inputs cache (a digest's entry, while its file is unchanged) or from the file,
 validated the same.
 
 Reads `runs/<configuration>/<task>_seed<seed>_grading_report.json` and the trial dir's status.json and
@@ -20,6 +20,7 @@ from mle_world.audit.attempts import FINAL_STATES
 from mle_world.audit.cache import ParsedInputs, text_of
 from mle_world.audit.predictions import PredictionLines
 from mle_world.audit.report_view import ReportView, read_report
+from mle_world.audit.report_view import decode as decode_report
 from mle_world.records import AgentResult, TrialStatus
 from mle_world.storage import M, Unreadable, load_record, read_regular, read_text
 from mle_world.trial_events import TrialEvents
@@ -131,7 +132,7 @@ def _report_text(data: bytes) -> str | None:
         return None
 
 
-def _not_kept(text: str) -> None:
+def _not_kept(text: object) -> None:
     """A report's text is not kept, only its stamp: reading the file again costs a re-audit less than
     loading its kept text (100,000 reports: 72 of the 156 MB kept, 0.8 s to load and about as much to
     write on the first audit) and validating it is the same work either way."""
@@ -142,6 +143,11 @@ def _text(data: object) -> str:
     if type(data) is not str:
         raise TypeError("not a text")
     return data
+
+
+def _report_entry(data: Any) -> str | ReportView:
+    """A digest's report entry (`report_view.entry_of`): the text, or the report its values are."""
+    return data if type(data) is str else decode_report(data)
 
 
 def load_report(
@@ -164,11 +170,12 @@ def load_report(
         trial.problem = "missing"
         return
     try:
-        if parsed is None:
-            text = read_text(path)
-        else:
-            text = parsed.get("report", path, read_text, _not_kept, _text, _report_text, offered)
-        report = read_report(text)
+        got: str | ReportView = (
+            read_text(path)
+            if parsed is None
+            else parsed.get("report", path, read_text, _not_kept, _report_entry, _report_text, offered)
+        )
+        report = got if isinstance(got, ReportView) else read_report(got)
     except FileNotFoundError:
         trial.problem = "missing"
         return
