@@ -324,13 +324,15 @@ def read_cost_totals(
     """
     totals: dict[str | None, CostTotal] = {}
     bad = []
+    offered = None if parsed is None else parsed.offered.get("cost")
     for name in _cost_names(costs_dir):
         path = f"{costs_dir}/{name}"
-        cost_file = (
-            parse_cost_file(path)
-            if parsed is None
-            else parsed.get("cost", path, parse_cost_file, encode, decode, cost_file_of)
-        )
+        if parsed is None:
+            cost_file = parse_cost_file(path)
+        else:
+            # A trial digest's entry for the file goes to `get` directly (tried first), freed either way.
+            entry = offered.pop(path, None) if offered else None
+            cost_file = parsed.get("cost", path, parse_cost_file, encode, decode, cost_file_of, entry)
         if cost_file.total is not None:
             trial_id, total = cost_file.total
             if trial_id not in totals:
