@@ -214,8 +214,9 @@ def input_stamps(
 
 
 def _entries(directory: str) -> list[str]:
+    # As the readers name them (f"{dir}/{name}"); os.path.join was 0.2 s for 100,000 cost CSVs.
     try:
-        return [os.path.join(directory, name) for name in os.listdir(directory)]
+        return [f"{directory}/{name}" for name in os.listdir(directory)]
     except OSError:
         return []
 
