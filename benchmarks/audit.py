@@ -9,7 +9,9 @@ index.html) into an emptied --out each run (a first audit: every file read, ever
 before, `audit/memo.py`) and into the same --out after one report was rewritten before each run (a
 re-audit of a sweep that moved: the memo cannot serve, what the last audit parsed and the PNGs whose
 numbers did not change are kept), against baselines measured in the same run: bare `python -c pass`, the imports alone (the
-audit's modules and matplotlib's Agg figure: the floor under the first audit), and, when MLE-bench is
+audit's modules and matplotlib's Agg figure), the stats alone (one `os.stat` of each input the first
+audit's memo lists, read from a file: the check every audit makes that no input changed; with the
+imports, the floor under a first audit), and, when MLE-bench is
 installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
 scripts/install_mlebench.sh puts them), MLE-bench's own aggregator
 (`experiments/aggregate_grading_reports.py`) over the same reports, run by the venv's python (its
@@ -73,6 +75,16 @@ AGAIN = "run_paper.py audit again (re-audit: unchanged inputs and plots kept)"
 CHANGED = "run_paper.py audit again after one report was rewritten (re-audit of a sweep that moved)"
 PASS = "python -c pass"
 IMPORTS = "imports alone (the audit's modules and matplotlib's Agg figure; nothing read or drawn)"
+STATS = "stats alone (one os.stat per input the audit checks, paths from a file; nothing else)"
+STAT_EACH = (
+    "import os, sys\n"
+    "for path in open(sys.argv[1]).read().splitlines():\n"
+    "    try:\n"
+    "        os.stat(path)\n"
+    "    except OSError:\n"
+    "        pass"
+)
+"""The floor under any audit that checks each input for an edit: a stat a path, no more."""
 RUN_WITH_LIST = (
     "import runpy, sys; script, listed, *rest = sys.argv[1:]; "
     "sys.argv = [script, '--grading-reports', *open(listed).read().splitlines(), *rest]; "
@@ -230,7 +242,7 @@ def table(results: dict[str, Run], reference: Run | None) -> list[str]:
 def scaling(by_size: dict[int, dict[str, Run]]) -> list[str]:
     """Each process's CPU per size and each size's ratio to the one before (x size ratio)."""
     sizes = sorted(by_size)
-    names = [n for n in by_size[sizes[0]] if n not in (PASS, IMPORTS)]
+    names = [n for n in by_size[sizes[0]] if n not in (PASS, IMPORTS) and all(n in by_size[s] for s in sizes)]
     head = [f"{n:,} CPU s" for n in sizes]
     ratios = [f"{b:,}/{a:,} (x{b / a:g} reports)" for a, b in zip(sizes, sizes[1:], strict=False)]
     lines = [
@@ -336,6 +348,18 @@ def audits(
     return runs
 
 
+def stat_paths(here: Path) -> Path | None:
+    """A file of the inputs the last first audit (into `here`/fresh) stamped, a path a line (from its memo,
+    `audit/memo.py`): what any audit stats to check that nothing changed. None without a memo."""
+    try:
+        memo = json.loads((here / "fresh" / ".audit-memo.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    listed = here / "inputs.txt"
+    listed.write_text("".join(f"{path}\n" for path in memo["inputs"]))
+    return listed
+
+
 def main() -> None:
     """Run the benchmark."""
     parser = argparse.ArgumentParser(
@@ -379,7 +403,11 @@ def main() -> None:
             baseline = aggregator_command(dirs, here)
             runs = audits(py, dirs, here, repeats, checkouts, baseline)
             mine = runs[""]
-            results = {**fixed, **{k: v for k, v in mine.items() if not baseline or k != baseline[0]}}
+            results = dict(fixed)
+            listed = stat_paths(here)
+            if listed is not None:
+                results[STATS] = whole_process([py, "-c", STAT_EACH, str(listed)], repeats)
+            results.update((k, v) for k, v in mine.items() if not baseline or k != baseline[0])
             if baseline is not None:
                 results[baseline[0]] = mine[baseline[0]]
             by_size[n] = results
