@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,45 @@ def test_stats_by_hand() -> None:
     bins = calibration_bins([0.05, 0.15, 0.12, 1.0], [False, True, False, True], n_bins=10)
     assert (bins[1].size, bins[1].mean_predicted, bins[1].observed_rate) == (2, pytest.approx(0.135), 0.5)
     assert bins[9].size == 1 and bins[9].observed_rate == 1.0 and bins[5].size == 0
+
+
+def _bins_by_definition(probabilities: list[float], outcomes: list[bool], n_bins: int) -> list[tuple]:
+    """Each bin's members picked by int(p × n_bins) (clamped), summed left to right."""
+    rows = []
+    for i in range(n_bins):
+        members = [
+            (p, y)
+            for p, y in zip(probabilities, outcomes, strict=True)
+            if min(max(int(p * n_bins), 0), n_bins - 1) == i
+        ]
+        total = 0.0
+        for p, _ in members:
+            total += p
+        n = len(members)
+        rows.append(
+            (
+                i / n_bins,
+                (i + 1) / n_bins,
+                n,
+                total / n if n else None,
+                sum(y for _, y in members) / n if n else None,
+            )
+        )
+    return rows
+
+
+@pytest.mark.parametrize("n_bins", [1, 3, 7, 10])
+def test_calibration_bins_equal_their_definition(n_bins: int) -> None:
+    rng = random.Random(n_bins)
+    edges = [0.0, 1.0, 0.1, 0.3, 0.5, 0.7, 0.9999999999999999, 1e-300]
+    for n in (0, 1, 2, 50, 5000):
+        probabilities = [rng.choice(edges) if rng.random() < 0.3 else rng.random() for _ in range(n)]
+        outcomes = [rng.random() < 0.4 for _ in range(n)]
+        got = calibration_bins(probabilities, outcomes, n_bins)
+        assert [tuple(b) for b in got] == _bins_by_definition(probabilities, outcomes, n_bins)
+        assert all(type(b.size) is int and type(b.mean_predicted) in (float, type(None)) for b in got)
+    with pytest.raises(ValueError):
+        calibration_bins([0.5], [True, False])
 
 
 def test_completeness(sweep_dirs: tuple[Path, Path]) -> None:
