@@ -2,7 +2,7 @@
 one file per configuration, neither a trial's digest nor its files, and says what an audit without any
 digest says; a gathered file that grew stale, of other code or garbage serves nothing wrong.
 
-Reads nothing; writes small synthetic sweeps (tests/support/synthetic.py: digests gathered as a launch
+Runs the CLI in process (`cli` fixture) for `digest`; writes small synthetic sweeps (tests/support/synthetic.py: digests gathered as a launch
 gathers them) and their audit dirs under tmp_path.
 """
 
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import orjson
+from clikit import Cli
 from synthetic import make_sweep
 
 from mle_world import layout
@@ -22,6 +24,8 @@ from mle_world.audit.cache import open_parsed_inputs
 from mle_world.audit.collect import load_sweep
 from mle_world.audit.digest import parsers_digest, write_trial_digest
 from mle_world.audit.digest_files import gather_digests, gathered_trials
+from mle_world.records import TrialStatus
+from mle_world.storage import write_model
 
 OUTPUTS = ("summary.csv", "report.md")
 
@@ -182,3 +186,65 @@ def test_gathering_leaves_out_what_the_audit_would_ignore_and_removes_an_empty_f
     others = [c / layout.GATHERED_DIGESTS for c in configurations[1:-1]]
     assert gather_digests(out) == others and blocked.is_dir() and empty.is_dir()
     assert not list(configurations[0].glob(f".{layout.GATHERED_DIGESTS}.*"))  # no temp file left
+
+
+def digest(cli: Cli, dirs: list[Path], cwd: Path) -> list[str]:
+    proc = cli.run("digest", *map(str, dirs), cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_a_sweep_from_before_digests_is_read_from_one_file_per_configuration_after_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 300, events=True, seed=5, digests=False)
+    plain = outputs(dirs, tmp_path / "plain")
+    read, opened = collected(dirs)
+    assert read > 600 and opened == set()  # every report, cost CSV and events.jsonl
+    lines = digest(cli, dirs, tmp_path)
+    assert len(trial_digests(dirs)) == 300
+    written = [re.search(r"(\d+) trial digest\(s\) written, 0 trial\(s\) not ended", line) for line in lines]
+    listed = [len(json.loads((d / "launch.json").read_text())["trials"]) for d in dirs]
+    assert [int(m.group(1)) if m else line for m, line in zip(written, lines, strict=True)] == listed
+    read, opened = collected(dirs)
+    assert (read, opened) == (0, {str(p) for p in gathered(dirs)})
+    assert outputs(dirs, tmp_path / "after") == plain
+
+
+def test_digests_of_other_code_are_written_again(cli: Cli, tmp_path: Path) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 120, events=True, seed=6)
+    for path in trial_digests(dirs):  # as an older harness wrote them
+        data = orjson.loads(path.read_bytes())
+        path.write_bytes(orjson.dumps({**data, "digest": "0" * 64}))
+    for path in gathered(dirs):
+        path.unlink()
+    plain = outputs(dirs, tmp_path / "plain")
+    assert collected(dirs)[0] > 200
+    digest(cli, dirs, tmp_path)
+    assert {orjson.loads(p.read_bytes())["digest"] for p in trial_digests(dirs)} == {parsers_digest()}
+    assert collected(dirs)[0] == 0
+    assert outputs(dirs, tmp_path / "after") == plain
+
+
+def test_a_trial_not_ended_keeps_what_it_has_and_one_that_failed_gets_its_digest(
+    cli: Cli, tmp_path: Path
+) -> None:
+    (out,) = make_sweep(tmp_path / "sweep", 40, events=True, seed=7, regimes=("gated",), digests=False)
+    trials = sorted(p for p in (out / layout.RUNS).glob("*/*_seed*") if p.is_dir())
+    running, failed, pending = trials[:3]
+    for trial, state in ((running, "running"), (failed, "failed"), (pending, "pending")):
+        key = layout.parse_trial_dir(trial)
+        assert key is not None
+        trial_id = f"gated/{key[0]}/{key[1]}/seed{key[2]}"
+        write_model(trial / layout.STATUS, TrialStatus(trial_id=trial_id, state=state))  # type: ignore[arg-type]
+    old = layout.digest_beside(running)
+    old.write_bytes(b'{"digest": "an older one"}')
+    (line,) = digest(cli, [out], tmp_path)
+    assert "2 trial(s) not ended" in line, line
+    assert old.read_bytes() == b'{"digest": "an older one"}'  # a rerun in flight: left as it was
+    assert not layout.digest_beside(pending).exists()
+    assert orjson.loads(layout.digest_beside(failed).read_bytes())["digest"] == parsers_digest()
+    for trial in (running, failed, pending):
+        held_there = gathered_trials(trial.parent / layout.GATHERED_DIGESTS) or {}
+        assert (trial.name in held_there) == (trial is failed), trial
+    assert len(trial_digests([out])) == 40 - 1  # the pending one has none

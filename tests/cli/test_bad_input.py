@@ -262,7 +262,7 @@ def test_seeds_subset_is_accepted(cli: Cli, tmp_path: Path) -> None:
 # --- directories that are not output dirs ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["audit", "status", "grade"])
+@pytest.mark.parametrize("command", ["audit", "status", "grade", "digest"])
 def test_not_an_output_dir(cli: Cli, tmp_path: Path, command: str) -> None:
     stranger = tmp_path / "etc-like"
     stranger.mkdir()
@@ -358,6 +358,7 @@ FILE_WHERE_A_DIR_GOES = [
     ["cancel", "f"],
     ["audit", "f"],
     ["grade", "f"],
+    ["digest", "f"],
     ["show", "f"],
     ["estimate", "--regime", "gated", "--measured", "f"],
     [*DRY, "--output-dir", "o", "--competitions-dir", "f"],
@@ -572,6 +573,7 @@ def test_empty_flag_value_refused_not_taken_as_cwd_or_default(cli: Cli, tmp_path
     [
         ["status", ""],
         ["audit", ""],
+        ["digest", ""],
         ["grade", "x", "--data-dir", ""],
         ["estimate", "--regime", "gated", "--config", ""],
     ],

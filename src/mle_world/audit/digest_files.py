@@ -2,7 +2,8 @@
 dir, and its configuration's gathered file, written when a launch ends; and what a digest's entries are.
 
 Reads `runs/<configuration>/<task>_seed<seed>_audit-digest.json`; writes and reads
-`runs/<configuration>/audit-digests.tsv` (atomically).
+`runs/<configuration>/audit-digests.tsv` (atomically); `write_digests` writes each ended trial's digest
+again (reading its files and status.json) for `run_paper.py digest` and a regrade.
 
 The gathered file is a line of the code's digest (`parsers_digest`), then a line per trial: its dir name, a
 tab, and its digest's JSON as the trial wrote it (one line: orjson writes no newline). A first audit splits
@@ -18,6 +19,8 @@ grew stale (a trial run or graded again since) serves nothing wrong, only less.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,9 +28,11 @@ from typing import Any
 import orjson
 
 from mle_world import layout
+from mle_world.audit.attempts import FINAL_STATES
 from mle_world.audit.cache import ParsedInputs
-from mle_world.audit.digest import COST, parsers_digest
-from mle_world.storage import read_stamped, write_bytes_atomic
+from mle_world.audit.digest import COST, parsers_digest, write_trial_digest
+from mle_world.records import TrialStatus
+from mle_world.storage import Unreadable, load_record, read_stamped, write_bytes_atomic
 
 
 def _of_this_code(raw: bytes) -> dict[str, Any] | None:
@@ -140,3 +145,75 @@ def entries_of(parsed: ParsedInputs, digest: bytes, cost_csv: str) -> dict[str, 
             bucket = parsed.offered[COST] = {}
         bucket[cost_csv] = cost  # `get` checks its stamp and shape before using it
     return data
+
+
+@dataclass(frozen=True)
+class Digested:
+    """What `write_digests` did in one output dir."""
+
+    written: int
+    """Trial digests written with this code."""
+    not_ended: int
+    """Trials whose status.json records no end (pending, submitted, running): left as they were."""
+    unreadable: int
+    """Ended trials none of whose files could be read, or whose digest could not be written."""
+    gathered: list[Path]
+    """The configurations' gathered files (`gather_digests`)."""
+
+
+def write_digests(output_dir: Path, on_trial: Callable[[], object] | None = None) -> Digested:
+    """Write again, with this code, the digest of every trial under `runs/` that has ended (its status.json
+    says so; without one, it has a grading report or a digest: graded or digested once ended), as the
+    harness does when a trial ends; then gather them per configuration. A trial still pending, submitted or
+    running keeps what it has (its end will write its digest). For a sweep whose digests are of other code
+    (an upgrade changed how the audit parses) or that has none (from before digests), whose first audit
+    would otherwise read every trial's files. Never raises for a file it cannot read or write. `on_trial`
+    is called after each trial looked at (a progress bar's step)."""
+    written = not_ended = unreadable = 0
+    runs = output_dir / layout.RUNS
+    try:
+        configurations = sorted(e.path for e in os.scandir(runs) if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        configurations = []
+    suffixes = (layout.AUDIT_DIGEST_SUFFIX, layout.REPORT_SUFFIX)
+    for configuration in configurations:
+        try:
+            with os.scandir(configuration) as entries:
+                found = [(e.name, e.is_dir()) for e in entries if not e.name.startswith(".")]
+        except OSError:
+            continue
+        beside: set[str] = set()  # trials with a digest or a report beside their dir
+        dirs: set[str] = set()
+        for name, is_dir in found:
+            if is_dir:
+                dirs.add(name)
+                continue
+            for suffix in suffixes:
+                if name.endswith(suffix):
+                    beside.add(name.removesuffix(suffix))
+        for name in sorted(dirs | beside):
+            trial = Path(configuration) / name
+            key = layout.parse_trial_dir(trial)
+            if key is None:
+                continue
+            if on_trial is not None:
+                on_trial()
+            status = load_record(trial / layout.STATUS, TrialStatus) if name in dirs else None
+            if isinstance(status, Unreadable) and status.missing:
+                status = None
+            if status is None:
+                ended = name in beside
+            else:
+                ended = not isinstance(status, Unreadable) and status.state in FINAL_STATES
+            if not ended:
+                not_ended += 1
+                continue
+            try:
+                made = write_trial_digest(trial, layout.cost_path(output_dir, *key))
+            except OSError:
+                made = None
+            if made is None:
+                unreadable += 1
+            else:
+                written += 1
+    return Digested(written, not_ended, unreadable, gather_digests(output_dir))

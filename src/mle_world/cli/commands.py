@@ -45,6 +45,7 @@ COMMANDS: dict[str, Command] = {
     "show": Command("results", "add_show_flags", "cmd_show"),
     "replay": Command("replay", "add_replay_flags", "cmd_replay"),
     "grade": Command("results", "add_grade_flags", "cmd_grade"),
+    "digest": Command("results", "add_digest_flags", "cmd_digest"),
     "estimate": Command("estimate", "add_estimate_flags", "cmd_estimate"),
     "prepare": Command("setup", "add_prepare_flags", "cmd_prepare"),
     "check-endpoints": Command("setup", "add_check_endpoints_flags", "cmd_check_endpoints"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -223,23 +224,46 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
 
 
 def _refresh_digests(output_dir: Path) -> None:
-    """Write again the audit digest of each trial that has one: a regrade rewrote its report and cost CSV,
-    which the digest would no longer stand for (a first audit would read them itself); and gather them
-    again."""
-    from mle_world.audit.digest import write_trial_digest
-    from mle_world.audit.digest_files import gather_digests
+    """Write again the audit digest of each ended trial: a regrade rewrote reports and cost CSVs, which the
+    digests would no longer stand for (a first audit would read them itself); and gather them again."""
+    from mle_world.audit.digest_files import write_digests
 
-    suffix = layout.AUDIT_DIGEST_SUFFIX
-    for digest in sorted((output_dir / layout.RUNS).glob(f"*/*{suffix}")):
-        trial = digest.with_name(digest.name.removesuffix(suffix))
-        key = layout.parse_trial_dir(trial)
-        if key is None:
-            continue
-        try:
-            write_trial_digest(trial, layout.cost_path(output_dir, key[0], key[1], key[2]))
-        except OSError:
-            pass  # the old digest stays, and the audit reads what it no longer stands for
-    gather_digests(output_dir)
+    write_digests(output_dir)
+
+
+def add_digest_flags(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Write every ended trial's audit digest again with this harness, and gather them per configuration: "
+        "after an upgrade that changed how the audit parses (or for a sweep from before digests), a first "
+        "audit otherwise reads every trial's files. Trials not ended are left as they are."
+    )
+    p.add_argument("output_dirs", type=path_arg, nargs="+", metavar="OUTPUT_DIR", help="sweeps' --output-dir")
+
+
+def cmd_digest(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+    from mle_world.audit.digest_files import write_digests
+
+    dirs = [require_output_dir(d.absolute(), "digest") for d in args.output_dirs]
+    for output_dir in dirs:
+        # About 1 ms a trial (each trial's files read, its digest renamed into a big dir): a count, not silence.
+        with Progress(
+            TextColumn("[bold]digest"),
+            TextColumn("{task.completed} trial(s)"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not console.is_terminal,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("digest", total=None)
+            done = write_digests(output_dir, partial(bar.advance, task))
+        line = (
+            f"digest: {output_dir}: {done.written} trial digest(s) written, {done.not_ended} trial(s) not "
+            f"ended left as they were, {done.unreadable} unreadable; {len(done.gathered)} configuration(s) gathered"
+        )
+        print(printable_line(line))
+    return 0
 
 
 def cmd_audit(args: argparse.Namespace, console: Console) -> int:
