@@ -191,7 +191,8 @@ def test_gathering_leaves_out_what_the_audit_would_ignore_and_removes_an_empty_f
 def digest(cli: Cli, dirs: list[Path], cwd: Path) -> list[str]:
     proc = cli.run("digest", *map(str, dirs), cwd=cwd)
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout.splitlines()
+    lines: list[str] = proc.stdout.splitlines()
+    return lines
 
 
 def test_a_sweep_from_before_digests_is_read_from_one_file_per_configuration_after_it(
@@ -203,7 +204,10 @@ def test_a_sweep_from_before_digests_is_read_from_one_file_per_configuration_aft
     assert read > 600 and opened == set()  # every report, cost CSV and events.jsonl
     lines = digest(cli, dirs, tmp_path)
     assert len(trial_digests(dirs)) == 300
-    written = [re.search(r"(\d+) trial digest\(s\) written, 0 trial\(s\) not ended", line) for line in lines]
+    written = [
+        re.search(r"(\d+) trial digest\(s\) written, 0 current kept, 0 trial\(s\) not ended", line)
+        for line in lines
+    ]
     listed = [len(json.loads((d / "launch.json").read_text())["trials"]) for d in dirs]
     assert [int(m.group(1)) if m else line for m, line in zip(written, lines, strict=True)] == listed
     read, opened = collected(dirs)
@@ -236,7 +240,7 @@ def test_a_trial_not_ended_keeps_what_it_has_and_one_that_failed_gets_its_digest
         key = layout.parse_trial_dir(trial)
         assert key is not None
         trial_id = f"gated/{key[0]}/{key[1]}/seed{key[2]}"
-        write_model(trial / layout.STATUS, TrialStatus(trial_id=trial_id, state=state))  # type: ignore[arg-type]
+        write_model(trial / layout.STATUS, TrialStatus(trial_id=trial_id, state=state))
     old = layout.digest_beside(running)
     old.write_bytes(b'{"digest": "an older one"}')
     (line,) = digest(cli, [out], tmp_path)
@@ -248,3 +252,35 @@ def test_a_trial_not_ended_keeps_what_it_has_and_one_that_failed_gets_its_digest
         held_there = gathered_trials(trial.parent / layout.GATHERED_DIGESTS) or {}
         assert (trial.name in held_there) == (trial is failed), trial
     assert len(trial_digests([out])) == 40 - 1  # the pending one has none
+
+
+def test_a_second_run_keeps_every_digest_that_stands_and_writes_what_moved(cli: Cli, tmp_path: Path) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 120, events=True, seed=8, digests=False)
+    digest(cli, dirs, tmp_path)
+    before = {p: os.stat(p).st_ino for p in trial_digests(dirs)}
+    lines = digest(cli, dirs, tmp_path)
+    assert all(re.search(r": 0 trial digest\(s\) written, \d+ current kept", line) for line in lines), lines
+    assert {p: os.stat(p).st_ino for p in trial_digests(dirs)} == before  # none replaced
+    # What moved since: a report graded again (a new file renamed over it), events appended, a cost CSV
+    # accounted again, a file added to a trial dir.
+    report = min(dirs[0].glob(f"runs/*/*{layout.REPORT_SUFFIX}"))
+    copy = report.with_name(".copy")
+    copy.write_bytes(report.read_bytes())
+    os.replace(copy, report)
+    trials = sorted(p for p in dirs[0].glob("runs/wm-*/*_seed*") if p.is_dir())
+    with open(trials[0] / layout.EVENTS, "a") as events:
+        events.write("\n")
+    (trials[1] / "journal.json").write_text("{}")
+    key = layout.parse_trial_dir(trials[2])
+    assert key is not None
+    cost = layout.cost_path(dirs[0], *key)
+    cost.write_text(cost.read_text())
+    moved = [layout.digest_beside(report.with_name(report.name.removesuffix(layout.REPORT_SUFFIX)))]
+    moved += [layout.digest_beside(t) for t in trials[:3]]
+    plain = without_digests(dirs, tmp_path / "plain")  # puts every digest back as a new file
+    before = {p: os.stat(p).st_ino for p in trial_digests(dirs)}
+    lines = digest(cli, dirs, tmp_path)
+    counts = [int(m.group(1)) for line in lines if (m := re.search(r"(\d+) trial digest\(s\) written", line))]
+    assert counts == [4, 0], lines
+    assert {p for p in trial_digests(dirs) if os.stat(p).st_ino != before[p]} == set(moved)
+    assert collected(dirs)[0] == 0 and outputs(dirs, tmp_path / "after") == plain

@@ -29,8 +29,16 @@ import orjson
 
 from mle_world import layout
 from mle_world.audit.attempts import FINAL_STATES
-from mle_world.audit.cache import ParsedInputs
-from mle_world.audit.digest import COST, parsers_digest, write_trial_digest
+from mle_world.audit.cache import ParsedInputs, stamp_of
+from mle_world.audit.digest import (
+    COST,
+    DIR,
+    EVENTS,
+    RECORDS,
+    REPORT,
+    parsers_digest,
+    write_trial_digest,
+)
 from mle_world.records import TrialStatus
 from mle_world.storage import Unreadable, load_record, read_stamped, write_bytes_atomic
 
@@ -147,12 +155,40 @@ def entries_of(parsed: ParsedInputs, digest: bytes, cost_csv: str) -> dict[str, 
     return data
 
 
+def digest_stands(trial_dir: Path, cost_csv: Path | None) -> bool:
+    """Whether the trial's digest is what `write_trial_digest` would write now: of this code, for `cost_csv`,
+    and an entry of each kind exactly where its file (or dir) is, with the stamp that file has now (a file
+    without an entry, one that could not be parsed, makes it not stand). Never raises."""
+    got = read_stamped(str(layout.digest_beside(trial_dir)))
+    data = None if got is None else _of_this_code(got[0])
+    if data is None or data.get("cost_csv") != (None if cost_csv is None else cost_csv.name):
+        return False
+    sources = {
+        DIR: trial_dir,
+        REPORT: layout.report_beside(trial_dir),
+        **{kind: trial_dir / name for kind, name in RECORDS},
+        EVENTS: trial_dir / layout.EVENTS,
+        COST: cost_csv,
+    }
+    for kind, path in sources.items():
+        stamp = None if path is None else stamp_of(str(path))
+        entry = data.get(kind)
+        if entry is None:
+            if stamp is not None:
+                return False
+        elif stamp is None or type(entry) is not list or not entry or entry[0] != stamp:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class Digested:
     """What `write_digests` did in one output dir."""
 
     written: int
     """Trial digests written with this code."""
+    current: int
+    """Ended trials whose digest stands as it is (`digest_stands`): kept, not written again."""
     not_ended: int
     """Trials whose status.json records no end (pending, submitted, running): left as they were."""
     unreadable: int
@@ -167,9 +203,11 @@ def write_digests(output_dir: Path, on_trial: Callable[[], object] | None = None
     harness does when a trial ends; then gather them per configuration. A trial still pending, submitted or
     running keeps what it has (its end will write its digest). For a sweep whose digests are of other code
     (an upgrade changed how the audit parses) or that has none (from before digests), whose first audit
-    would otherwise read every trial's files. Never raises for a file it cannot read or write. `on_trial`
-    is called after each trial looked at (a progress bar's step)."""
-    written = not_ended = unreadable = 0
+    would otherwise read every trial's files. A digest that stands as it is (of this code, every file with
+    the stamp it holds) is kept: a second run costs four stats a trial, not a read and a write. Never
+    raises for a file it cannot read or write. `on_trial` is called after each trial looked at (a progress
+    bar's step)."""
+    written = current = not_ended = unreadable = 0
     runs = output_dir / layout.RUNS
     try:
         configurations = sorted(e.path for e in os.scandir(runs) if e.is_dir() and not e.name.startswith("."))
@@ -208,12 +246,16 @@ def write_digests(output_dir: Path, on_trial: Callable[[], object] | None = None
             if not ended:
                 not_ended += 1
                 continue
+            cost_csv = layout.cost_path(output_dir, *key)
+            if digest_stands(trial, cost_csv):
+                current += 1
+                continue
             try:
-                made = write_trial_digest(trial, layout.cost_path(output_dir, *key))
+                made = write_trial_digest(trial, cost_csv)
             except OSError:
                 made = None
             if made is None:
                 unreadable += 1
             else:
                 written += 1
-    return Digested(written, not_ended, unreadable, gather_digests(output_dir))
+    return Digested(written, current, not_ended, unreadable, gather_digests(output_dir))

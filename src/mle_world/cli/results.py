@@ -259,7 +259,8 @@ def cmd_digest(args: argparse.Namespace, console: Console) -> int:
             task = bar.add_task("digest", total=None)
             done = write_digests(output_dir, partial(bar.advance, task))
         line = (
-            f"digest: {output_dir}: {done.written} trial digest(s) written, {done.not_ended} trial(s) not "
+            f"digest: {output_dir}: {done.written} trial digest(s) written, {done.current} current kept, "
+            f"{done.not_ended} trial(s) not "
             f"ended left as they were, {done.unreadable} unreadable; {len(done.gathered)} configuration(s) gathered"
         )
         print(printable_line(line))
