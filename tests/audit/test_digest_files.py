@@ -284,3 +284,23 @@ def test_a_second_run_keeps_every_digest_that_stands_and_writes_what_moved(cli: 
     assert counts == [4, 0], lines
     assert {p for p in trial_digests(dirs) if os.stat(p).st_ino != before[p]} == set(moved)
     assert collected(dirs)[0] == 0 and outputs(dirs, tmp_path / "after") == plain
+
+
+def test_gathering_again_leaves_a_file_that_holds_the_same_as_it_is(tmp_path: Path) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 150, events=True, seed=9)
+    files = gathered(dirs)
+    stamps = {p: (os.stat(p).st_ino, os.stat(p.parent).st_mtime_ns) for p in files}
+    assert [p for d in dirs for p in gather_digests(d)] == files
+    assert {p: (os.stat(p).st_ino, os.stat(p.parent).st_mtime_ns) for p in files} == stamps
+    digest = trial_digests(dirs)[0]
+    digest.write_bytes(orjson.dumps({**orjson.loads(digest.read_bytes()), "cost_csv": "other.csv"}))
+    for d in dirs:
+        gather_digests(d)
+    changed = {p for p in files if os.stat(p).st_ino != stamps[p][0]}
+    assert changed == {digest.parent / layout.GATHERED_DIGESTS}
+    assert (
+        held(digest.parent / layout.GATHERED_DIGESTS)[digest.name.removesuffix(layout.AUDIT_DIGEST_SUFFIX)][
+            "cost_csv"
+        ]
+        == "other.csv"
+    )

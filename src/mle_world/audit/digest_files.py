@@ -61,7 +61,7 @@ def _header() -> bytes:
 def gather_digests(output_dir: Path) -> list[Path]:
     """Gather each configuration's trial digests (those of this code) into `runs/<configuration>/` +
     `layout.GATHERED_DIGESTS`, a line per trial dir name; remove a gathered file with none to gather. The
-    written paths. Each digest is kept as written, not read again: its entries stand for their files only
+    gathered files (written, or left as they were when they held exactly that). Each digest is kept as written, not read again: its entries stand for their files only
     while their stamps match, so a gathered digest that grew stale (a trial run or graded again since) serves
     nothing wrong, only less. Never raises: a configuration that cannot be listed or written keeps the
     gathered file it had (the audit reads its trials' own digests for what that file lacks)."""
@@ -89,12 +89,23 @@ def gather_digests(output_dir: Path) -> list[Path]:
             if len(lines) == 1:
                 path.unlink(missing_ok=True)
                 continue
-            # Not fsynced: a file left unreadable by a crash is ignored (the audit reads each trial's digest).
-            write_bytes_atomic(path, b"\n".join(lines) + b"\n", durable=False)
+            content = b"\n".join(lines) + b"\n"
+            # Left as it is when it holds exactly this: rewritten, it would move the configuration dir's
+            # stamp, and the audit's memo could no longer serve.
+            if not _holds(path, content):
+                # Not fsynced: a file left unreadable by a crash is ignored (the audit reads each trial's digest).
+                write_bytes_atomic(path, content, durable=False)
         except OSError:
             continue
         written.append(path)
     return written
+
+
+def _holds(path: Path, content: bytes) -> bool:
+    try:
+        return path.read_bytes() == content
+    except OSError:
+        return False
 
 
 def read_gathered(parsed: ParsedInputs, path: str) -> dict[str, bytes]:
