@@ -201,7 +201,8 @@ class Digested:
     current: int
     """Ended trials whose digest stands as it is (`digest_stands`): kept, not written again."""
     not_ended: int
-    """Trials whose status.json records no end (pending, submitted, running): left as they were."""
+    """Trials whose status.json records no end (pending, submitted, running) or cannot be read: left as
+    they were."""
     unreadable: int
     """Ended trials none of whose files could be read, or whose digest could not be written."""
     gathered: list[Path]

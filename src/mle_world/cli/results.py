@@ -177,6 +177,7 @@ def recorded_launch(output_dir: Path) -> LaunchRecord | None:
 
 
 def cmd_grade(args: argparse.Namespace, console: Console) -> int:
+    from mle_world.audit.digest_files import write_digests
     from mle_world.costs.prices import load_prices
     from mle_world.costs.summary import cost_output_dir
     from mle_world.grading.grader import grade_output_dir
@@ -213,7 +214,8 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
     for line in result.errors:
         print(f"error: {printable_line(line)}", file=sys.stderr)  # quotes grader errors
     cost_output_dir(args.output_dir, prices)
-    _refresh_digests(args.output_dir)
+    # The regrade rewrote reports and cost CSVs, which the trials' digests no longer stand for.
+    write_digests(args.output_dir)
     if result.unfinished:
         print(f"not graded, still running: {', '.join(result.unfinished)}", file=sys.stderr)
     print(
@@ -221,14 +223,6 @@ def cmd_grade(args: argparse.Namespace, console: Console) -> int:
         f"errors {len(result.errors)}"
     )
     return 1 if result.errors else 0
-
-
-def _refresh_digests(output_dir: Path) -> None:
-    """Write again the audit digest of each ended trial: a regrade rewrote reports and cost CSVs, which the
-    digests would no longer stand for (a first audit would read them itself); and gather them again."""
-    from mle_world.audit.digest_files import write_digests
-
-    write_digests(output_dir)
 
 
 def add_digest_flags(p: argparse.ArgumentParser) -> None:
@@ -260,8 +254,8 @@ def cmd_digest(args: argparse.Namespace, console: Console) -> int:
             done = write_digests(output_dir, partial(bar.advance, task))
         line = (
             f"digest: {output_dir}: {done.written} trial digest(s) written, {done.current} current kept, "
-            f"{done.not_ended} trial(s) not "
-            f"ended left as they were, {done.unreadable} unreadable; {len(done.gathered)} configuration(s) gathered"
+            f"{done.not_ended} trial(s) not ended left as they were, {done.unreadable} unreadable; "
+            f"{len(done.gathered)} configuration(s) gathered"
         )
         print(printable_line(line))
     return 0
