@@ -12,11 +12,32 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict  # pydantic validates typing's TypedDict from Python 3.12 only
+
 from mle_world import layout
 from mle_world.audit.launches import history_of
 from mle_world.identity import mixed_provenance, unreadable_launch
 from mle_world.records import LaunchProvenance, LaunchRecord
 from mle_world.storage import Unreadable, load_record, read_text
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ListedTrial(TypedDict):
+    """`LaunchedTrial`'s fields as a plain dict (tests/audit check they stay the same)."""
+
+    trial_id: str
+    science_hash: str
+    trial_dir: str
+    command: str
+
+
+class LaunchListing(LaunchRecord):
+    """launch.json as the audit reads it: `LaunchRecord`, validated the same, its trials plain dicts. A
+    pydantic model a trial was 0.07 s of CPU and 30 MB of page faults a launch of 50,000 trials (half its
+    read); the audit keeps two of their fields."""
+
+    trials: tuple[ListedTrial, ...]  # type: ignore[assignment]
 
 
 def expected_from_launch(
@@ -33,7 +54,9 @@ def expected_from_launch(
     every launch's, oldest first."""
     path = output_dir / layout.LAUNCH
     if path.is_file():
-        record = load_record(path, LaunchRecord)
+        record: LaunchRecord | Unreadable = load_record(path, LaunchListing)
+        if isinstance(record, Unreadable):
+            record = load_record(path, LaunchRecord)  # the authority: its error words what is wrong
         if isinstance(record, Unreadable):
             why = (
                 type(record.error).__name__
@@ -48,6 +71,8 @@ def expected_from_launch(
                 provenances[output_dir] = record.provenance()
             if histories is not None:
                 histories[output_dir] = history_of(record)
+            if isinstance(record, LaunchListing):
+                return [(trial["trial_id"], trial["trial_dir"]) for trial in record.trials]
             return [(trial.trial_id, trial.trial_dir) for trial in record.trials]
     else:
         problems.append(f"{path}: missing; expected trials taken from the files on disk")
