@@ -113,12 +113,28 @@ class ParsedInputs:
         """
         stamp = None
         if offered is not None:
-            stamp = stamp_of(path)
-            value = _decoded(offered, stamp, decode)
-            if value is not _MISS:
-                # The digest's own stamp list (equal to the one just taken, which is freed now).
-                self.seen[path] = offered[0]
-                return value  # type: ignore[return-value]
+            # `stamp_of` and `_decoded` inline: this is most of a first audit's reads (372,000 calls at
+            # 100,000 reports), and their two calls were 0.1 s of its CPU.
+            try:
+                st = os.stat(path)
+            except OSError:
+                pass
+            else:
+                stamp = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+                if (
+                    type(offered) is list
+                    and len(offered) == 2
+                    and offered[0] == stamp
+                    and offered[1] is not None
+                ):
+                    try:
+                        decoded = decode(offered[1])
+                    except (TypeError, ValueError, KeyError, IndexError):
+                        pass
+                    else:
+                        # The digest's own stamp list (equal to the one just taken, which is freed now).
+                        self.seen[path] = offered[0]
+                        return decoded
         for held in (self.entries, self.offered):
             bucket = held.get(kind)
             entry = bucket.get(path) if isinstance(bucket, dict) else None
