@@ -15,10 +15,11 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from synthetic import make_sweep
 
 from mle_world import layout
-from mle_world.audit import run_audit
+from mle_world.audit import collect, run_audit
 from mle_world.audit.cache import NAME, open_parsed_inputs, stamp_of
 from mle_world.audit.collect import load_sweep
 from mle_world.audit.digest import write_trial_digest
@@ -223,3 +224,29 @@ def test_a_digest_holds_the_predictions_of_hundreds_of_agent_lines(tmp_path: Pat
     for digest in digests(dirs):
         digest.unlink()
     assert outputs(dirs, tmp_path / "without") == expected
+
+
+def test_the_digests_are_checked_from_dir_fds_that_are_all_closed_or_from_whole_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 300, events=True, seed=2, gathered=True)
+    opened: list[str] = []
+
+    open_dir = collect._open_dir
+
+    def opening(path: str) -> int | None:
+        opened.append(path)
+        return open_dir(path)
+
+    monkeypatch.setattr(collect, "_open_dir", opening)
+    before = set(os.listdir("/proc/self/fd"))
+    assert files_read(dirs) == 0
+    assert set(os.listdir("/proc/self/fd")) == before  # every one closed
+    # One a configuration dir whose digests were read.
+    configurations = {str(digest.parent) for digest in digests(dirs)}
+    assert sorted(opened) == sorted(configurations) and len(configurations) > 7
+    expected = outputs(dirs, tmp_path / "with-fds")
+    # A dir that cannot be opened: its files are stat'ed by their whole paths, to the same end.
+    monkeypatch.setattr(collect, "_open_dir", lambda path: None)
+    assert files_read(dirs) == 0
+    assert outputs(dirs, tmp_path / "without-fds") == expected

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -119,90 +120,98 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
 
     provenances = sweep.provenance
     for output_dir in sweep.dirs:
-        out = str(output_dir)
-        costs = str(layout.costs_dir(output_dir))  # as read_cost_totals names its files
-        places: dict[str, Canonical] = {}
-        gathered: dict[str, dict[str, bytes]] = {}  # each configuration's gathered digests, read once
-        listed = expected_from_launch(output_dir, sweep.problems, provenances, sweep.launch_history)
-        for trial_id, recorded in listed:
-            key = layout.parse_trial_id(trial_id)
-            if key is None:
-                sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")
-                continue
-            if trial_id in seen:
-                sweep.duplicates.append(trial_id)
-                continue
-            seen.add(trial_id)
-            place = places.get(key.configuration)
-            if place is None:
-                cfg_dir = layout.trial_dir(output_dir, key.configuration, key.task, key.seed).parent
-                place = places[key.configuration] = Canonical(output_dir, key.configuration, listing(cfg_dir))
-            names = place.names
-            canonical, name, report = place.dir_and_report(key.task, key.seed)
-            # A recorded dir that is not a directory falls back to the canonical one (no stat when equal).
-            absent = None
-            if recorded is None:
-                directory = canonical
-            elif isinstance(recorded, str) and f"{out}/{recorded}" == canonical:
-                directory = canonical  # what launch.json records for the canonical layout
-            else:
-                path = recorded if isinstance(recorded, Path) else output_dir / recorded
-                directory = str(path)
-                if directory != canonical and not path.is_dir():
-                    absent, directory = directory, canonical
-            trial = Trial(
-                trial_id=trial_id,
-                regime=key.regime,
-                configuration=key.configuration,
-                task=key.task,
-                seed=key.seed,
-                output_dir=output_dir,
-                dir_text=directory,
-                report_text=report,
-                dir_missing=directory == canonical and not names.get(name),
-                recorded_absent=absent,
-            )
-            offered = _NONE
-            if parsed is not None and directory == canonical and place.parent is not None:
-                held = gathered.get(key.configuration)
-                if held is None:
-                    held = gathered[key.configuration] = (
-                        read_gathered(parsed, f"{place.parent}/{layout.GATHERED_DIGESTS}")
-                        if layout.GATHERED_DIGESTS in names
-                        else {}
+        with ExitStack() as opened:  # the configuration dirs' fds, closed with the output dir
+            out = str(output_dir)
+            costs = str(layout.costs_dir(output_dir))  # as read_cost_totals names its files
+            places: dict[str, Canonical] = {}
+            gathered: dict[str, dict[str, bytes]] = {}  # each configuration's gathered digests, read once
+            fds: dict[str, int | None] = {}  # each configuration dir's, where its digests' files are stat'ed
+            listed = expected_from_launch(output_dir, sweep.problems, provenances, sweep.launch_history)
+            for trial_id, recorded in listed:
+                key = layout.parse_trial_id(trial_id)
+                if key is None:
+                    sweep.problems.append(f"{output_dir}: malformed trial id {trial_id!r}")
+                    continue
+                if trial_id in seen:
+                    sweep.duplicates.append(trial_id)
+                    continue
+                seen.add(trial_id)
+                place = places.get(key.configuration)
+                if place is None:
+                    cfg_dir = layout.trial_dir(output_dir, key.configuration, key.task, key.seed).parent
+                    place = places[key.configuration] = Canonical(
+                        output_dir, key.configuration, listing(cfg_dir)
                     )
-                digest = f"{name}{layout.AUDIT_DIGEST_SUFFIX}"
-                line = held.pop(name, None)  # freed once used
-                if line is not None or digest in names:
-                    cost_csv = f"{costs}/{layout.cost_name(key.configuration, key.task, key.seed)}"
-                    entries = None if line is None else entries_of(parsed, line, cost_csv)
-                    if entries is None and digest in names:
-                        entries = read_digest(parsed, f"{place.parent}/{digest}", cost_csv)
-                    offered = entries or _NONE
-            if directory == canonical and names.get(name):
-                if parsed is None:
-                    trial.files = names_in(directory)
+                names = place.names
+                canonical, name, report = place.dir_and_report(key.task, key.seed)
+                # A recorded dir that is not a directory falls back to the canonical one (no stat when equal).
+                absent = None
+                if recorded is None:
+                    directory = canonical
+                elif isinstance(recorded, str) and f"{out}/{recorded}" == canonical:
+                    directory = canonical  # what launch.json records for the canonical layout
                 else:
-                    trial.files = parsed.get(
-                        "dir", directory, names_in, name_list, name_set, offered=offered.get(DIR)
-                    )
-            listed_report = report.rpartition("/")[2] in names
-            load_report(trial, listed_report, report, parsed, offered.get(REPORT))
-            load_status(trial, parsed, offered.get(STATUS))
-            if trial.report is not None and trial.state is not None:
-                trial.superseded = superseded_by_rerun(
-                    trial.report.attempt, trial.state, trial.attempt, trial.cause
+                    path = recorded if isinstance(recorded, Path) else output_dir / recorded
+                    directory = str(path)
+                    if directory != canonical and not path.is_dir():
+                        absent, directory = directory, canonical
+                trial = Trial(
+                    trial_id=trial_id,
+                    regime=key.regime,
+                    configuration=key.configuration,
+                    task=key.task,
+                    seed=key.seed,
+                    output_dir=output_dir,
+                    dir_text=directory,
+                    report_text=report,
+                    dir_missing=directory == canonical and not names.get(name),
+                    recorded_absent=absent,
                 )
-                if trial.superseded is not None:
-                    trial.report, trial.problem = None, "missing"
-            load_result(trial, parsed, offered.get(RESULT))
-            if parsed is not None and EVENTS in offered and trial.may_have(layout.EVENTS):
-                trial.predictions_cache = parsed.get(
-                    "events", trial.file(layout.EVENTS), read_predictions, encode_events, decode_events,
-                    predictions_of, offered[EVENTS],
-                )  # fmt: skip
-            sweep.trials.append(trial)
-            expected_paths.add(report)
+                offered, at = _NONE, None
+                if parsed is not None and directory == canonical and place.parent is not None:
+                    held = gathered.get(key.configuration)
+                    if held is None:
+                        held = gathered[key.configuration] = (
+                            read_gathered(parsed, f"{place.parent}/{layout.GATHERED_DIGESTS}")
+                            if layout.GATHERED_DIGESTS in names
+                            else {}
+                        )
+                        fds[key.configuration] = at = _open_dir(place.parent)
+                        if at is not None:
+                            opened.callback(os.close, at)
+                    digest = f"{name}{layout.AUDIT_DIGEST_SUFFIX}"
+                    line = held.pop(name, None)  # freed once used
+                    if line is not None or digest in names:
+                        cost_csv = f"{costs}/{layout.cost_name(key.configuration, key.task, key.seed)}"
+                        entries = None if line is None else entries_of(parsed, line, cost_csv)
+                        if entries is None and digest in names:
+                            entries = read_digest(parsed, f"{place.parent}/{digest}", cost_csv)
+                        offered = entries or _NONE
+                        at = fds[key.configuration] if entries else None
+                if directory == canonical and names.get(name):
+                    if parsed is None:
+                        trial.files = names_in(directory)
+                    else:
+                        trial.files = parsed.get(
+                            "dir", directory, names_in, name_list, name_set, None, offered.get(DIR), at, name
+                        )
+                listed_report = report.rpartition("/")[2] in names
+                load_report(trial, listed_report, report, parsed, offered.get(REPORT), at)
+                load_status(trial, parsed, offered.get(STATUS), at)
+                if trial.report is not None and trial.state is not None:
+                    trial.superseded = superseded_by_rerun(
+                        trial.report.attempt, trial.state, trial.attempt, trial.cause
+                    )
+                    if trial.superseded is not None:
+                        trial.report, trial.problem = None, "missing"
+                load_result(trial, parsed, offered.get(RESULT), at)
+                if parsed is not None and EVENTS in offered and trial.may_have(layout.EVENTS):
+                    trial.predictions_cache = parsed.get(
+                        "events", trial.file(layout.EVENTS), read_predictions, encode_events, decode_events,
+                        predictions_of, offered[EVENTS], at, f"{name}/{layout.EVENTS}",
+                    )  # fmt: skip
+                sweep.trials.append(trial)
+                expected_paths.add(report)
     for output_dir in sweep.dirs:
         runs = output_dir / layout.RUNS
         # what layout.report_paths globs, from the listings already made
@@ -232,6 +241,16 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
             for change in provenance_changes(first, other):
                 sweep.problems.append(f"{other_dir}: launched with other settings than {first_dir}: {change}")
     return sweep
+
+
+def _open_dir(path: str) -> int | None:
+    """An fd of the directory `path`, for the caller to close: the digests' files in it are stat'ed from
+    there (`os.stat(name, dir_fd=fd)`), not through every component of their paths again; None when it
+    cannot be opened (their whole paths are stat'ed)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
 
 
 def trial_events(trial: Trial) -> TrialEvents:

@@ -156,13 +156,15 @@ def load_report(
     path: str | None = None,
     parsed: ParsedInputs | None = None,
     offered: Any = None,
+    at: int | None = None,
 ) -> None:
     """Attach the trial's report, or record why there is none (never raises).
 
     `listed`: whether its directory listing has the report (saves a stat per trial); None to look.
     `path`: the report's path as a string when the caller has it (saves building a Path).
     `parsed`: the texts an earlier audit read, used while the file is unchanged (validated the same);
-    `offered`: the trial's digest's entry for it (`ParsedInputs.get`).
+    `offered`: the trial's digest's entry for it (`ParsedInputs.get`); `at`: the fd of the report's dir,
+    for that entry's check.
     """
     if path is None:
         path = trial.report_text
@@ -173,7 +175,17 @@ def load_report(
         got: str | ReportView = (
             read_text(path)
             if parsed is None
-            else parsed.get("report", path, read_text, _not_kept, _report_entry, _report_text, offered)
+            else parsed.get(
+                "report",
+                path,
+                read_text,
+                _not_kept,
+                _report_entry,
+                _report_text,
+                offered,
+                at,
+                "" if at is None else path.rpartition("/")[2],
+            )  # fmt: skip
         )
         report = got if isinstance(got, ReportView) else read_report(got)
     except FileNotFoundError:
@@ -207,25 +219,36 @@ def _read_record_text(path: str) -> str:
 
 
 def _load(
-    trial: Trial, kind: str, name: str, model: type[M], parsed: ParsedInputs | None, offered: Any
+    trial: Trial,
+    kind: str,
+    name: str,
+    model: type[M],
+    parsed: ParsedInputs | None,
+    offered: Any,
+    at: int | None = None,
 ) -> M | Unreadable:
-    """`storage.load_record` of the trial's `name`, its text from `parsed` (a digest's, or read and stamped)."""
+    """`storage.load_record` of the trial's `name`, its text from `parsed` (a digest's, or read and stamped;
+    `at`: the fd of the trial dir's parent, for the digest's entry's check)."""
     path = trial.file(name)
     if parsed is None:
         return load_record(path, model)
+    relative = "" if at is None else f"{trial.dir_text.rpartition('/')[2]}/{name}"
     try:
         return model.model_validate_json(
-            parsed.get(kind, path, _read_record_text, _not_kept, _text, _record_text, offered)
+            parsed.get(kind, path, _read_record_text, _not_kept, _text, _record_text, offered, at, relative)
         )
     except (OSError, UnicodeDecodeError, ValidationError) as exc:
         return Unreadable(path, exc)
 
 
-def load_status(trial: Trial, parsed: ParsedInputs | None = None, offered: Any = None) -> None:
-    """Attach state and cause from status.json when readable (`offered`: its digest entry, as `load_report`)."""
+def load_status(
+    trial: Trial, parsed: ParsedInputs | None = None, offered: Any = None, at: int | None = None
+) -> None:
+    """Attach state and cause from status.json when readable (`offered`: its digest entry, `at`: the fd of
+    the trial dir's parent, as `load_report`)."""
     if not trial.may_have(layout.STATUS):
         return
-    status = _load(trial, "status", layout.STATUS, TrialStatus, parsed, offered)
+    status = _load(trial, "status", layout.STATUS, TrialStatus, parsed, offered, at)
     if isinstance(status, Unreadable):
         if not isinstance(status.error, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
             trial.cause = "unreadable status.json"
@@ -238,10 +261,12 @@ def load_status(trial: Trial, parsed: ParsedInputs | None = None, offered: Any =
     trial.launches = status.launches
 
 
-def load_result(trial: Trial, parsed: ParsedInputs | None = None, offered: Any = None) -> None:
+def load_result(
+    trial: Trial, parsed: ParsedInputs | None = None, offered: Any = None, at: int | None = None
+) -> None:
     """Attach the agent's result.json when readable (stop reason and counters for the budget table;
-    `offered`: its digest entry, as `load_report`)."""
+    `offered`: its digest entry, `at`: the fd of the trial dir's parent, as `load_report`)."""
     if not trial.may_have(layout.RESULT):
         return
-    result = _load(trial, "result", layout.RESULT, AgentResult, parsed, offered)
+    result = _load(trial, "result", layout.RESULT, AgentResult, parsed, offered, at)
     trial.result = None if isinstance(result, Unreadable) else result
