@@ -16,7 +16,10 @@ installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local
 scripts/install_mlebench.sh puts them), MLE-bench's own aggregator
 (`experiments/aggregate_grading_reports.py`) over the same reports, run by the venv's python (its
 report paths passed through a file: 100,000 of them exceed the kernel's argument limit). Then a
-scaling table: each process's CPU per size and the ratio of each size to the one before.
+scaling table: each process's CPU per size and the ratio of each size to the one before. A ratio of two
+processes that took turns run by run (the first audit and the aggregator; each audit and its --against
+twin) is the median of their ratios round by round, the range of those ratios in brackets: a load that
+drifts between rounds cancels out of each ratio, and the range shows how far one round can stray.
 
 Sizes above 10,000 run max(1, repeats x 10,000 / size) times (one run of 100,000 per ten of 10,000).
 
@@ -45,6 +48,7 @@ Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--n
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -57,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "support"))  # the tests' helpers
+sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "support")]  # this checkout's, and the tests' helpers
 
 from synthetic import TASKS, make_sweep  # noqa: E402
 
@@ -101,6 +105,22 @@ class Run:
     cpu: float
     rss_mb: float
     """Peak resident set size of the child (ru_maxrss), MB."""
+    rounds: tuple[float, ...] = ()
+    """CPU of each timed run, round by round (`interleaved`: the jobs of one call take turns, so run i of
+    each ran in the same round, under about the same load)."""
+    group: int = 0
+    """Which `interleaved` call ran it: runs of one call share their rounds."""
+
+
+def against(run: Run, reference: Run) -> str:
+    """`run`'s CPU against `reference`'s: the median of their ratios round by round and the range of those
+    ratios when both ran in the same rounds (the load that drifts between rounds cancels out of each
+    ratio), else the ratio of their medians."""
+    if not run.rounds or run.group != reference.group or len(run.rounds) != len(reference.rounds):
+        return f"{run.cpu / reference.cpu:.2f}x"
+    ratios = [a / b for a, b in zip(run.rounds, reference.rounds, strict=True)]
+    middle = statistics.median(ratios)
+    return f"{middle:.2f}x" if len(ratios) == 1 else f"{middle:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def sweep_of(root: Path, n_reports: int, events: bool, digests: bool, steps: int) -> tuple[list[Path], float]:
@@ -168,8 +188,9 @@ class Job:
 def run_once(job: Job) -> tuple[float, float, float]:
     """Wall, CPU (user + sys of the child) and peak RSS (MB) of one run of `job`."""
     env = dict(os.environ)
-    if job.checkout != REPO:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(job.checkout / "src"), env.get("PYTHONPATH")]))
+    # This checkout's src/ too, not the installed package: run from a worktree, the benchmark would
+    # otherwise time the code an editable install points at.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(job.checkout / "src"), env.get("PYTHONPATH")]))
     if job.fresh is not None:
         shutil.rmtree(job.fresh, ignore_errors=True)
     if job.changed is not None:
@@ -196,10 +217,17 @@ def interleaved(jobs: dict[str, Job], repeats: int) -> dict[str, Run]:
         # memory the kernel may still be dealing with when the next starts).
         for name in names[i % len(names) :] + names[: i % len(names)]:
             figures[name].append(run_once(jobs[name]))
+    group = next(GROUPS)
     return {
-        name: Run(*(statistics.median(f[i] for f in runs) for i in range(3)))
+        name: Run(
+            *(statistics.median(f[i] for f in runs) for i in range(3)), tuple(f[1] for f in runs), group
+        )
         for name, runs in figures.items()
     }
+
+
+GROUPS = itertools.count(1)
+"""Numbers the `interleaved` calls (`Run.group`)."""
 
 
 def whole_process(cmd: list[str], repeats: int) -> Run:
@@ -232,7 +260,7 @@ def table(results: dict[str, Run], reference: Run | None) -> list[str]:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, run in results.items():
-        versus = f"{run.cpu / reference.cpu:.2f}x" if reference else "n/a (MLEBENCH_VENV not set)"
+        versus = against(run, reference) if reference else "n/a (MLEBENCH_VENV not set)"
         lines.append(
             f"| {name} | {run.wall:.2f} | {run.cpu:.2f} | {run.rss_mb:.0f} | {run.cpu / base:.1f}x | {versus} |"
         )
@@ -283,7 +311,7 @@ def before_after(
         old = before.get(name)
         if old is None and name not in (FIRST, BARE, AGAIN, CHANGED):
             continue
-        versus = [f"{r.cpu / reference.cpu:.2f}x" if r and reference else "n/a" for r in (old, new)]
+        versus = [against(r, reference) if r and reference else "n/a" for r in (old, new)]
         if old is None:
             cells = [
                 "n/a (no such flag)",
@@ -297,7 +325,7 @@ def before_after(
             lines.append(f"| {name} | {' | '.join(cells)} |")
             continue
         lines.append(
-            f"| {name} | {old.cpu:.2f} | {new.cpu:.2f} | {new.cpu / old.cpu:.2f}x | {versus[0]} | {versus[1]} "
+            f"| {name} | {old.cpu:.2f} | {new.cpu:.2f} | {against(new, old)} | {versus[0]} | {versus[1]} "
             f"| {old.rss_mb:.0f} | {new.rss_mb:.0f} |"
         )
     return lines
