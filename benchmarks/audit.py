@@ -26,8 +26,8 @@ Sizes above 10,000 run max(1, repeats x 10,000 / size) times (one run of 100,000
 --against CHECKOUT (repeatable) also runs the audits with another checkout's run_paper.py and src/ (e.g.
 the commit before a change, as a git worktree), into audit dirs of their own, and prints a
 before/after table per checkout: each audit's CPU from both, after / before, and both against the
-aggregator. The checkouts take turns run by run (and the aggregator with the first audits), so a load
-that drifts while they are measured (this machine is shared) falls on all of them alike.
+aggregator. The checkouts take turns run by run (and the aggregator with the first audits, with plots and
+without), so a load that drifts while they are measured (this machine is shared) falls on all of them alike.
 
 Every child runs with bytecode, as a user's installed harness and the aggregator's site-packages do:
 this machine sets PYTHONDONTWRITEBYTECODE=1 and a worktree has no __pycache__, so each audit process
@@ -57,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,8 @@ RUN_WITH_LIST = (
     "runpy.run_path(script, run_name='__main__')"
 )
 """Runs the aggregator unchanged with its `--grading-reports` taken from a file, one path a line."""
+AGGREGATOR = "=aggregator"
+"""`audits`' key of the aggregator's runs by the process they took turns with (no checkout's tag)."""
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,13 @@ def aggregator_command(dirs: list[Path], root: Path) -> tuple[str, list[str]] | 
     return label, [*command, "--pad-missing"]
 
 
-def table(results: dict[str, Run], reference: Run | None) -> list[str]:
+def versus(run: Run, aggregators: Sequence[Run]) -> str:
+    """`against` the aggregator's run that took turns with `run` when one did, else the first."""
+    same = [a for a in aggregators if a.group == run.group]
+    return against(run, same[0] if same else aggregators[0])
+
+
+def table(results: dict[str, Run], aggregators: Sequence[Run]) -> list[str]:
     """One size's rows: wall, CPU, peak RSS and CPU against python -c pass and the aggregator."""
     base = results[PASS].cpu
     lines = [
@@ -260,9 +269,9 @@ def table(results: dict[str, Run], reference: Run | None) -> list[str]:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, run in results.items():
-        versus = against(run, reference) if reference else "n/a (MLEBENCH_VENV not set)"
+        ratio = versus(run, aggregators) if aggregators else "n/a (MLEBENCH_VENV not set)"
         lines.append(
-            f"| {name} | {run.wall:.2f} | {run.cpu:.2f} | {run.rss_mb:.0f} | {run.cpu / base:.1f}x | {versus} |"
+            f"| {name} | {run.wall:.2f} | {run.cpu:.2f} | {run.rss_mb:.0f} | {run.cpu / base:.1f}x | {ratio} |"
         )
     return lines
 
@@ -297,10 +306,10 @@ def commit_of(checkout: Path) -> str:
 
 
 def before_after(
-    after: dict[str, Run], before: dict[str, Run], checkout: Path, reference: Run | None
+    after: dict[str, Run], before: dict[str, Run], checkout: Path, aggregators: Sequence[Run]
 ) -> list[str]:
     """Each audit's CPU and peak RSS from `checkout` (before) and this one (after), after / before, and
-    both against the aggregator (`reference`) when it ran."""
+    both against the aggregator (`aggregators`: its runs, `versus`) when it ran."""
     label = f"{checkout} @{commit_of(checkout)}"
     lines = [
         f"| process | before CPU s ({label}) | after CPU s (@{commit_of(REPO)}) | after / before "
@@ -311,21 +320,21 @@ def before_after(
         old = before.get(name)
         if old is None and name not in (FIRST, BARE, AGAIN, CHANGED):
             continue
-        versus = [against(r, reference) if r and reference else "n/a" for r in (old, new)]
+        ratios = [versus(r, aggregators) if r and aggregators else "n/a" for r in (old, new)]
         if old is None:
             cells = [
                 "n/a (no such flag)",
                 f"{new.cpu:.2f}",
                 "n/a",
-                versus[0],
-                versus[1],
+                ratios[0],
+                ratios[1],
                 "n/a",
                 f"{new.rss_mb:.0f}",
             ]
             lines.append(f"| {name} | {' | '.join(cells)} |")
             continue
         lines.append(
-            f"| {name} | {old.cpu:.2f} | {new.cpu:.2f} | {against(new, old)} | {versus[0]} | {versus[1]} "
+            f"| {name} | {old.cpu:.2f} | {new.cpu:.2f} | {against(new, old)} | {ratios[0]} | {ratios[1]} "
             f"| {old.rss_mb:.0f} | {new.rss_mb:.0f} |"
         )
     return lines
@@ -349,9 +358,11 @@ def audits(
 ) -> dict[str, dict[str, Run]]:
     """The four audits (first, first --no-plots, again, again after a change) of `dirs`, each run from
     every checkout (tag → checkout; each into dirs of `here` named after its tag), the checkouts taking
-    turns run by run, and the aggregator (`baseline`: label, command) taking turns with the first
-    audits: tag → process → Run (the aggregator under tag "" and its label)."""
+    turns run by run, and the aggregator (`baseline`: label, command) taking turns with the first audits
+    with plots and without: tag → process → Run (the aggregator of the first audits' rounds under tag ""
+    and its label, that of the --no-plots rounds under tag AGGREGATOR)."""
     runs: dict[str, dict[str, Run]] = {tag: {} for tag in checkouts}
+    runs[AGGREGATOR] = {}
     report = min(dirs[0].glob(f"runs/*/*{REPORT_SUFFIX}"))
     for name in (FIRST, BARE, AGAIN, CHANGED):
         jobs: dict[str, Job] = {}
@@ -366,11 +377,13 @@ def audits(
                 cmd.append("--no-plots")
             changed = report if name == CHANGED else None
             jobs[tag] = Job(cmd, checkout, None if again else out, changed)
-        if name == FIRST and baseline is not None:
+        if name in (FIRST, BARE) and baseline is not None:
             jobs[baseline[0]] = Job(baseline[1])
         for tag, run in interleaved(jobs, repeats).items():
             if baseline is not None and tag == baseline[0]:
-                runs[""][tag] = run
+                if name == FIRST:
+                    runs[""][tag] = run  # the table's row of the aggregator
+                runs[AGGREGATOR][name] = run
             else:
                 runs[tag][name] = run
     return runs
@@ -426,8 +439,8 @@ def main() -> None:
                   f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "
                   f"medians of {repeats} whole-process runs\n")  # fmt: skip
             checkouts = {"": REPO}
-            for i, against in enumerate(args.against):
-                checkouts[f"before{i or ''}-"] = against.resolve()
+            for i, other in enumerate(args.against):
+                checkouts[f"before{i or ''}-"] = other.resolve()
             baseline = aggregator_command(dirs, here)
             runs = audits(py, dirs, here, repeats, checkouts, baseline)
             mine = runs[""]
@@ -439,12 +452,12 @@ def main() -> None:
             if baseline is not None:
                 results[baseline[0]] = mine[baseline[0]]
             by_size[n] = results
-            print("\n".join(table(results, results[baseline[0]] if baseline else None)), flush=True)
-            reference = results[baseline[0]] if baseline else None
+            aggregators = list(runs[AGGREGATOR].values())  # the first audits' rounds' one first
+            print("\n".join(table(results, aggregators)), flush=True)
             for tag, checkout in checkouts.items():
                 if tag:
                     print(f"\n#### before ({checkout}) / after at {n:,} reports\n")
-                    print("\n".join(before_after(results, runs[tag], checkout, reference)), flush=True)
+                    print("\n".join(before_after(results, runs[tag], checkout, aggregators)), flush=True)
         if len(sizes) > 1:
             print("\n### scaling: CPU s per size, and each size against the one before\n")
             print("\n".join(scaling(by_size)))
