@@ -123,7 +123,6 @@ def describe(dirs: list[Path], parsed: ParsedInputs | None) -> list[str]:
     out = [repr((sweep.duplicates, sweep.unexpected, sweep.problems))]
     for trial in sweep.trials:
         fields = {f.name: getattr(trial, f.name) for f in dataclasses.fields(trial)}
-        fields.pop("events_cache")
         fields["files"] = sorted(trial.files) if trial.files is not None else None
         predictions = trial_predictions(trial)
         fields["predictions_cache"] = (predictions.predictions, predictions.bad_lines)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from mle_world.audit.collect import Sweep, Trial, trial_predictions
 from mle_world.audit.comparisons import Comparison, Group, group_trials, view
-from mle_world.audit.journals import curve_of, trial_journal
+from mle_world.audit.journals import journal_summary
 from mle_world.audit.predictions import PredictionLine
 from mle_world.audit.report_view import ReportView
 from mle_world.audit.stats import (
@@ -487,15 +487,12 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
     raw: dict[str, tuple[Trial, list[tuple[float, float]], bool]] = {}
     never_good: list[Trial] = []
     for trial in sweep.trials:
-        # The journal once a trial, read or not (its absence, as `trial_journal` keeps it, is most of them).
+        # The journal once a trial, read or not (its absence, as `journal_summary` keeps it, is most of them).
         cached = trial.journal_cache
-        data = cached[0] if cached is not None else trial_journal(trial)
-        if data is None:
-            continue  # no journal: no curve and no nodes
-        curve, lower = curve_of(data)
-        if curve:
-            raw[trial.trial_id] = (trial, curve, bool(lower))
-        elif _has_nodes(data):
+        summary = cached if cached is not None else journal_summary(trial)
+        if summary.curve:
+            raw[trial.trial_id] = (trial, summary.curve, bool(summary.lower))
+        elif summary.has_nodes:
             never_good.append(trial)
     if not raw:
         return []
@@ -538,11 +535,6 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
         Curve(regime, cfg, counts[(regime, cfg)], grid, [v / counts[(regime, cfg)] for v in acc])
         for (regime, cfg), acc in sorted(sums.items())
     ]
-
-
-def _has_nodes(data: object) -> bool:
-    nodes = data.get("nodes") if isinstance(data, dict) else None
-    return isinstance(nodes, list) and bool(nodes)
 
 
 @dataclass

@@ -254,12 +254,11 @@ def _open_dir(path: str) -> int | None:
 
 
 def trial_events(trial: Trial) -> TrialEvents:
-    """The trial's events.jsonl (tolerant), read on first use."""
-    if trial.events_cache is None:
-        missing = TrialEvents(missing=True)
-        absent = not trial.may_have(layout.EVENTS)
-        trial.events_cache = missing if absent else read_events(Path(trial.file(layout.EVENTS)))
-    return trial.events_cache
+    """The trial's events.jsonl (tolerant), read at each call: a real trial's hundreds of lines, held for every
+    trial of a sweep, would grow the audit's memory with the sweep (the tables keep `trial_predictions`)."""
+    if not trial.may_have(layout.EVENTS):
+        return TrialEvents(missing=True)
+    return read_events(Path(trial.file(layout.EVENTS)))
 
 
 def trial_predictions(trial: Trial) -> PredictionLines:

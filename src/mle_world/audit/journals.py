@@ -1,4 +1,5 @@
-"""A trial's journal as the audit reads it: parsed once, tolerant, and its best-metric curve.
+"""A trial's journal as the audit reads it: tolerant, its best-metric curve, and the summary the audit keeps of
+it (the whole journal is read again for the trial's page, never held for the sweep).
 
 Reads `<trial>/journal.json` and `journal.jsonl`; writes nothing.
 """
@@ -7,22 +8,75 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mle_world.agent import load_journal_data
 from mle_world.audit.collect import Trial
 from mle_world.layout import JOURNAL, JOURNAL_LOG
 
 
+class JournalSummary(NamedTuple):
+    """What the audit's tables keep of a trial's journal: the trial table's cells and the best-metric curve.
+
+    A real journal is hundreds of KB (every node's code, plan and output) and its parsed JSON several times
+    that: held for every trial until the pages were written, 1,000 trials took 700 MB.
+    """
+
+    cells: tuple[str, str, str, str, str]
+    """The trial table's nodes, executed, skipped, buggy and best metric (`NO_JOURNAL`: none)."""
+    curve: list[tuple[float, float]]
+    lower: bool | None
+    has_nodes: bool
+    present: bool
+    """Whether the trial has a readable journal (a page is written for it)."""
+
+
+NO_JOURNAL = ("", "", "", "", "")
+"""The journal's cells of a trial without one: nodes, executed, skipped, buggy, best metric."""
+ABSENT = JournalSummary(NO_JOURNAL, [], None, False, False)
+
+
 def trial_journal(trial: Trial) -> Any:
     """The trial's journal (journal.json + journal.jsonl) as parsed JSON, or None when absent or corrupt.
 
-    Read on first use.
+    Read at each call (the trial's page reads it; the tables keep only `journal_summary`).
     """
+    return _read_journal(trial)
+
+
+def journal_summary(trial: Trial) -> JournalSummary:
+    """The trial's `JournalSummary`, from its journal read on first use."""
     cached = trial.journal_cache
     if cached is None:
-        cached = trial.journal_cache = (_read_journal(trial),)
-    return cached[0]
+        cached = trial.journal_cache = summary_of(_read_journal(trial))
+    return cached
+
+
+def summary_of(data: Any) -> JournalSummary:
+    """The `JournalSummary` of a journal's parsed JSON (None: no journal)."""
+    if data is None:
+        return ABSENT
+    curve, lower = curve_of(data)
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    return JournalSummary(cells_of(data), curve, lower, isinstance(nodes, list) and bool(nodes), True)
+
+
+def cells_of(journal: Any) -> tuple[str, str, str, str, str]:
+    """The trial table's journal cells: nodes, executed, skipped, buggy, best metric."""
+    nodes = journal.get("nodes") if isinstance(journal, dict) else None
+    if not isinstance(nodes, list):
+        return NO_JOURNAL
+    good = [n for n in nodes if isinstance(n, dict) and n.get("executed") and not n.get("is_buggy")]
+    metrics = [n["metric"] for n in good if isinstance(n.get("metric"), int | float)]
+    lower = journal.get("lower_is_better")
+    best = (min(metrics) if lower else max(metrics)) if metrics else None
+    return (
+        str(len(nodes)),
+        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed"))),
+        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("skipped"))),
+        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed") and n.get("is_buggy"))),
+        "" if best is None else f"{best:.4g}",
+    )
 
 
 def _read_journal(trial: Trial) -> Any:
@@ -38,18 +92,14 @@ def _read_journal(trial: Trial) -> Any:
         return None
 
 
-def journal_curve(trial: Trial) -> tuple[list[tuple[float, float]], bool | None]:
-    """(hours since the first node, metric) of good executed nodes in the journal, and direction.
+def curve_of(data: Any) -> tuple[list[tuple[float, float]], bool | None]:
+    """(hours since the first node, metric) of good executed nodes in a journal's parsed JSON
+    (`trial_journal`), and direction.
 
     Tolerant: an absent or corrupt journal gives an empty curve. Times come from the node's budget
     clock (`budget_time_s`), else from `ctime` (older journals); without times the node's step
     stands in for hours.
     """
-    return curve_of(trial_journal(trial))
-
-
-def curve_of(data: Any) -> tuple[list[tuple[float, float]], bool | None]:
-    """`journal_curve` of a journal's parsed JSON (`trial_journal`)."""
     try:
         nodes = data["nodes"]
     except (KeyError, TypeError):

@@ -22,7 +22,7 @@ from mle_world.audit.collect import Sweep, Trial, trial_events
 from mle_world.audit.comparisons import BASELINE
 from mle_world.audit.headline import NOTE as HEADLINE_NOTE
 from mle_world.audit.headline import comparisons_table, headline_table
-from mle_world.audit.journals import trial_journal
+from mle_world.audit.journals import NO_JOURNAL, JournalSummary, journal_summary, trial_journal
 from mle_world.audit.notes import problem_lines
 from mle_world.audit.report import (
     AuditResult,
@@ -145,7 +145,9 @@ without journals or costs renders a narrower, faster table). Its cells are made 
 (`trial_cells`), so the columns' `cell` is unused."""
 
 
-def trials_html(trials: Sequence[Trial], journals: Sequence[Any], hrefs: Sequence[str | None]) -> str:
+def trials_html(
+    trials: Sequence[Trial], journals: Sequence[JournalSummary], hrefs: Sequence[str | None]
+) -> str:
     """The trial table's HTML: `trial_cells` without the columns empty for every trial (the id stays);
     each trial id links to `hrefs[i]` when it has one."""
     cells = trial_cells(trials, journals)
@@ -204,30 +206,9 @@ def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-NO_JOURNAL = ("", "", "", "", "")
-"""The journal's cells of a trial without one: nodes, executed, skipped, buggy, best metric."""
-
-
-def _counts(journal: Any) -> tuple[str, str, str, str, str]:
-    nodes = journal.get("nodes") if isinstance(journal, dict) else None
-    if not isinstance(nodes, list):
-        return NO_JOURNAL
-    good = [n for n in nodes if isinstance(n, dict) and n.get("executed") and not n.get("is_buggy")]
-    metrics = [n["metric"] for n in good if isinstance(n.get("metric"), int | float)]
-    lower = journal.get("lower_is_better")
-    best = (min(metrics) if lower else max(metrics)) if metrics else None
-    return (
-        str(len(nodes)),
-        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed"))),
-        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("skipped"))),
-        str(sum(1 for n in nodes if isinstance(n, dict) and n.get("executed") and n.get("is_buggy"))),
-        "" if best is None else f"{best:.4g}",
-    )
-
-
-def trial_cells(trials: Sequence[Trial], journals: Sequence[Any]) -> list[list[str]]:
-    """The trial table's cells, one list per column of TRIAL_COLUMNS (`journals[i]`: trial i's parsed
-    journal). A pass per column over 100,000 trials costs less than a function call and a row tuple
+def trial_cells(trials: Sequence[Trial], journals: Sequence[JournalSummary]) -> list[list[str]]:
+    """The trial table's cells, one list per column of TRIAL_COLUMNS (`journals[i]`: trial i's journal
+    summary). A pass per column over 100,000 trials costs less than a function call and a row tuple
     per trial; the journal's five columns are all empty, unbuilt, when no trial left one."""
     reports = [t.report for t in trials]
     medals = [
@@ -252,9 +233,8 @@ def trial_cells(trials: Sequence[Trial], journals: Sequence[Any]) -> list[list[s
         else f"{r.score:.4g}"
         for r in reports
     ]
-    if any(j is not None for j in journals):
-        counts = [NO_JOURNAL if j is None else _counts(j) for j in journals]
-        by_journal = [list(column) for column in zip(*counts, strict=True)]
+    if any(j.present for j in journals):
+        by_journal = [list(column) for column in zip(*(j.cells for j in journals), strict=True)]
     else:
         by_journal = [[""] * len(trials)] * len(NO_JOURNAL)
     costs = ["" if t.cost_usd is None or t.rerunning else f"{t.cost_usd:.2f}" for t in trials]
@@ -310,28 +290,30 @@ def _code_files() -> tuple[Path, ...]:
     )
 
 
-def write_trial_pages(sweep: Sweep, out_dir: Path, journals: Sequence[Any] | None = None) -> dict[str, str]:
+def write_trial_pages(sweep: Sweep, out_dir: Path) -> dict[str, str]:
     """A page per trial that left a journal, under `out_dir/trials/`; trial id → link relative to out_dir.
-    `journals`: each trial's `trial_journal`, when the caller holds them already.
 
     A page newer than every file it shows (and than the code drawing it) is kept as it is, so
-    re-running the audit during a sweep redraws only the trials that moved.
+    re-running the audit during a sweep redraws only the trials that moved. One trial at a time: its
+    journal and events are read for its page and freed before the next (a sweep's would not fit in memory).
     """
-    if journals is None:
-        journals = [trial_journal(t) for t in sweep.trials]
     links: dict[str, str] = {}
     folder = out_dir / "trials"
-    for trial, journal in zip(sweep.trials, journals, strict=True):
-        if journal is None:
+    for trial in sweep.trials:
+        if not journal_summary(trial).present:
             continue
         name = trial_page_name(trial.trial_id)
         page = folder / name
-        links[trial.trial_id] = f"trials/{name}"
         try:
             if page.stat().st_mtime_ns > _inputs_mtime(trial):
+                links[trial.trial_id] = f"trials/{name}"
                 continue
         except OSError:
             pass
+        journal = trial_journal(trial)
+        if journal is None:
+            continue  # gone or spoiled since its summary was read: no page drawn, none linked
+        links[trial.trial_id] = f"trials/{name}"
         report = trial.report.dump() if trial.report is not None else None
         view = load_trial_view(
             trial.trial_dir,
@@ -344,19 +326,12 @@ def write_trial_pages(sweep: Sweep, out_dir: Path, journals: Sequence[Any] | Non
     return links
 
 
-def index_view(
-    result: AuditResult,
-    out_dir: Path,
-    plots: Sequence[str],
-    links: dict[str, str],
-    journals: Sequence[Any] | None = None,
-) -> IndexView:
-    """What index.html shows; `journals` as for `write_trial_pages`."""
+def index_view(result: AuditResult, out_dir: Path, plots: Sequence[str], links: dict[str, str]) -> IndexView:
+    """What index.html shows."""
     figures = {FIGURES[name]: _data_uri(out_dir / name) for name in plots if name in FIGURES}
     sweep = result.sweep
     trials = sweep.trials
-    if journals is None:
-        journals = [trial_journal(t) for t in trials]
+    journals = [journal_summary(t) for t in trials]
     calibration = result.calibration_per_stage()
     hrefs = [links.get(t.trial_id) for t in trials] if links else [None] * len(trials)
     comparisons = result.comparisons
@@ -389,9 +364,8 @@ def index_view(
 
 def write_pages(result: AuditResult, out_dir: Path, plots: Sequence[str], pages: bool = True) -> list[Path]:
     """`out_dir/index.html` and (unless `pages` is off) the trial pages it links to."""
-    journals = [trial_journal(t) for t in result.sweep.trials]  # once for the pages and the table
-    links = write_trial_pages(result.sweep, out_dir, journals) if pages else {}
+    links = write_trial_pages(result.sweep, out_dir) if pages else {}
     index = out_dir / "index.html"
-    view = index_view(result, out_dir, plots, links, journals)
+    view = index_view(result, out_dir, plots, links)
     write_text_atomic(index, render("index.html.j2", v=view), mode=PAGE_MODE)
     return [index]

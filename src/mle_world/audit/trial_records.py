@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -23,7 +23,9 @@ from mle_world.audit.report_view import ReportView, read_report
 from mle_world.audit.report_view import decode as decode_report
 from mle_world.records import AgentResult, TrialStatus
 from mle_world.storage import M, Unreadable, load_record, read_regular, read_text
-from mle_world.trial_events import TrialEvents
+
+if TYPE_CHECKING:
+    from mle_world.audit.journals import JournalSummary
 
 
 @dataclass(slots=True)
@@ -72,12 +74,11 @@ class Trial:
     """Names in its trial dir, listed once (None: not listed; look for each file)."""
     result: AgentResult | None = None
     """The agent's result.json (stop reason, counts), when readable."""
-    events_cache: TrialEvents | None = field(default=None, repr=False, compare=False)
-    """events.jsonl parsed once (trial pages)."""
     predictions_cache: PredictionLines | None = field(default=None, repr=False, compare=False)
     """events.jsonl's predictions read once (the tables)."""
-    journal_cache: tuple[Any] | None = field(default=None, repr=False, compare=False)
-    """(journal.json data or None,) read once (curves and pages share it)."""
+    journal_cache: JournalSummary | None = field(default=None, repr=False, compare=False)
+    """What the tables keep of its journal (`journals.journal_summary`), read once; the journal itself is not
+    held (the trial's page reads it again)."""
     settled_cache: bool | None = field(default=None, repr=False, compare=False)
     """`settled_without_report` once looked at."""
 
