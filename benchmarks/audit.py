@@ -40,9 +40,12 @@ configuration the digests gathered when the launch ended (`runs/<configuration>/
 --no-digests none does, as with trials of a harness before it (an --against checkout before it reads
 the same sweep and ignores them). --steps K puts K agent steps (two LLM calls and an execution, three
 lines) atop each events.jsonl, as real trials' hundreds of lines (the default, 0, has 5 predictions).
+--journal-nodes N gives each trial what a real one leaves besides: status.json, result.json and a journal
+of N nodes (script, plan, output and review: about 8 KB a node), so a trial page is drawn for each (the
+default, 0, leaves trial dirs of events alone, and no page).
 
 Usage: python benchmarks/audit.py [--sizes 1000,10000,100000] [--repeats 5] [--no-events] [--no-digests]
-                                  [--steps K] [--keep DIR] [--against CHECKOUT ...]
+                                  [--steps K] [--journal-nodes N] [--keep DIR] [--against CHECKOUT ...]
 """
 
 from __future__ import annotations
@@ -126,7 +129,9 @@ def against(run: Run, reference: Run) -> str:
     return f"{middle:.2f}x" if len(ratios) == 1 else f"{middle:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
-def sweep_of(root: Path, n_reports: int, events: bool, digests: bool, steps: int) -> tuple[list[Path], float]:
+def sweep_of(
+    root: Path, n_reports: int, events: bool, digests: bool, steps: int, journal_nodes: int = 0
+) -> tuple[list[Path], float]:
     """The synthetic sweep of `n_reports` under `root` (reused when a complete one is there) and the
     seconds its generation took (0 when reused)."""
     done = root / "sweep.json"
@@ -138,13 +143,16 @@ def sweep_of(root: Path, n_reports: int, events: bool, digests: bool, steps: int
         "digests": made_by,
         **({"gathered": True} if digests else {}),  # as the launch writes them when it ends
         **({"steps": steps} if steps else {}),
+        **({"journal_nodes": journal_nodes} if journal_nodes else {}),
     }
     if done.is_file() and json.loads(done.read_text()).get("sweep") == want:
         return [Path(d) for d in json.loads(done.read_text())["dirs"]], 0.0
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     t0 = time.perf_counter()
-    dirs = make_sweep(root, n_reports, events=events, digests=digests, steps=steps)
+    dirs = make_sweep(
+        root, n_reports, events=events, digests=digests, steps=steps, journal_nodes=journal_nodes
+    )
     done.write_text(json.dumps({"sweep": want, "dirs": [str(d) for d in dirs]}))
     return dirs, time.perf_counter() - t0
 
@@ -411,6 +419,12 @@ def main() -> None:
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--no-digests", action="store_true", help="trial dirs without audit digests")
     parser.add_argument("--steps", type=int, default=0, help="agent steps (3 lines) atop each events.jsonl")
+    parser.add_argument(
+        "--journal-nodes",
+        type=int,
+        default=0,
+        help="status.json, result.json and a journal of N nodes a trial",
+    )
     parser.add_argument("--keep", type=Path, default=None)
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT")
     args = parser.parse_args()
@@ -433,7 +447,9 @@ def main() -> None:
         for n in sizes:
             repeats = args.repeats if n <= 10_000 else max(1, args.repeats * 10_000 // n)
             here = root / f"n{n}"
-            dirs, took = sweep_of(here, n, not args.no_events, not args.no_digests, args.steps)
+            dirs, took = sweep_of(
+                here, n, not args.no_events, not args.no_digests, args.steps, args.journal_nodes
+            )
             made = f"generated in {took:.1f} s" if took else "reused"
             print(f"\n### {n:,} reports in {len(dirs)} output dirs ({made}); "
                   f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores); "

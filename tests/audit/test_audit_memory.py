@@ -60,3 +60,15 @@ def test_a_first_audit_holds_one_trials_journal_at_a_time(tmp_path: Path) -> Non
     for trial in result.sweep.trials:
         summary = trial.journal_cache
         assert isinstance(summary, JournalSummary) and summary.cells[0] == "40" and len(summary.curve) == 40
+
+
+def test_the_benchmarks_agent_like_trials_have_a_page_status_and_result_each(tmp_path: Path) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 30, events=True, seed=5, steps=3, journal_nodes=6)
+    kept: list[object] = []
+    assert run_audit(dirs, out_dir=tmp_path / "audit", draw_plots=False, keep=kept) == 0
+    (result, parsed, _) = kept[0]  # type: ignore[misc]
+    assert len(list((tmp_path / "audit" / "trials").iterdir())) == 30
+    assert parsed.read == 0  # status.json and result.json too came from the trials' digests
+    assert [t.state for t in result.sweep.trials] == ["succeeded"] * 30
+    assert all(t.result is not None and t.result.nodes == 6 for t in result.sweep.trials)
+    assert all(t.journal_cache is not None and t.journal_cache.cells[0] == "6" for t in result.sweep.trials)

@@ -48,12 +48,14 @@ def make_sweep(
     digests: bool = True,
     steps: int = 0,
     gathered: bool = True,
+    journal_nodes: int = 0,
 ) -> list[Path]:
     """An output dir per regime (gated, ungated) holding about `n_reports` reports in total; with
     `digests`, each trial has the audit digest the harness writes when a trial ends (beside its dir), and with
     `gathered` too, each configuration the digests gathered when the launch ended; with `steps`,
     each events.jsonl begins with that many agent steps (`STEP`'s lines, a timestamp each), as a real
-    trial's hundreds of lines do, before its 5 predictions."""
+    trial's hundreds of lines do, before its 5 predictions; with `journal_nodes`, each trial dir also holds
+    what a real trial leaves: status.json, result.json and a journal of that many nodes (`agent_records`)."""
     head = "".join(step_lines(i) for i in range(steps))
     rng = random.Random(seed)
     n_seeds = math.ceil(n_reports / (len(regimes) * len(CONFIGS) * len(TASKS)))
@@ -105,6 +107,8 @@ def make_sweep(
                                 "actual_improved": rng.random() < p if gate != "skip" else None,
                             }))  # fmt: skip
                         (base / "events.jsonl").write_text(head + "\n".join(lines) + "\n")
+                    if journal_nodes:
+                        agent_records(base, trial_id, journal_nodes, rng)
                     if digests:
                         write_trial_digest(base, cost)
         record = {
@@ -118,6 +122,42 @@ def make_sweep(
             gather_digests(out)  # as the launch that ran them does when it ends
         dirs.append(out)
     return dirs
+
+
+def solution(node: int) -> str:
+    """The script of an improve chain's `node`-th node: its parent's with a line changed (80 lines, 5 KB)."""
+    lines = [
+        f"feature_{k} = frame['col_{k}'].fillna({k % 7}) * {k}  # a step of the pipeline" for k in range(80)
+    ]
+    for j in range(node):
+        lines[(j * 13) % 80] = f"feature_{j} = model_{j}.predict(frame[columns]) + {j}  # changed at node {j}"
+    return "import pandas as pd\n" + "\n".join(lines) + "\n"
+
+
+def agent_records(trial_dir: Path, trial_id: str, nodes: int, rng: random.Random) -> None:
+    """status.json, result.json and journal.json as a trial that ran `nodes` steps leaves them: a draft, then
+    a chain of improvements, each node with its script, plan, output and review (about 8 KB a node)."""
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    (trial_dir / "status.json").write_text(json.dumps({
+        "trial_id": trial_id, "state": "succeeded", "attempt": 1, "backend": "slurm",
+        "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T10:00:00Z",
+        "updated_at": "2026-01-01T10:00:00Z",
+    }))  # fmt: skip
+    (trial_dir / "result.json").write_text(json.dumps({
+        "trial_id": trial_id, "status": "completed", "stop_reason": "time_limit", "best_metric": 0.8,
+        "steps": nodes, "nodes": nodes, "executed": nodes,
+    }))  # fmt: skip
+    journal = [
+        {"id": f"n{i}", "step": i, "stage": "draft" if i == 0 else "improve",
+         "parent_id": None if i == 0 else f"n{i - 1}", "plan": "Plan: do the next thing well. " * 30,
+         "code": solution(i), "ctime": 1.7e9 + 600 * i, "term_out": "epoch 1 loss 0.5\n" * 60,
+         "exec_time": 90.0, "exit_code": 0, "analysis": "It ran; the metric moved. " * 20,
+         "metric": rng.random(), "executed": True, "is_buggy": False}
+        for i in range(nodes)
+    ]  # fmt: skip
+    (trial_dir / "journal.json").write_text(
+        json.dumps({"trial_id": trial_id, "science_hash": "h", "nodes": journal})
+    )
 
 
 def add_irregularities(dirs: list[Path], seed: int = 0) -> None:
