@@ -8,32 +8,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from mle_world.agent import load_journal_data
-from mle_world.audit.collect import Trial
+from mle_world.audit.trial_records import ABSENT, NO_JOURNAL, JournalSummary, Trial
 from mle_world.layout import JOURNAL, JOURNAL_LOG
-
-
-class JournalSummary(NamedTuple):
-    """What the audit's tables keep of a trial's journal: the trial table's cells and the best-metric curve.
-
-    A real journal is hundreds of KB (every node's code, plan and output) and its parsed JSON several times
-    that: held for every trial until the pages were written, 1,000 trials took 700 MB.
-    """
-
-    cells: tuple[str, str, str, str, str]
-    """The trial table's nodes, executed, skipped, buggy and best metric (`NO_JOURNAL`: none)."""
-    curve: list[tuple[float, float]]
-    lower: bool | None
-    has_nodes: bool
-    present: bool
-    """Whether the trial has a readable journal (a page is written for it)."""
-
-
-NO_JOURNAL = ("", "", "", "", "")
-"""The journal's cells of a trial without one: nodes, executed, skipped, buggy, best metric."""
-ABSENT = JournalSummary(NO_JOURNAL, [], None, False, False)
 
 
 def trial_journal(trial: Trial) -> Any:

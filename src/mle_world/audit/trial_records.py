@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -24,8 +24,26 @@ from mle_world.audit.report_view import decode as decode_report
 from mle_world.records import AgentResult, TrialStatus
 from mle_world.storage import M, Unreadable, load_record, read_regular, read_text
 
-if TYPE_CHECKING:
-    from mle_world.audit.journals import JournalSummary
+
+class JournalSummary(NamedTuple):
+    """What the audit's tables keep of a trial's journal: the trial table's cells and the best-metric curve.
+
+    A real journal is hundreds of KB (every node's code, plan and output) and its parsed JSON several times
+    that: held for every trial until the pages were written, 1,000 trials took 700 MB.
+    """
+
+    cells: tuple[str, str, str, str, str]
+    """The trial table's nodes, executed, skipped, buggy and best metric (`NO_JOURNAL`: none)."""
+    curve: list[tuple[float, float]]
+    lower: bool | None
+    has_nodes: bool
+    present: bool
+    """Whether the trial has a readable journal (a page is written for it)."""
+
+
+NO_JOURNAL = ("", "", "", "", "")
+"""The journal's cells of a trial without one: nodes, executed, skipped, buggy, best metric."""
+ABSENT = JournalSummary(NO_JOURNAL, [], None, False, False)
 
 
 @dataclass(slots=True)
