@@ -15,7 +15,7 @@ from markupsafe import escape
 
 from mle_world.agent.events import EventLog
 from mle_world.agent.journal import Checkpoint, JournalWriter, Node, save_checkpoint
-from mle_world.audit.pages import render_trial_page
+from mle_world.audit.pages import num, render_trial_page, yesno
 from mle_world.audit.trialview import layout, load_trial_view, node_status
 from mle_world.records import DowntimeEvent, ExecutionEvent, LLMCallEvent, Prediction, PredictionEvent
 
@@ -88,6 +88,9 @@ def test_page_model_tree_best_path_and_observed_outcome(tmp_path: Path) -> None:
     assert by_step[2].is_best and not by_step[1].is_best
     assert by_step[2].observed.improved is True and by_step[3].observed.executed is False
     assert "-print(2)" in by_step[2].diff and "+print(3)" in by_step[2].diff and by_step[0].diff == ""
+    classes = dict((line, cls) for cls, line in by_step[2].diff_lines)
+    assert classes["-print(2)"] == "del" and classes["+print(3)"] == "add" and by_step[0].diff_lines == []
+    assert [cls for cls, line in by_step[2].diff_lines if line.startswith("@@")] == ["hunk"]
     assert dict(by_step[2].extra)["budget_clock_s"] == "42.5"
     assert view.counts == {
         "nodes": 4,
@@ -224,3 +227,11 @@ def test_newer_journal_fields_budget_clock_and_gate_verdicts(tmp_path: Path) -> 
     assert (
         node_status(skipped, "not_selected") == "not_selected" and node_status(skipped, "skip") == "skipped"
     )
+
+
+def test_numbers_and_verdicts_on_a_page_read_as_the_template_formatted_them() -> None:
+    # Filters now, macros before: the same text ("%.*g" of jinja2's format filter; a dash for unknown).
+    assert [num(None), num(0.123456), num(0.123456, 3), num(5), num(1e20, 3), num(float("nan"))] == [
+        "–", "0.1235", "0.123", "5", "1e+20", "nan"
+    ]  # fmt: skip
+    assert [yesno(None), yesno(True), yesno(False)] == ["–", "yes", "no"]

@@ -63,6 +63,8 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["duration"] = duration
+    env.filters["num"] = num
+    env.filters["yesno"] = yesno
     return env
 
 
@@ -71,6 +73,17 @@ def shown(value: object) -> object:
     id's U+202E reordered the page's text; `cat` on the page ran its ESC sequences), then autoescaped.
     Markup is HTML built here: the tables, whose cells `tables.html` escapes the same way."""
     return printable(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+def num(x: float | None, digits: int = 4) -> str:
+    """A number to `digits` significant digits; '–' for unknown. A filter, not a template macro: a trial page
+    shows some 1,400 of them, and a macro call cost jinja2 ten times the formatting."""
+    return "–" if x is None else f"{x:.{digits}g}"
+
+
+def yesno(x: bool | None) -> str:
+    """yes, no; '–' for unknown."""
+    return "–" if x is None else "yes" if x else "no"
 
 
 def duration(seconds: float | None) -> str:

@@ -79,6 +79,11 @@ class NodeView:
         return self.node.id[:8]
 
     @property
+    def diff_lines(self) -> list[tuple[str, str]]:
+        """The diff's lines, each with its class on the page: a hunk header, an added or a removed line."""
+        return [(_diff_class(line), line) for line in self.diff.splitlines()]
+
+    @property
     def prediction(self) -> Prediction | None:
         return self.node.prediction
 
@@ -172,6 +177,10 @@ def output_tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
     if len(parts) <= lines:
         return text
     return "\n".join([f"… {len(parts) - lines} earlier lines not shown", *parts[-lines:]])
+
+
+def _diff_class(line: str) -> str:
+    return "hunk" if line.startswith("@@") else "add" if line[:1] == "+" else "del" if line[:1] == "-" else ""
 
 
 def code_diff(parent: Node | None, node: Node) -> str:
