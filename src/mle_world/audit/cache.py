@@ -29,8 +29,9 @@ NAME = ".parsed-inputs.json"
 T = TypeVar("T")
 
 
-PARSERS = ("cost_totals.py", "predictions.py", "shapes.py", "report_view.py")
-"""The audit's modules that parse cost CSVs, events.jsonl and reports into the entries (and encode them)."""
+PARSERS = ("cost_totals.py", "predictions.py", "shapes.py", "report_view.py", "journals.py")
+"""The audit's modules that parse cost CSVs, events.jsonl, reports and journals into the entries (and encode
+them)."""
 ALL = ("collect.py", "listing.py", *PARSERS, "cache.py", "digest.py")
 
 

@@ -18,9 +18,12 @@ from mle_world import layout
 from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.cache import ParsedInputs
 from mle_world.audit.cost_totals import read_cost_totals
-from mle_world.audit.digest import DIR, EVENTS, REPORT, RESULT, STATUS
+from mle_world.audit.digest import DIR, EVENTS, JOURNAL, REPORT, RESULT, STATUS, journal_alone
 from mle_world.audit.digest_files import entries_of, read_digest, read_gathered
 from mle_world.audit.graders import graders_problems
+from mle_world.audit.journals import decode as decode_journal
+from mle_world.audit.journals import encode as encode_journal
+from mle_world.audit.journals import read_summary, summary_of_bytes
 from mle_world.audit.listing import Canonical, expected_from_launch, name_list, name_set, names_in
 from mle_world.audit.listing import listing as listing_of
 from mle_world.audit.predictions import PredictionLines, predictions_of, read_predictions
@@ -205,6 +208,12 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                     if trial.superseded is not None:
                         trial.report, trial.problem = None, "missing"
                 load_result(trial, parsed, offered.get(RESULT), at)
+                if parsed is not None and trial.files is not None and journal_alone([None, trial.files]):
+                    # Its summary is all the tables need: from the digest, or kept by an earlier audit.
+                    trial.journal_cache = parsed.get(
+                        "journal", trial.file(layout.JOURNAL), read_summary, encode_journal, decode_journal,
+                        summary_of_bytes, offered.get(JOURNAL), at, f"{name}/{layout.JOURNAL}",
+                    )  # fmt: skip
                 if parsed is not None and EVENTS in offered and trial.may_have(layout.EVENTS):
                     trial.predictions_cache = parsed.get(
                         "events", trial.file(layout.EVENTS), read_predictions, encode_events, decode_events,

@@ -1,8 +1,9 @@
 """A trial's audit digest: what the audit reads of the trial's files — its dir's listing, grading report,
-status.json, result.json, events.jsonl parsed and cost CSV parsed — read once when the trial ended, each
-with the stamp of the bytes read, so that a first audit reads one small file per trial and stats the rest.
+status.json, result.json, events.jsonl parsed, cost CSV parsed and its journal's summary — read once when the
+trial ended, each with the stamp of the bytes read, so that a first audit reads one small file per trial and
+stats the rest.
 
-Reads a trial's dir, report, status.json, result.json, events.jsonl and cost CSV; writes
+Reads a trial's dir, report, status.json, result.json, events.jsonl, journal.json and cost CSV; writes
 `runs/<configuration>/<task>_seed<seed>_audit-digest.json` beside the trial dir (atomically). The audit finds
 and reads it (and the configuration's gathered digests) through `audit/digest_files.py`.
 
@@ -33,12 +34,22 @@ from mle_world import layout
 from mle_world.audit.cache import PARSERS, code_digest, stamp_of
 from mle_world.audit.cost_totals import cost_file_of
 from mle_world.audit.cost_totals import encode as encode_costs
+from mle_world.audit.journals import encode as encode_journal
+from mle_world.audit.journals import summary_of_bytes
 from mle_world.audit.predictions import encode as encode_events
 from mle_world.audit.predictions import predictions_of
 from mle_world.audit.report_view import entry_of as report_entry
 from mle_world.storage import read_stamped, text_of, write_bytes_atomic
 
-DIR, REPORT, STATUS, RESULT, EVENTS, COST = "dir", "report", "status", "result", "events", "cost"
+DIR, REPORT, STATUS, RESULT, EVENTS, COST, JOURNAL = (
+    "dir",
+    "report",
+    "status",
+    "result",
+    "events",
+    "cost",
+    "journal",
+)
 """The kinds of entry, as the parsed-inputs cache names them."""
 RECORDS = ((STATUS, layout.STATUS), (RESULT, layout.RESULT))
 """The trial dir's records a digest holds as text (kind, file name)."""
@@ -62,6 +73,12 @@ def _listing(trial_dir: Path) -> list[Any] | None:
     except OSError:
         return None
     return [stamp, names]
+
+
+def journal_alone(listed: list[Any] | None) -> bool:
+    """Whether a trial dir's listing ([stamp, names]) has a journal.json and no journal.jsonl: its summary is
+    then journal.json's alone (a log's lines would add nodes; a trial that ended compacted them)."""
+    return listed is not None and layout.JOURNAL in listed[1] and layout.JOURNAL_LOG not in listed[1]
 
 
 def _record_text(path: Path) -> list[Any] | None:
@@ -95,6 +112,11 @@ def write_trial_digest(trial_dir: Path, cost_csv: Path | None) -> Path | None:
     events = read_stamped(str(trial_dir / layout.EVENTS))
     if events is not None:
         entries[EVENTS] = [events[1], encode_events(predictions_of(events[0]))]
+    if journal_alone(listed):
+        journal = read_stamped(str(trial_dir / layout.JOURNAL))
+        summary = None if journal is None else encode_journal(summary_of_bytes(journal[0]))
+        if journal is not None and summary is not None:
+            entries[JOURNAL] = [journal[1], summary]
     cost = None if cost_csv is None else read_stamped(str(cost_csv))
     if cost is not None and (parsed := cost_file_of(cost[0])) is not None:
         entries[COST] = [cost[1], encode_costs(parsed)]

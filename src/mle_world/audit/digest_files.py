@@ -34,8 +34,10 @@ from mle_world.audit.digest import (
     COST,
     DIR,
     EVENTS,
+    JOURNAL,
     RECORDS,
     REPORT,
+    journal_alone,
     parsers_digest,
     write_trial_digest,
 )
@@ -174,12 +176,15 @@ def digest_stands(trial_dir: Path, cost_csv: Path | None) -> bool:
     data = None if got is None else _of_this_code(got[0])
     if data is None or data.get("cost_csv") != (None if cost_csv is None else cost_csv.name):
         return False
+    listed = data.get(DIR)  # when it stands, the dir's names now: the journal's entry is for a journal alone
+    alone = type(listed) is list and len(listed) == 2 and type(listed[1]) is list and journal_alone(listed)
     sources = {
         DIR: trial_dir,
         REPORT: layout.report_beside(trial_dir),
         **{kind: trial_dir / name for kind, name in RECORDS},
         EVENTS: trial_dir / layout.EVENTS,
         COST: cost_csv,
+        JOURNAL: trial_dir / layout.JOURNAL if alone else None,
     }
     for kind, path in sources.items():
         stamp = None if path is None else stamp_of(str(path))

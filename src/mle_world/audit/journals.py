@@ -1,11 +1,14 @@
 """A trial's journal as the audit reads it: tolerant, its best-metric curve, and the summary the audit keeps of
-it (the whole journal is read again for the trial's page, never held for the sweep).
+it (the whole journal is read again for the trial's page, never held for the sweep), encoded for the trial's
+digest and the parsed-inputs cache.
 
 Reads `<trial>/journal.json` and `journal.jsonl`; writes nothing.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from typing import Any
 from mle_world.agent import load_journal_data
 from mle_world.audit.trial_records import ABSENT, NO_JOURNAL, JournalSummary, Trial
 from mle_world.layout import JOURNAL, JOURNAL_LOG
+from mle_world.storage import read_text, text_of
 
 
 def trial_journal(trial: Trial) -> Any:
@@ -29,6 +33,47 @@ def journal_summary(trial: Trial) -> JournalSummary:
     if cached is None:
         cached = trial.journal_cache = summary_of(_read_journal(trial))
     return cached
+
+
+def read_summary(path: str) -> JournalSummary:
+    """The `JournalSummary` of the journal.json at `path` read alone (a trial that left no journal.jsonl)."""
+    try:
+        return summary_of(json.loads(read_text(path)))
+    except (OSError, ValueError):  # as `_read_journal` (a UnicodeDecodeError is a ValueError)
+        return ABSENT
+
+
+def summary_of_bytes(data: bytes) -> JournalSummary:
+    """`read_summary` of journal.json's bytes."""
+    try:
+        return summary_of(json.loads(text_of(data)))
+    except ValueError:
+        return ABSENT
+
+
+def encode(summary: JournalSummary) -> Any:
+    """A summary as JSON; None when a curve point would not survive it (not kept: read again next time)."""
+    if not all(math.isfinite(t) and math.isfinite(m) for t, m in summary.curve):
+        return None
+    curve = [[t, m] for t, m in summary.curve]
+    return [list(summary.cells), curve, summary.lower, summary.has_nodes, summary.present]
+
+
+def decode(data: Any) -> JournalSummary:
+    """`encode`'s JSON as a summary again; raises TypeError or ValueError for any other shape."""
+    cells, curve, lower, has_nodes, present = data
+    if type(cells) is not list or len(cells) != 5 or any(type(c) is not str for c in cells):
+        raise TypeError("not the journal's cells")
+    if (
+        (lower is not None and type(lower) is not bool)
+        or type(has_nodes) is not bool
+        or type(present) is not bool
+    ):
+        raise TypeError("not a direction or flag")
+    points = [(float(t), float(m)) for t, m in curve]
+    return JournalSummary(
+        (cells[0], cells[1], cells[2], cells[3], cells[4]), points, lower, has_nodes, present
+    )
 
 
 def summary_of(data: Any) -> JournalSummary:
