@@ -6,7 +6,6 @@ parsed journal and events the audit already holds); writes nothing.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,14 +17,13 @@ from pydantic import ValidationError
 from mle_world.agent import Node, load_journal_data
 from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.launches import trial_launch_fact
+from mle_world.audit.nodetext import code_diff, diff_class, output_tail
 from mle_world.audit.timeline import Timeline, budget_timeline
 from mle_world.layout import TrialFiles
 from mle_world.records import Prediction, PredictionEvent, improves
 from mle_world.storage import read_text
 from mle_world.trial_events import TrialEvents, read_events
 
-OUTPUT_TAIL_LINES = 60
-"""Lines of a node's run output shown on the page (the journal already keeps only a tail)."""
 X_STEP = 26.0
 Y_STEP = 56.0
 MARGIN = 22.0
@@ -81,7 +79,7 @@ class NodeView:
     @property
     def diff_lines(self) -> list[tuple[str, str]]:
         """The diff's lines, each with its class on the page: a hunk header, an added or a removed line."""
-        return [(_diff_class(line), line) for line in self.diff.splitlines()]
+        return [(diff_class(line), line) for line in self.diff.splitlines()]
 
     @property
     def prediction(self) -> Prediction | None:
@@ -170,27 +168,6 @@ def node_status(node: Node, gate: object = None) -> str:
     if gate == "not_selected":
         return "not_selected"
     return "skipped" if node.skipped else "pending"
-
-
-def output_tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
-    parts = text.splitlines()
-    if len(parts) <= lines:
-        return text
-    return "\n".join([f"… {len(parts) - lines} earlier lines not shown", *parts[-lines:]])
-
-
-def _diff_class(line: str) -> str:
-    return "hunk" if line.startswith("@@") else "add" if line[:1] == "+" else "del" if line[:1] == "-" else ""
-
-
-def code_diff(parent: Node | None, node: Node) -> str:
-    if parent is None:
-        return ""
-    lines = difflib.unified_diff(
-        parent.code.splitlines(), node.code.splitlines(), f"parent {parent.id[:8]}", f"node {node.id[:8]}",
-        lineterm="", n=2,
-    )  # fmt: skip
-    return "\n".join(lines)
 
 
 def best_node_id(nodes: Sequence[Node], lower: bool | None) -> str | None:
