@@ -487,9 +487,7 @@ def best_metric_curves(sweep: Sweep, points: int = 60) -> list[Curve]:
     raw: dict[str, tuple[Trial, list[tuple[float, float]], bool]] = {}
     never_good: list[Trial] = []
     for trial in sweep.trials:
-        # The journal once a trial, read or not (its absence, as `journal_summary` keeps it, is most of them).
-        cached = trial.journal_cache
-        summary = cached if cached is not None else journal_summary(trial)
+        summary = journal_summary(trial)  # kept on the trial (its absence too, which is most of them)
         if summary.curve:
             raw[trial.trial_id] = (trial, summary.curve, bool(summary.lower))
         elif summary.has_nodes:

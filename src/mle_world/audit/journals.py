@@ -16,7 +16,7 @@ from typing import Any
 from mle_world.agent import load_journal_data
 from mle_world.audit.trial_records import ABSENT, NO_JOURNAL, JournalSummary, Trial
 from mle_world.layout import JOURNAL, JOURNAL_LOG
-from mle_world.storage import read_text, text_of
+from mle_world.storage import read_regular, text_of
 
 
 def trial_journal(trial: Trial) -> Any:
@@ -38,16 +38,17 @@ def journal_summary(trial: Trial) -> JournalSummary:
 def read_summary(path: str) -> JournalSummary:
     """The `JournalSummary` of the journal.json at `path` read alone (a trial that left no journal.jsonl)."""
     try:
-        return summary_of(json.loads(read_text(path)))
-    except (OSError, ValueError):  # as `_read_journal` (a UnicodeDecodeError is a ValueError)
+        data = read_regular(path)
+    except OSError:  # as `_read_journal`
         return ABSENT
+    return summary_of_bytes(data)
 
 
 def summary_of_bytes(data: bytes) -> JournalSummary:
-    """`read_summary` of journal.json's bytes."""
+    """`read_summary` of journal.json's bytes, read as `load_journal_data` reads them."""
     try:
         return summary_of(json.loads(text_of(data)))
-    except ValueError:
+    except ValueError:  # not UTF-8 (a UnicodeDecodeError is a ValueError) or not JSON
         return ABSENT
 
 

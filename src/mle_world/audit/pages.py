@@ -22,7 +22,7 @@ from mle_world.audit.collect import Sweep, Trial, trial_events
 from mle_world.audit.comparisons import BASELINE
 from mle_world.audit.headline import NOTE as HEADLINE_NOTE
 from mle_world.audit.headline import comparisons_table, headline_table
-from mle_world.audit.journals import NO_JOURNAL, JournalSummary, journal_summary, trial_journal
+from mle_world.audit.journals import journal_summary, trial_journal
 from mle_world.audit.notes import problem_lines
 from mle_world.audit.report import (
     AuditResult,
@@ -36,6 +36,7 @@ from mle_world.audit.report import (
     whatif_table,
 )
 from mle_world.audit.tables import Column, html, html_columns
+from mle_world.audit.trial_records import NO_JOURNAL, JournalSummary
 from mle_world.audit.trialview import TrialView, load_trial_view
 from mle_world.escapes import printable
 from mle_world.storage import write_text_atomic
