@@ -29,7 +29,7 @@ from mle_world.agent.journal import Checkpoint, load_checkpoint
 from mle_world.agent.llm.client import Backoff
 from mle_world.agent.sandbox.interpreter import CodeRunner, ExecResult
 from mle_world.agent.sandbox.jail import SandboxUnavailable
-from mle_world.audit.cost_totals import read_cost_totals
+from mle_world.audit.sweep_costs import read_cost_totals
 from mle_world.costs.account import write_trial_costs
 from mle_world.costs.prices import load_prices
 from mle_world.launch.verdict import classify

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mle_world.audit.cache import open_parsed_inputs
-from mle_world.audit.cost_totals import read_cost_totals
+from mle_world.audit.sweep_costs import read_cost_totals
 from mle_world.costs.summary import read_cost_rows, summarise_cost_rows
 
 HEADER = "trial_id,role,cost_usd,prompt_tokens,completion_tokens,gpu_hours"

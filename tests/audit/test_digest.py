@@ -242,9 +242,10 @@ def test_the_digests_are_checked_from_dir_fds_that_are_all_closed_or_from_whole_
     before = set(os.listdir("/proc/self/fd"))
     assert files_read(dirs) == 0
     assert set(os.listdir("/proc/self/fd")) == before  # every one closed
-    # One a configuration dir whose digests were read.
+    # One a configuration dir whose digests were read, and one each dir's costs/ (its trials' cost CSVs).
     configurations = {str(digest.parent) for digest in digests(dirs)}
-    assert sorted(opened) == sorted(configurations) and len(configurations) > 7
+    costs = {str(layout.costs_dir(d)) for d in dirs}
+    assert sorted(opened) == sorted(configurations | costs) and len(configurations) > 7
     expected = outputs(dirs, tmp_path / "with-fds")
     # A dir that cannot be opened: its files are stat'ed by their whole paths, to the same end.
     monkeypatch.setattr(collect, "_open_dir", lambda path: None)

@@ -156,6 +156,13 @@ class ParsedInputs:
             return parse(path)
         return self._keep(kind, path, stamp, parse(path), encode)
 
+    def offer(self, kind: str, path: str, entry: Any) -> None:
+        """Offer a trial digest's `entry` for the file at `path` to a later `get` of it (see `offered`)."""
+        bucket = self.offered.get(kind)
+        if bucket is None:
+            bucket = self.offered[kind] = {}
+        bucket[path] = entry  # `get` checks its stamp and shape before using it
+
     def _keep(self, kind: str, path: str, stamp: Stamp, value: T, encode: Callable[[T], Any]) -> T:
         """`value`, read from the file `stamp` describes, kept as its entry."""
         self.read += 1

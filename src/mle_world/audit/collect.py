@@ -17,8 +17,7 @@ from typing import Any
 from mle_world import layout
 from mle_world.audit.attempts import superseded_by_rerun
 from mle_world.audit.cache import ParsedInputs
-from mle_world.audit.cost_totals import read_cost_totals
-from mle_world.audit.digest import DIR, EVENTS, JOURNAL, REPORT, RESULT, STATUS, journal_alone
+from mle_world.audit.digest import COST, DIR, EVENTS, JOURNAL, REPORT, RESULT, STATUS, journal_alone
 from mle_world.audit.digest_files import entries_of, read_digest, read_gathered
 from mle_world.audit.graders import graders_problems
 from mle_world.audit.journals import decode as decode_journal
@@ -29,6 +28,7 @@ from mle_world.audit.listing import listing as listing_of
 from mle_world.audit.predictions import PredictionLines, predictions_of, read_predictions
 from mle_world.audit.predictions import decode as decode_events
 from mle_world.audit.predictions import encode as encode_events
+from mle_world.audit.sweep_costs import attach_costs, take_total
 from mle_world.audit.trial_records import Trial as Trial  # where the audit's modules have always found it
 from mle_world.audit.trial_records import load_report, load_result, load_status
 from mle_world.identity import provenance_changes
@@ -84,26 +84,6 @@ class Sweep:
         return [t for t in self.trials if t.state == "failed"]
 
 
-def attach_costs(sweep: Sweep, parsed: ParsedInputs | None = None) -> None:
-    """Per-trial totals from costs/*.csv: cost, tokens and GPU-hours, each None unless every row knows it."""
-    by_id = {t.trial_id: t for t in sweep.trials}
-    for output_dir in sweep.dirs:
-        costs_dir = layout.costs_dir(output_dir)
-        if not costs_dir.is_dir():
-            continue
-        totals, bad = read_cost_totals(str(costs_dir), parsed)
-        sweep.problems.extend(f"{costs_dir / name}: unreadable cost CSV" for name in bad)
-        for trial_id, total in totals.items():
-            trial = by_id.get(trial_id)  # type: ignore[arg-type]
-            if trial is None or (trial.output_dir is not output_dir and trial.output_dir != output_dir):
-                continue
-            trial.has_costs = True
-            trial.cost_known = total.known
-            trial.cost_usd = total.cost if total.known else None
-            trial.tokens = total.tokens if total.tokens_known else None
-            trial.gpu_hours = total.gpu if total.gpu_known else None
-
-
 def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Sweep:
     """Read every input dir into one Sweep; nothing here raises for a bad file.
 
@@ -115,6 +95,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
     seen: set[str] = set()
     expected_paths: set[str] = set()
     listings: dict[Path, dict[str, bool]] = {}
+    taken: dict[str, dict[str, str]] = {}
 
     def listing(directory: Path) -> dict[str, bool]:
         if directory not in listings:
@@ -126,6 +107,10 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
         with ExitStack() as opened:  # the configuration dirs' fds, closed with the output dir
             out = str(output_dir)
             costs = str(layout.costs_dir(output_dir))  # as read_cost_totals names its files
+            taken_here = taken.setdefault(costs, {})  # the cost CSVs whose totals the trials' digests gave
+            costs_fd = _open_dir(costs) if parsed is not None else None
+            if costs_fd is not None:
+                opened.callback(os.close, costs_fd)
             places: dict[str, Canonical] = {}
             gathered: dict[str, dict[str, bytes]] = {}  # each configuration's gathered digests, read once
             fds: dict[str, int | None] = {}  # each configuration dir's, where its digests' files are stat'ed
@@ -185,12 +170,19 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                     digest = f"{name}{layout.AUDIT_DIGEST_SUFFIX}"
                     line = held.pop(name, None)  # freed once used
                     if line is not None or digest in names:
-                        cost_csv = f"{costs}/{layout.cost_name(key.configuration, key.task, key.seed)}"
-                        entries = None if line is None else entries_of(parsed, line, cost_csv)
+                        cost_name = layout.cost_name(key.configuration, key.task, key.seed)
+                        cost_csv = f"{costs}/{cost_name}"
+                        entries = None if line is None else entries_of(line, cost_name)
                         if entries is None and digest in names:
-                            entries = read_digest(parsed, f"{place.parent}/{digest}", cost_csv)
+                            entries = read_digest(parsed, f"{place.parent}/{digest}", cost_name)
                         offered = entries or _NONE
                         at = fds[key.configuration] if entries else None
+                        cost = offered.get(COST)
+                        if cost is not None:
+                            if take_total(trial, parsed, cost_csv, cost, costs_fd, cost_name):
+                                taken_here[cost_name] = trial_id
+                            else:
+                                parsed.offer(COST, cost_csv, cost)  # for costs/' reading (`read_cost_totals`)
                 if directory == canonical and names.get(name):
                     if parsed is None:
                         trial.files = names_in(directory)
@@ -233,7 +225,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                     report = prefix + name
                     if report not in expected_paths:
                         sweep.unexpected.append(report)
-    attach_costs(sweep, parsed)
+    sweep.problems += attach_costs(sweep.trials, sweep.dirs, parsed, taken)
     if parsed is not None:
         for trial in sweep.trials:
             if trial.predictions_cache is None and trial.may_have(layout.EVENTS):

@@ -1,7 +1,9 @@
-"""Per-trial totals of a sweep's cost CSVs for the audit: cost, tokens and GPU-hours, each known only if
+"""A cost CSV's rows and their per-trial totals for the audit: cost, tokens and GPU-hours, each known only if
 every row that carries it is.
 
-Reads `costs/*.csv` (the per-trial files `costs.account` writes); writes nothing.
+Reads one cost CSV at a time (the per-trial files `costs.account` writes in `costs/`); writes nothing.
+`audit/sweep_costs.py` reads a sweep's: this module is one of the parsers a trial's digest records
+(`digest.parsers_digest`), so it holds what a digest's cost entry is made of and nothing else.
 """
 
 from __future__ import annotations
@@ -9,14 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, NamedTuple
 
-from mle_world import layout
-from mle_world.audit.cache import ParsedInputs
 from mle_world.storage import read_stamped
 
 
@@ -30,16 +29,6 @@ class CostTotal:
     gpu: float = 0.0
     tokens_known: bool = True
     gpu_known: bool = True
-
-
-def _cost_names(costs_dir: str) -> list[str]:
-    """The per-trial cost CSVs of `costs_dir`, sorted (what `read_cost_rows` reads, in its order)."""
-    try:
-        with os.scandir(costs_dir) as entries:
-            names = sorted(e.name for e in entries if e.name.endswith(".csv") and not e.name.startswith("."))
-    except OSError:
-        return []
-    return [name for name in names if name != layout.COST_SUMMARY]
 
 
 REQUIRED = frozenset({"trial_id", "role", "cost_usd"})
@@ -313,35 +302,3 @@ def decode(data: Any) -> CostFile:
         return CostFile(bool(readable), [], (trial_id, total))
     readable, rows = data
     return CostFile(bool(readable), [CostLine(*row) for row in rows])
-
-
-def read_cost_totals(
-    costs_dir: str, parsed: ParsedInputs | None = None
-) -> tuple[dict[str | None, CostTotal], list[str]]:
-    """Totals by trial id of every cost CSV in `costs_dir`, and the names of the unreadable files.
-
-    `parsed`: files an earlier audit parsed, used while unchanged.
-    """
-    totals: dict[str | None, CostTotal] = {}
-    bad = []
-    offered = None if parsed is None else parsed.offered.get("cost")
-    for name in _cost_names(costs_dir):
-        path = f"{costs_dir}/{name}"
-        if parsed is None:
-            cost_file = parse_cost_file(path)
-        else:
-            # A trial digest's entry for the file goes to `get` directly (tried first), freed either way.
-            entry = offered.pop(path, None) if offered else None
-            cost_file = parsed.get("cost", path, parse_cost_file, encode, decode, cost_file_of, entry)
-        if cost_file.total is not None:
-            trial_id, total = cost_file.total
-            if trial_id not in totals:
-                totals[trial_id] = total
-                if not cost_file.readable:
-                    bad.append(name)
-                continue
-            cost_file = parse_cost_file(path)  # the rows, to add to the trial's total in order
-        add_rows(cost_file.rows, totals)
-        if not cost_file.readable:
-            bad.append(name)
-    return totals, bad

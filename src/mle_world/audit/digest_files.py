@@ -142,29 +142,25 @@ def gathered_trials(path: Path) -> dict[str, dict[str, Any]] | None:
     return trials
 
 
-def read_digest(parsed: ParsedInputs, digest: str, cost_csv: str) -> dict[str, Any] | None:
+def read_digest(parsed: ParsedInputs, digest: str, cost_name: str) -> dict[str, Any] | None:
     """The entries of the digest at `digest` (`entries_of`); None when there is none. Never raises."""
     got = read_stamped(digest)
     if got is None:
         return None
     parsed.seen[digest] = got[1]
-    return entries_of(parsed, got[0], cost_csv)
+    return entries_of(got[0], cost_name)
 
 
-def entries_of(parsed: ParsedInputs, digest: bytes, cost_csv: str) -> dict[str, Any] | None:
+def entries_of(digest: bytes, cost_name: str) -> dict[str, Any] | None:
     """The entries of a digest's JSON (a trial's own file, or its line of the gathered file), kind →
     [stamp, value], when it is one of this code, for the caller to hand to `parsed.get` as it reads each
-    file (used while its stamp matches, never saved); else None. Its cost entry, for `cost_csv` (read after
-    every trial's digest), is offered to `parsed` instead. Never raises."""
+    file (used while its stamp matches, never saved); else None. Its cost entry is kept only when it is for
+    `cost_name`, the trial's cost CSV now. Never raises."""
     data = _of_this_code(digest)
     if data is None:
         return None
-    cost = data.pop(COST, None)
-    if cost is not None and data.get("cost_csv") == cost_csv.rpartition("/")[2]:
-        bucket = parsed.offered.get(COST)
-        if bucket is None:
-            bucket = parsed.offered[COST] = {}
-        bucket[cost_csv] = cost  # `get` checks its stamp and shape before using it
+    if data.get("cost_csv") != cost_name:
+        data.pop(COST, None)
     return data
 
 
