@@ -104,7 +104,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
 
     provenances = sweep.provenance
     for output_dir in sweep.dirs:
-        with ExitStack() as opened:  # the configuration dirs' fds, closed with the output dir
+        with ExitStack() as opened:  # the configuration dirs' and costs/' fds, closed with the output dir
             out = str(output_dir)
             costs = str(layout.costs_dir(output_dir))  # as read_cost_totals names its files
             taken_here = taken.setdefault(costs, {})  # the cost CSVs whose totals the trials' digests gave
