@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mle_world import layout
-from mle_world.audit.cache import ParsedInputs
+from mle_world.audit.cache import ParsedInputs, stamp_of
 from mle_world.audit.cost_totals import CostTotal, add_rows, cost_file_of, decode, encode, parse_cost_file
 from mle_world.audit.trial_records import Trial
 
@@ -68,30 +68,22 @@ def take_total(trial: Trial, parsed: ParsedInputs, path: str, entry: Any, at: in
     dir whose fd is `at`), when the file still has the entry's stamp (kept in `parsed.seen`, as `get` keeps
     it) and its rows are that trial's alone, readable to the end; False otherwise (`attach_costs` reads it).
 
-    The entry is `cost_totals.encode`'s of such a file (readable, trial id, total), its numbers converted as
-    `cost_totals.decode` converts them, straight onto the trial: at 100,000 reports, each file's entry matched
-    through `costs/`'s listing and the totals mapped back to their trials by id took 0.4 s of CPU more.
+    At 100,000 reports, each file's entry matched through `costs/`' listing and the totals mapped back to
+    their trials by id took 0.4 s of CPU more.
     """
     if type(entry) is not list or len(entry) != 2:
         return False
-    stamp, value = entry
-    if type(value) is not list or len(value) != 3 or value[0] is not True or value[1] != trial.trial_id:
+    stamp = stamp_of(path, at, name)
+    if stamp is None or entry[0] != stamp:
         return False
     try:
-        st = os.stat(path) if at is None else os.stat(name, dir_fd=at)
-    except OSError:
+        cost_file = decode(entry[1])
+    except (TypeError, ValueError, KeyError, IndexError):
         return False
-    if stamp != [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]:
+    if cost_file.total is None or not cost_file.readable or cost_file.total[0] != trial.trial_id:
         return False
-    try:
-        cost, known, tokens, gpu, tokens_known, gpu_known = value[2]
-        total = CostTotal(
-            float(cost), bool(known), int(tokens), float(gpu), bool(tokens_known), bool(gpu_known)
-        )
-    except (TypeError, ValueError):
-        return False
-    _attach(trial, total)
-    parsed.seen[path] = stamp
+    _attach(trial, cost_file.total[1])
+    parsed.seen[path] = entry[0]  # the digest's own list, equal to the stamp just taken
     return True
 
 

@@ -274,9 +274,7 @@ def one_blas_thread() -> Iterator[None]:
     and the environment is as it was after): the audit's few small matrix products gain nothing from a
     thread per core, and OpenBLAS starting one per core cost 0.17 s of CPU at 10,000 reports on 2 cores
     (a login node has dozens). A numpy already imported keeps its threads."""
-    unset = [name for name in BLAS_THREADS if name not in os.environ]
-    if "numpy" in sys.modules:
-        unset = []
+    unset = [] if "numpy" in sys.modules else [name for name in BLAS_THREADS if name not in os.environ]
     for name in unset:
         os.environ[name] = "1"
     try:
