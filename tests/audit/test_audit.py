@@ -373,3 +373,25 @@ def test_missing_launch_json_is_flagged_not_fatal(tmp_path: Path) -> None:
 def test_missing_dir_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such directory"):
         run_audit([tmp_path / "nope"], display=RichDisplay(Console(file=io.StringIO())))
+
+
+def test_unexpected_reports_are_every_report_no_launch_lists_in_name_order(tmp_path: Path) -> None:
+    """What `layout.report_paths` would glob beside the expected reports: sorted by dir, then name; a
+    hidden name, or one that does not end as a report's, is not one; an expected trial's report found in
+    another configuration's dir is unexpected there."""
+    out = tmp_path / "paper-gated"
+    write_launch(out, "gated", [tid("gated", "aide", "B", 34), tid("gated", "wm-point", "A", 34)])
+    text = write_report(out, "gated", "aide", "B", 34, score=0.5).read_text()
+    write_report(out, "gated", "wm-point", "A", 34, score=0.5)
+    aide, point = out / "runs" / "aide", out / "runs" / "wm-point"
+    for name in ("Z_seed1", "A_seed9", ".hidden_seed1", "B_seed340"):
+        (aide / f"{name}_grading_report.json").write_text(text)
+    (aide / "notes_grading_report.json.bak").write_text(text)
+    (point / "B_seed34_grading_report.json").write_text(text)
+    sweep = audit([out]).sweep
+    assert sweep.unexpected == [
+        str(aide / "A_seed9_grading_report.json"),
+        str(aide / "B_seed340_grading_report.json"),
+        str(aide / "Z_seed1_grading_report.json"),
+        str(point / "B_seed34_grading_report.json"),
+    ]
