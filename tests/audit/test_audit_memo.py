@@ -307,3 +307,28 @@ def test_a_trial_digest_is_stamped_as_it_was_read_and_one_rewritten_since_is_com
     found[7].write_bytes(found[7].read_bytes())  # the same bytes, a new stamp
     assert audited(dirs, out) == first and computed[0] == 2
     assert audited(dirs, out) == first and computed[0] == 2
+
+
+def test_the_input_dirs_are_stamped_apart_and_checked_before_any_trial_file(
+    tmp_path: Path, computed: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sweep still running changes its configuration dirs most often: a re-audit then stats no trial's file.
+    dirs = sweep(tmp_path / "sweep")
+    out = tmp_path / "audit"
+    audited(dirs, out)
+    data = json.loads((out / memo.NAME).read_text())
+    expected = set()
+    for d in dirs:
+        expected |= {str(d / "launch.json"), str(d / "runs"), str(d / "costs")}
+        expected |= {str(c) for c in (d / "runs").iterdir() if c.is_dir()}
+    assert set(data["heads"]) == expected
+    assert all(data["heads"][path] == stamp_of(path) for path in expected)
+    assert len(data["inputs"]) > 250 and not expected & set(data["inputs"])
+    (dirs[0] / "runs" / "aide" / "stray.txt").write_text("")  # the configuration dir's stamp moves
+    stats: list[str] = []
+    monkeypatch.setattr(memo, "stamp_of", lambda path: stats.append(path) or stamp_of(path))
+    kept = memo.load_memo(out, data["key"])
+    assert kept is not None and not kept.current()
+    assert stats and set(stats) <= set(data["outputs"]) | expected
+    audited(dirs, out)
+    assert computed[0] == 2
