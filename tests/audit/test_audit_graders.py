@@ -53,3 +53,24 @@ def test_reports_graded_by_different_mlebench_versions_are_a_problem_and_provena
     assert run_audit([out], strict=True, out_dir=tmp_path / "a", plots=False, trial_pages=False) == 0
     md = (tmp_path / "a" / "report.md").read_text()
     assert "different MLE-bench versions" not in md and "but reports were graded by" not in md
+
+
+def test_the_versions_of_dirs_audited_together_are_counted_together(tmp_path: Path) -> None:
+    # Each dir graded by one version alone, the two dirs by two: one problem, the counts added up.
+    first, second = tmp_path / "g1", tmp_path / "g2"
+    write_launch(first, "gated", [tid("gated", "aide", t, 34) for t in ("A", "B")])
+    write_launch(second, "gated", [tid("gated", "aide", t, 34) for t in ("C", "D", "E")])
+    _graded(first, "A", 34, OLD)
+    _graded(first, "B", 34, OLD)
+    _graded(second, "C", 34, NEW)
+    _graded(second, "D", 34, NEW)
+    _graded(second, "E", 34, None)
+    assert run_audit([first, second], out_dir=tmp_path / "a", plots=False, trial_pages=False) == 0
+    md = (tmp_path / "a" / "report.md").read_text()
+    # Two reports each: the versions in name order (NEW's " with local changes" sorts before OLD's ")").
+    assert f"reports graded by different MLE-bench versions: {NEW} (2 reports), {OLD} (2 reports)" in md
+    _graded(second, "E", 34, NEW)
+    run_audit([first, second], out_dir=tmp_path / "a", plots=False, trial_pages=False)
+    md = (tmp_path / "a" / "report.md").read_text()
+    assert f"reports graded by different MLE-bench versions: {NEW} (3 reports), {OLD} (2 reports)" in md
+    assert "but reports were graded by" not in md  # no launch recorded a grading check's version

@@ -31,6 +31,10 @@ def mlebench_versions(reports: Iterable[ReportView | None]) -> dict[str, int]:
         version = report.mlebench_version if report is not None else None
         if version is not None:
             counts[version] = counts.get(version, 0) + 1
+    return _most_first(counts)
+
+
+def _most_first(counts: dict[str, int]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
@@ -52,13 +56,18 @@ def graders_problems(trials: Iterable[Graded], launches: Mapping[Path, LaunchPro
     by_dir: dict[Path, list[ReportView | None]] = {}
     for t in trials:  # grouped once: a comparison of Paths per trial and dir was 0.3 s at 100,000 reports
         by_dir.setdefault(t.output_dir, []).append(t.report)
+    counted = {directory: mlebench_versions(reports) for directory, reports in by_dir.items()}
+    overall: dict[str, int] = {}  # the dirs' counts added up: the reports are counted once
+    for versions in counted.values():
+        for version, count in versions.items():
+            overall[version] = overall.get(version, 0) + count
     problems = []
-    mixed = mixed_versions(mlebench_versions(r for reports in by_dir.values() for r in reports))
+    mixed = mixed_versions(_most_first(overall))
     if mixed is not None:
         problems.append(mixed)
     for directory, launch in launches.items():
         checked = launch.mlebench_version
-        versions = mlebench_versions(by_dir.get(directory, []))
+        versions = counted.get(directory, {})
         others = {version: count for version, count in versions.items() if version != checked}
         if checked and others:
             graded = ", ".join(
