@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from clikit import Cli
 from synthetic import make_sweep
 
 from mle_world import layout
 from mle_world.audit import run_audit
-from mle_world.audit.cache import open_parsed_inputs
+from mle_world.audit.cache import open_parsed_inputs, stamp_of
 from mle_world.audit.collect import load_sweep
 from mle_world.audit.digest import parsers_digest, write_trial_digest
-from mle_world.audit.digest_files import gather_digests, gathered_trials
+from mle_world.audit.digest_files import gather_digests, gathered_trials, read_gathered
 from mle_world.records import TrialStatus
 from mle_world.storage import write_model
 
@@ -304,3 +305,46 @@ def test_gathering_again_leaves_a_file_that_holds_the_same_as_it_is(tmp_path: Pa
         ]
         == "other.csv"
     )
+
+
+def _split(data: bytes) -> dict[str, bytes] | None:
+    """The gathered file's trials as its format defines them: the lines after the header, each split at its
+    first tab (None: another header)."""
+    header, _, body = data.partition(b"\n")
+    if header != parsers_digest().encode():
+        return None
+    trials = {}
+    for line in body.split(b"\n"):
+        name, tab, digest = line.partition(b"\t")
+        if tab:
+            trials[name.decode("utf-8", "replace")] = digest
+    return trials
+
+
+HEADER = parsers_digest().encode()
+GATHERED: dict[str, bytes] = {
+    "empty": b"",
+    "the header alone, without its newline": HEADER,
+    "the header alone": HEADER + b"\n",
+    "other code's header": b"0" * len(HEADER) + b"\na\t{}\n",
+    "a header with a CR": HEADER + b"\r\na\t{}\n",
+    "lines": HEADER + b'\na_seed1\t{"x": 1}\nb_seed2\t{}\n',
+    "a last line without its newline": HEADER + b"\na\t{}\nb\t[1]",
+    "a line without a tab, empty lines": HEADER + b"\n\nno tab\n\na\t{}\n\n",
+    "tabs and a CR in the JSON": HEADER + b'\na\t{"t": "\t"}\t\r\n\tnameless\n',
+    "a name twice": HEADER + b"\na\t1\nb\t2\na\t3\n",
+    "a name not UTF-8": HEADER + b"\n\xff\xfe_seed1\t{}\n",
+}
+
+
+@pytest.mark.parametrize("case", list(GATHERED))
+def test_a_gathered_file_is_read_as_its_lines_split_at_their_first_tab(tmp_path: Path, case: str) -> None:
+    path = tmp_path / layout.GATHERED_DIGESTS
+    path.write_bytes(GATHERED[case])
+    parsed = open_parsed_inputs(None)
+    got = read_gathered(parsed, str(path))
+    expected = _split(GATHERED[case])
+    assert {name: bytes(line) for name, line in got.items()} == (expected or {})
+    assert list(got) == list(expected or {})
+    assert parsed.seen[str(path)] == stamp_of(str(path))
+    assert read_gathered(parsed, str(tmp_path / "absent")) == {}
