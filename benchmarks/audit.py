@@ -10,7 +10,7 @@ before, `audit/memo.py`) and into the same --out after one report was rewritten 
 re-audit of a sweep that moved: the memo cannot serve, what the last audit parsed and the PNGs whose
 numbers did not change are kept), against baselines measured in the same run: bare `python -c pass`, the imports alone (the
 audit's modules and matplotlib's Agg figure), the stats alone (one `os.stat` of each input the first
-audit's memo lists, read from a file: the check every audit makes that no input changed; with the
+audit's memo checks, its digest entries' files among them, read from a file: the check every audit makes that no input changed; with the
 imports, the floor under a first audit), and, when MLE-bench is
 installed (`MLEBENCH_VENV` set, its checkout in `MLEBENCH_DIR`, default ~/.local/share/mle-bench, as
 scripts/install_mlebench.sh puts them), MLE-bench's own aggregator
@@ -70,6 +70,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "support")]  # this chec
 from synthetic import TASKS, make_sweep  # noqa: E402
 
 from mle_world.audit.digest import parsers_digest  # noqa: E402
+from mle_world.audit.digest_lines import used_entry_files  # noqa: E402
 from mle_world.grading.mlebench_version import describe  # noqa: E402
 
 REPORT_SUFFIX = "_grading_report.json"
@@ -399,13 +400,17 @@ def audits(
 
 def stat_paths(here: Path) -> Path | None:
     """A file of the inputs the last first audit (into `here`/fresh) stamped, a path a line (from its memo,
-    `audit/memo.py`): what any audit stats to check that nothing changed. None without a memo."""
+    `audit/memo.py`, and the digest entries it used): what any audit stats to check that nothing changed.
+    None without a memo."""
     try:
         memo = json.loads((here / "fresh" / ".audit-memo.json").read_bytes())
     except (OSError, ValueError):
         return None
+    paths = [*memo["heads"], *memo["inputs"]]
+    for source, used in memo["digests"].items():  # the files of the digest entries it used
+        paths += (f"{file[0]}/{file[1]}" for file in used_entry_files(source, used) if file is not None)
     listed = here / "inputs.txt"
-    listed.write_text("".join(f"{path}\n" for path in memo["inputs"]))
+    listed.write_text("".join(f"{path}\n" for path in paths))
     return listed
 
 

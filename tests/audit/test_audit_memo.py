@@ -323,7 +323,7 @@ def test_the_input_dirs_are_stamped_apart_and_checked_before_any_trial_file(
         expected |= {str(c) for c in (d / "runs").iterdir() if c.is_dir()}
     assert set(data["heads"]) == expected
     assert all(data["heads"][path] == stamp_of(path) for path in expected)
-    assert len(data["inputs"]) > 250 and not expected & set(data["inputs"])
+    assert data["inputs"] and not expected & set(data["inputs"])
     (dirs[0] / "runs" / "aide" / "stray.txt").write_text("")  # the configuration dir's stamp moves
     stats: list[str] = []
     monkeypatch.setattr(memo, "stamp_of", lambda path: stats.append(path) or stamp_of(path))
@@ -332,3 +332,75 @@ def test_the_input_dirs_are_stamped_apart_and_checked_before_any_trial_file(
     assert stats and set(stats) <= set(data["outputs"]) | expected
     audited(dirs, out)
     assert computed[0] == 2
+
+
+def test_the_memo_keeps_which_digest_entries_were_used_not_their_files_stamps(
+    tmp_path: Path, computed: list[int]
+) -> None:
+    dirs = make_sweep(tmp_path / "sweep", 250, events=True, seed=4, journal_nodes=2)
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    data = json.loads((out / memo.NAME).read_text())
+    gathered = sorted(str(p) for d in dirs for p in d.glob(f"runs/*/{layout.GATHERED_DIGESTS}"))
+    assert sorted(data["digests"]) == gathered
+    used = {
+        f"{Path(source).parent}/{name}": kinds
+        for source, trials in data["digests"].items()
+        for name, kinds in trials
+    }
+    trial_dirs = sorted(str(p) for d in dirs for p in d.glob("runs/*/*") if p.is_dir())
+    assert sorted(used) == trial_dirs  # every trial's entries, each trial once
+    for trial, kinds in used.items():
+        assert {"dir", "report", "status", "result", "journal", "cost"} <= set(kinds)
+        assert ("events" in kinds) == Path(trial, "events.jsonl").is_file()
+    stood = {*used, *(f"{t}{layout.REPORT_SUFFIX}" for t in used), *(f"{t}/events.jsonl" for t in used)}
+    assert not stood & set(data["inputs"])  # kept once, in the digests
+    assert set(gathered) <= set(data["inputs"])  # the digests themselves are stamped as read
+    assert audited(dirs, out) == first and computed[0] == 1
+
+
+def test_a_digest_entry_gone_stale_before_the_audit_is_not_used_and_the_memo_still_serves(
+    tmp_path: Path, computed: list[int]
+) -> None:
+    # A report graded again after its trial's digest: the first audit reads the report itself, and the
+    # memo stamps it; the stale entry is not one it used, so the re-audit is served by the memo.
+    dirs = sweep(tmp_path / "sweep")
+    _rescore(dirs)
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    assert first == fresh(dirs, tmp_path, "fresh")
+    data = json.loads((out / memo.NAME).read_text())
+    report = str(_report(dirs))
+    assert data["inputs"][report] == stamp_of(report)
+    name = Path(report).name.removesuffix(layout.REPORT_SUFFIX)
+    kinds = dict(data["digests"][str(Path(report).parent / layout.GATHERED_DIGESTS)])
+    assert "report" not in kinds[name] and "dir" in kinds[name]
+    assert audited(dirs, out) == first and computed[0] == 2  # the fresh audit's, not this one's
+
+
+@pytest.mark.parametrize(
+    "digests",
+    [
+        {"nowhere/audit-digests.tsv": [["a", ["report"]]]},
+        "GATHERED: a trial it does not hold",
+        "GATHERED: a kind no digest has",
+        "GATHERED: not a list",
+    ],
+)
+def test_a_memo_whose_digest_entries_do_not_stand_is_computed_again(
+    tmp_path: Path, computed: list[int], digests: Any
+) -> None:
+    dirs = sweep(tmp_path / "sweep")
+    out = tmp_path / "audit"
+    first = audited(dirs, out)
+    data = json.loads((out / memo.NAME).read_text())
+    source, trials = next(iter(data["digests"].items()))
+    if digests == "GATHERED: a trial it does not hold":
+        digests = {source: [*trials, ["absent_seed1", ["report"]]]}
+    elif digests == "GATHERED: a kind no digest has":
+        digests = {source: [[trials[0][0], ["nothing"]]]}
+    elif digests == "GATHERED: not a list":
+        digests = {source: [trials[0][0]]}
+    data["digests"] = {**data["digests"], **digests}
+    (out / memo.NAME).write_text(json.dumps(data))
+    assert audited(dirs, out) == first and computed[0] == 2

@@ -91,8 +91,16 @@ class ParsedInputs:
     write). The rest of a digest's entries are handed to `get` as it reads their files."""
     seen: dict[str, Stamp] = field(default_factory=dict)
     """Stamps this audit took with a read that keeps no entry (the trials' digests) or matched an offered
-    entry's (the files a digest stood for): the memo trusts them as it trusts the entries' (no stat
-    again), and they are never saved."""
+    entry's (the files a digest stood for, outside a trial's `lines`): the memo trusts them as it trusts
+    the entries' (no stat again), and they are never saved."""
+    stood: set[str] = field(default_factory=set)
+    """The files a trial's digest stood for while `current` was set: the memo keeps which of a digest's
+    entries were used (`lines`), not their 370,000 stamps at 100,000 reports."""
+    lines: dict[str, list[list[Any]]] = field(default_factory=dict)
+    """Per digest the trials took entries from (a configuration's gathered file or a trial's own), each
+    trial's [dir name, the kinds of entry used] (`digest_files.used_entries_stand` checks them again)."""
+    current: list[str] | None = None
+    """The kinds of entry used so far of the trial being loaded, while the trial loop sets it."""
     read: int = 0
     """Files read (not taken from an entry) by this audit."""
 
@@ -124,8 +132,7 @@ class ParsedInputs:
             stamp = stamp_of(path, at, name)
             value = _decoded(offered, stamp, decode)
             if value is not _MISS:
-                # The digest's own stamp list (equal to the one just taken, which is freed now).
-                self.seen[path] = offered[0]
+                self.took(kind, path, offered[0])
                 return value  # type: ignore[return-value]
         for held in (self.entries, self.offered):
             bucket = held.get(kind)
@@ -155,6 +162,15 @@ class ParsedInputs:
         if stamp is None:
             return parse(path)
         return self._keep(kind, path, stamp, parse(path), encode)
+
+    def took(self, kind: str, path: str, stamp: Stamp) -> None:
+        """A digest's entry of `kind` for `path`, whose `stamp` the file still has, was used: the trial's
+        `current` kind (its stamp is freed with the digest), else its stamp kept in `seen`."""
+        if self.current is None:
+            self.seen[path] = stamp
+        else:
+            self.current.append(kind)
+            self.stood.add(path)
 
     def offer(self, kind: str, path: str, entry: Any) -> None:
         """Offer a trial digest's `entry` for the file at `path` to a later `get` of it (see `offered`)."""

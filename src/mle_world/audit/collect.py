@@ -173,10 +173,14 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                         cost_name = layout.cost_name(key.configuration, key.task, key.seed)
                         cost_csv = f"{costs}/{cost_name}"
                         entries = None if line is None else entries_of(line, cost_name)
+                        source = f"{place.parent}/{layout.GATHERED_DIGESTS}"
                         if entries is None and digest in names:
-                            entries = read_digest(parsed, f"{place.parent}/{digest}", cost_name)
+                            source = f"{place.parent}/{digest}"
+                            entries = read_digest(parsed, source, cost_name)
                         offered = entries or _NONE
                         at = fds[key.configuration] if entries else None
+                        if entries:
+                            parsed.current = []  # the kinds of entry used, `get` and `take_total` add them
                         cost = offered.get(COST)
                         if cost is not None:
                             if take_total(trial, parsed, cost_csv, cost, costs_fd, cost_name):
@@ -211,6 +215,10 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                         "events", trial.file(layout.EVENTS), read_predictions, encode_events, decode_events,
                         predictions_of, offered[EVENTS], at, f"{name}/{layout.EVENTS}",
                     )  # fmt: skip
+                if parsed is not None and parsed.current is not None:
+                    if parsed.current:  # what the memo checks again (`digest_files.used_entries_stand`)
+                        parsed.lines.setdefault(source, []).append([name, parsed.current])
+                    parsed.current = None
                 sweep.trials.append(trial)
                 in_dir = expected.get(report_dir)
                 if in_dir is None:

@@ -41,6 +41,7 @@ from mle_world.audit.digest import (
     parsers_digest,
     write_trial_digest,
 )
+from mle_world.audit.digest_lines import split_gathered
 from mle_world.records import TrialStatus
 from mle_world.storage import Unreadable, load_record, read_stamped, write_bytes_atomic
 
@@ -117,29 +118,17 @@ def read_gathered(parsed: ParsedInputs, path: str) -> dict[str, bytes]:
     if got is None:
         return {}
     parsed.seen[path] = got[1]
-    header, _, body = got[0].partition(b"\n")
-    if header != _header():
-        return {}
-    trials: dict[str, bytes] = {}
-    for line in body.split(b"\n"):
-        name, tab, digest = line.partition(b"\t")
-        if tab:
-            trials[name.decode("utf-8", "replace")] = digest
-    return trials
+    header, trials = split_gathered(got[0])
+    return trials if header == _header() else {}
 
 
 def gathered_trials(path: Path) -> dict[str, dict[str, Any]] | None:
     """The digests a gathered file holds (trial dir name → digest), as a first audit reads them; None when
     it is of other code. For tests and tools, which read the file as a whole."""
-    lines = path.read_bytes().split(b"\n")
-    if lines[0] != _header():
+    header, trials = split_gathered(path.read_bytes())
+    if header != _header():
         return None
-    trials = {}
-    for line in lines[1:]:
-        name, tab, digest = line.partition(b"\t")
-        if tab:
-            trials[name.decode()] = orjson.loads(digest)
-    return trials
+    return {name: orjson.loads(digest) for name, digest in trials.items()}
 
 
 def read_digest(parsed: ParsedInputs, digest: str, cost_name: str) -> dict[str, Any] | None:

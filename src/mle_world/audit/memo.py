@@ -2,7 +2,9 @@
 every input it read, its flags and the harness's code are as they were (nothing is read or computed).
 
 Reads and writes `<audit dir>/.audit-memo.json` (atomically); stats the inputs the last audit read (their
-stamps: size, inode, modification and change time) and the outputs it wrote.
+stamps: size, inode, modification and change time) and the outputs it wrote. The files a trial's digest
+stood for are checked against the digest's entries the audit used (`audit/digest_lines.py`), which the memo
+names instead of keeping each file's stamp again.
 
 A stamp the audit took itself while reading (the parsed-inputs cache's) is trusted; one taken after the
 audit ran (status.json, launch.json, the configuration dirs, ...) is trusted only when the path had not
@@ -15,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -25,6 +27,7 @@ import orjson
 
 from mle_world import __version__, layout
 from mle_world.audit.cache import stamp_of
+from mle_world.audit.digest_lines import used_entries_stand
 from mle_world.launch.display import Display
 from mle_world.storage import Stamp, write_bytes_atomic
 
@@ -102,14 +105,17 @@ class Memo:
     """Something was missing, invalid, duplicated or off (`--strict` exits 1)."""
     heads: dict[str, Stamp | None] = field(default_factory=dict)
     """The input dirs' launch.json, runs/, costs/ and configuration dirs (`Inputs.heads`): stat'ed first."""
+    digests: dict[str, Any] = field(default_factory=dict)
+    """The entries of the trials' digests the audit used (`Inputs.digests`), checked last."""
 
     def current(self) -> bool:
-        """Every input and output still has the stamp the memo recorded."""
+        """Every input and output still has the stamp the memo recorded, and each digest entry used the
+        stamp of its file."""
         for stamps in (self.outputs, self.heads, self.inputs):
             for path, stamp in stamps.items():
                 if stamp_of(path) != stamp:
                     return False
-        return True
+        return all(used_entries_stand(source, used) for source, used in self.digests.items())
 
     def show(self, display: Display) -> None:
         """The lines and tables the audit showed, in its order, on `display`."""
@@ -126,12 +132,15 @@ def load_memo(out_dir: Path, key: str) -> Memo | None:
         data = orjson.loads((out_dir / NAME).read_bytes())
         if not isinstance(data, dict) or data.get("key") != key:
             return None
-        memo = Memo(key, data["inputs"], data["outputs"], data["shown"], data["bad"], data["heads"])
+        memo = Memo(
+            key, data["inputs"], data["outputs"], data["shown"], data["bad"], data["heads"], data["digests"]
+        )
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
         return None
     if not (
         isinstance(memo.inputs, dict)
         and isinstance(memo.heads, dict)
+        and isinstance(memo.digests, dict)
         and isinstance(memo.outputs, dict)
         and isinstance(memo.shown, list)
         and all(_well_formed(call) for call in memo.shown)
@@ -171,19 +180,27 @@ class Inputs:
     most often, so a memo is checked against them first (then no trial's file is looked at: 0.73 → 0.0004 s
     of CPU at 100,000 reports when a configuration dir had just changed)."""
     files: dict[str, Stamp | None]
-    """Every other path."""
+    """Every other path but those of `digests`."""
+    digests: dict[str, list[list[Any]]] = field(default_factory=dict)
+    """The entries the audit used of each trial digest (`ParsedInputs.lines`): their files' stamps are the
+    entries' own, not kept again."""
 
 
 def input_stamps(
-    sweep: Sweep, stamped: dict[str, dict[str, Any]], began_ns: int, seen: dict[str, Stamp] | None = None
+    sweep: Sweep,
+    stamped: dict[str, dict[str, Any]],
+    began_ns: int,
+    seen: dict[str, Stamp] | None = None,
+    stood: Collection[str] = (),
+    digests: dict[str, list[list[Any]]] | None = None,
 ) -> Inputs | None:
     """The stamp of every input the audit of `sweep` read or looked for; None when one may have changed
     after it was read.
 
     `stamped`: the parsed-inputs cache's entries this audit used (kind → path → [stamp, value]), whose
-    stamps were taken with the read, as were `seen`'s (path → stamp: the digests); every other path is
-    stat'ed now, the heads first. `seen` is taken over, not copied (the result's `files`): at 100,000 reports
-    it holds 370,000 stamps.
+    stamps were taken with the read, as were `seen`'s (path → stamp: the digests); `stood`: the files
+    whose digest entries the audit used (`digests`, kept as they are: `ParsedInputs.lines`); every other
+    path is stat'ed now, the heads first. `seen` is taken over, not copied (the result's `files`).
     """
     settled = began_ns - SETTLED_NS
     heads: dict[str, Stamp | None] = {}
@@ -191,7 +208,7 @@ def input_stamps(
 
     def settled_all(paths: Iterable[str], stamps: dict[str, Stamp | None]) -> bool:
         for path in paths:
-            if path not in stamps:
+            if path not in stamps and path not in stood:
                 stamp = stamp_of(path)
                 if stamp is not None and stamp[3] >= settled:
                     return False
@@ -224,7 +241,7 @@ def input_stamps(
         if names is None or submission in names:
             pending += (f"{directory}/{submission}", f"{directory}/{submission_csv}")
     pending += sweep.unexpected
-    return Inputs(heads, files) if settled_all(pending, files) else None
+    return Inputs(heads, files, digests or {}) if settled_all(pending, files) else None
 
 
 def _entries(directory: str) -> list[str]:
@@ -249,6 +266,7 @@ def save_memo(
         "key": key,
         "heads": inputs.heads,
         "inputs": inputs.files,
+        "digests": inputs.digests,
         "outputs": written,
         "shown": shown,
         "bad": bad,

@@ -16,6 +16,7 @@ from typing import Any
 from mle_world import layout
 from mle_world.audit.cache import ParsedInputs, stamp_of
 from mle_world.audit.cost_totals import CostTotal, add_rows, cost_file_of, decode, encode, parse_cost_file
+from mle_world.audit.digest import COST
 from mle_world.audit.trial_records import Trial
 
 
@@ -66,8 +67,8 @@ def read_cost_totals(
 
 def take_total(trial: Trial, parsed: ParsedInputs, path: str, entry: Any, at: int | None, name: str) -> bool:
     """Put on `trial` the cost total of its digest's `entry` for its own cost CSV at `path` (`name` in the
-    dir whose fd is `at`), when the file still has the entry's stamp (kept in `parsed.seen`, as `get` keeps
-    it) and its rows are that trial's alone, readable to the end; False otherwise (`attach_costs` reads it).
+    dir whose fd is `at`), when the file still has the entry's stamp (recorded by `parsed.took`, as `get`
+    records it) and its rows are that trial's alone, readable to the end; False otherwise (`attach_costs` reads it).
 
     At 100,000 reports, each file's entry matched through `costs/`' listing and the totals mapped back to
     their trials by id took 0.4 s of CPU more.
@@ -84,7 +85,7 @@ def take_total(trial: Trial, parsed: ParsedInputs, path: str, entry: Any, at: in
     if cost_file.total is None or not cost_file.readable or cost_file.total[0] != trial.trial_id:
         return False
     _attach(trial, cost_file.total[1])
-    parsed.seen[path] = entry[0]  # the digest's own list, equal to the stamp just taken
+    parsed.took(COST, path, entry[0])
     return True
 
 
