@@ -98,7 +98,7 @@ class ParsedInputs:
     entries were used (`lines`), not their 370,000 stamps at 100,000 reports."""
     lines: dict[str, list[list[Any]]] = field(default_factory=dict)
     """Per digest the trials took entries from (a configuration's gathered file or a trial's own), each
-    trial's [dir name, the kinds of entry used] (`digest_files.used_entries_stand` checks them again)."""
+    trial's [dir name, the kinds of entry used] (`digest_lines.used_entries_stand` checks them again)."""
     current: list[str] | None = None
     """The kinds of entry used so far of the trial being loaded, while the trial loop sets it."""
     read: int = 0

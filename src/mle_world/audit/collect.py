@@ -216,7 +216,7 @@ def load_sweep(dirs: Iterable[Path], parsed: ParsedInputs | None = None) -> Swee
                         predictions_of, offered[EVENTS], at, f"{name}/{layout.EVENTS}",
                     )  # fmt: skip
                 if parsed is not None and parsed.current is not None:
-                    if parsed.current:  # what the memo checks again (`digest_files.used_entries_stand`)
+                    if parsed.current:  # what the memo checks again (`digest_lines.used_entries_stand`)
                         parsed.lines.setdefault(source, []).append([name, parsed.current])
                     parsed.current = None
                 sweep.trials.append(trial)

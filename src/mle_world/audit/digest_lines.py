@@ -83,15 +83,15 @@ def used_entry_files(source: str, used: object) -> Iterator[tuple[str, str, Any]
         if data is None or type(trial[1]) is not list:
             yield None
             return
-        name = trial[0]
+        name, cost_csv = trial[0], data.get("cost_csv")
+        if not isinstance(cost_csv, str) or not cost_csv or "/" in cost_csv:
+            cost_csv = None  # a name in costs/, or none
         for kind in trial[1]:
             entry = data.get(kind) if type(kind) is str else None
-            cost_csv = data.get("cost_csv")
             if type(entry) is not list or not entry:
                 file = None
             elif kind == COST:
-                plain = isinstance(cost_csv, str) and cost_csv and "/" not in cost_csv
-                file = (costs, cost_csv, entry[0]) if plain and isinstance(cost_csv, str) else None
+                file = None if cost_csv is None else (costs, cost_csv, entry[0])
             elif kind == DIR:
                 file = (configuration, name, entry[0])
             elif kind == REPORT:
