@@ -164,7 +164,7 @@ def run_audit(
     out.say(f"wrote {', '.join(str(p) for p in written)}")
     sweep = result.sweep
     bad = bool(sweep.missing or sweep.invalid or sweep.duplicates or sweep.problems)
-    inputs = input_stamps(sweep, parsed.used, began, parsed.seen, parsed.stood, parsed.lines)
+    inputs = input_stamps(sweep, parsed, began)
     if inputs is not None:
         pages = [target / "trials"] if trial_pages else []  # where pages.write_trial_pages puts them
         save_memo(target, key, inputs, [*written, *pages], out.shown, bad)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from mle_world import __version__, layout
-from mle_world.audit.cache import stamp_of
+from mle_world.audit.cache import ParsedInputs, stamp_of
 from mle_world.audit.digest_lines import used_entries_stand
 from mle_world.launch.display import Display
 from mle_world.storage import Stamp, write_bytes_atomic
@@ -186,25 +186,19 @@ class Inputs:
     entries' own, not kept again."""
 
 
-def input_stamps(
-    sweep: Sweep,
-    stamped: dict[str, dict[str, Any]],
-    began_ns: int,
-    seen: dict[str, Stamp] | None = None,
-    stood: Collection[str] = (),
-    digests: dict[str, list[list[Any]]] | None = None,
-) -> Inputs | None:
+def input_stamps(sweep: Sweep, parsed: ParsedInputs, began_ns: int) -> Inputs | None:
     """The stamp of every input the audit of `sweep` read or looked for; None when one may have changed
     after it was read.
 
-    `stamped`: the parsed-inputs cache's entries this audit used (kind → path → [stamp, value]), whose
-    stamps were taken with the read, as were `seen`'s (path → stamp: the digests); `stood`: the files
-    whose digest entries the audit used (`digests`, kept as they are: `ParsedInputs.lines`); every other
-    path is stat'ed now, the heads first. `seen` is taken over, not copied (the result's `files`).
+    From `parsed` (what this audit read): its used entries' stamps and `seen`'s were taken with the read;
+    the files its `stood` holds are those of the digest entries it used (`lines`, kept as they are);
+    every other path is stat'ed now, the heads first. `seen` is taken over, not copied (the result's
+    `files`).
     """
     settled = began_ns - SETTLED_NS
     heads: dict[str, Stamp | None] = {}
-    files = cast("dict[str, Stamp | None]", seen) if seen is not None else {}
+    files = cast("dict[str, Stamp | None]", parsed.seen)
+    stood = parsed.stood
 
     def settled_all(paths: Iterable[str], stamps: dict[str, Stamp | None]) -> bool:
         for path in paths:
@@ -222,7 +216,7 @@ def input_stamps(
         listed += (p for p in _entries(str(layout_files.runs)) if os.path.isdir(p))  # each report's dir
     if not settled_all(listed, heads):
         return None
-    for entries in stamped.values():
+    for entries in parsed.used.values():
         for path, entry in entries.items():
             files.setdefault(path, entry[0])  # a digest's stamp (`seen`) stands, as it always has
     pending: list[str] = []
@@ -241,7 +235,7 @@ def input_stamps(
         if names is None or submission in names:
             pending += (f"{directory}/{submission}", f"{directory}/{submission_csv}")
     pending += sweep.unexpected
-    return Inputs(heads, files, digests or {}) if settled_all(pending, files) else None
+    return Inputs(heads, files, parsed.lines) if settled_all(pending, files) else None
 
 
 def _entries(directory: str) -> list[str]:
