@@ -166,7 +166,7 @@ class ScriptedSlurm:
     def limits(self, slurm: Any) -> None:
         return None
 
-    def throttle(self, array_id: str, limit: int) -> bool:
+    def throttle(self, array_id: str, limit: int, *, clear_dependency: bool) -> bool:
         return True  # the sweep's one job keeps its slot
 
 

@@ -25,7 +25,7 @@ from mle_world.errors import UserError
 from mle_world.launch import run_sweep
 from mle_world.launch.display import SilentDisplay
 from mle_world.launch.launcher import SweepLauncher
-from mle_world.launch.slurm.backend import array_chunks, write_sbatch_preview
+from mle_world.launch.slurm.backend import SubmititSubmitter, array_chunks, write_sbatch_preview
 from mle_world.launch.slurm.intents import cancel_sweep
 from mle_world.launch.slurm.limits import AccountLimits, SubmitLimit
 from mle_world.launch.slurm.queries import LiveTask, SlurmView, query_max_array_size, slurm_minutes
@@ -67,7 +67,7 @@ class Sbatch:
 
     accept: int
     params: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    throttled: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    throttled: list[tuple[str, int, bool]] = dataclasses.field(default_factory=list)
 
     def submit(self, calls: Sequence[Any], params: dict[str, Any]) -> list[str]:
         if len(self.params) == self.accept:
@@ -98,8 +98,8 @@ class Sbatch:
     def limits(self, slurm: Any) -> None:
         return None
 
-    def throttle(self, array_id: str, limit: int) -> bool:
-        self.throttled.append((array_id, limit))
+    def throttle(self, array_id: str, limit: int, *, clear_dependency: bool) -> bool:
+        self.throttled.append((array_id, limit, clear_dependency))
         return True
 
 
@@ -129,7 +129,8 @@ def test_a_refused_later_array_keeps_the_earlier_ones_and_says_how_to_go_on(dirs
         ("afterany:71", 2),
         ("afterany:71:72", 1),
     ]
-    assert sbatch.throttled == [("71", 2)]  # the adopted array: its share of the slots, set once
+    # the adopted array (Slurm lists none of its tasks: all may pend): its share, set once
+    assert sbatch.throttled == [("71", 2, True)]
     assert [read_status(c.trial.trial_dir, c.trial.trial_id).slurm_job_id for c in plan.commands] == [
         "71_0",
         "71_1",
@@ -450,3 +451,40 @@ def test_max_array_size_is_asked_again_when_scontrol_fails_once(
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     assert query_max_array_size() == 5
     assert calls.read_text().count("x") == 2
+
+
+@pytest.mark.slurm
+def test_a_running_arrays_throttle_is_widened_without_touching_its_dependency(
+    slurm_cluster: None, tmp_path: Path
+) -> None:
+    """Slurm refuses `Dependency=` (exit 1: "Job is no longer pending execution") once a task of the
+    array runs, and with it the new throttle: the launcher tried again at every poll and a freed
+    slot stayed idle until Slurm's next scheduling pass. The submitter now clears the dependency
+    only when asked (ArrayThrottle asks while none of the array's tasks has started)."""
+    submitter = SubmititSubmitter(tmp_path)
+
+    def sbatch(*args: str) -> str:
+        argv = ["sbatch", "--parsable", "-o", "/dev/null", *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+    def shown(array: str) -> str:
+        out = subprocess.run(["scontrol", "show", "job", array], capture_output=True, text=True).stdout
+        return " ".join(out.split())
+
+    first = sbatch("--wrap", "sleep 120")
+    later = sbatch("--array=0-3%1", f"--dependency=afterany:{first}", "--wrap", "sleep 120")
+    try:
+        assert "Dependency=afterany" in shown(later)
+        assert submitter.throttle(later, 1, clear_dependency=True)
+        wait_until(lambda: f"{later}_0 RUNNING" in squeue_states(later), 60, f"{later}_0 started")
+        # what the launcher sent before: refused as a whole
+        assert not submitter.throttle(later, 2, clear_dependency=True)
+        assert submitter.throttle(later, 2, clear_dependency=False)
+        assert "ArrayTaskThrottle=2" in shown(later)
+        wait_until(lambda: f"{later}_1 RUNNING" in squeue_states(later), 60, f"{later}_1 started")
+    finally:
+        subprocess.run(["scancel", first, later], check=False)
+
+
+def squeue_states(job: str) -> str:
+    return subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", job], capture_output=True, text=True).stdout

@@ -63,7 +63,22 @@ def test_a_new_array_takes_the_free_slots_or_waits_for_every_live_array() -> Non
     assert throttle.updates() == []
     # 11 ended, 12 has 2 live: 13 gets the other 2 slots and loses its dependency
     throttle.loads = [ArrayLoad("12", 2, 0), ArrayLoad("13", 5, 5)]
-    assert throttle.updates() == [ThrottleUpdate("13", 2)]
+    assert throttle.updates() == [ThrottleUpdate("13", 2, clear_dependency=True)]
+    throttle.applied(ThrottleUpdate("13", 2, clear_dependency=True))
+    # 12 ended while 13 runs two: 13 gets all 4 slots, its throttle alone (no task runs with a
+    # dependency left, and Slurm refuses `Dependency=` once one runs)
+    throttle.loads = [ArrayLoad("13", 3, 1)]
+    assert throttle.updates() == [ThrottleUpdate("13", 3)]
+
+
+def test_the_dependency_is_cleared_only_while_the_array_may_still_wait_for_it() -> None:
+    """A re-run launcher adopts arrays it did not submit: one whose tasks all pend may wait for its
+    `afterany` (cleared with the throttle); one with a task started has no dependency left."""
+    throttle = ArrayThrottle(4)
+    throttle.loads = [ArrayLoad("21", 1, 0), ArrayLoad("22", 5, 5), ArrayLoad("23", 5, 4)]
+    assert throttle.updates() == [ThrottleUpdate("22", 3, clear_dependency=True)]
+    throttle.loads = [ArrayLoad("22", 2, 1), ArrayLoad("23", 5, 4)]
+    assert throttle.updates() == [ThrottleUpdate("22", 2), ThrottleUpdate("23", 2)]
 
 
 @dataclass
@@ -125,7 +140,8 @@ def simulate(
             ]
             for update in throttle.updates():
                 arrays[update.array_id].limit = update.limit
-                arrays[update.array_id].after = []
+                if update.clear_dependency:
+                    arrays[update.array_id].after = []
                 throttle.applied(update)
     return most, now
 

@@ -34,7 +34,7 @@ from mle_world.launch.slurm.queries import (
     check_sbatch_available,
     ended_cause,
 )
-from mle_world.launch.slurm.throttle import ArrayThrottle
+from mle_world.launch.slurm.throttle import ArrayThrottle, ThrottleUpdate
 from mle_world.launch.slurm.watchdog import watch
 from mle_world.launch.state import (
     FINAL,
@@ -283,7 +283,7 @@ class SweepLauncher:
         held = self._submit_slurm(submitter, todo, throttle) if todo else []
         if not todo:
             self._say("[launch] slurm: nothing to submit")
-        throttle.rebalance(submitter.throttle, self._say)  # adopted arrays: the slots free now
+        throttle.rebalance(applier(submitter), self._say)  # adopted arrays: the slots free now
         if not self.options.wait:
             rest = f"; {len(held)} trial(s) held back by the limit stay pending: re-run later" if held else ""
             self._say(f"[launch] submitted{rest}; follow with: run_paper.py status {plan.output_dir}")
@@ -342,7 +342,7 @@ class SweepLauncher:
 
         def tend(statuses: Sequence[TrialStatus], view: SlurmView) -> None:
             throttle.observe(statuses, view)
-            throttle.rebalance(lambda array, limit: submitter.throttle(array, limit), self._say)
+            throttle.rebalance(applier(submitter), self._say)
 
         with progress_bar(self.display, len(self.plan.commands), self.options.show_progress) as progress:
             watch(
@@ -357,6 +357,11 @@ class SweepLauncher:
                 progress=progress,
                 tend=tend,
             )
+
+
+def applier(submitter: Submitter) -> Callable[[ThrottleUpdate], bool]:
+    """`ArrayThrottle.rebalance`'s way to apply an update: the submitter's scontrol."""
+    return lambda u: submitter.throttle(u.array_id, u.limit, clear_dependency=u.clear_dependency)
 
 
 def run_sweep(

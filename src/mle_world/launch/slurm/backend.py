@@ -210,9 +210,9 @@ class Submitter(Protocol):
         """The accounting's MaxWall and submit-count limits for these settings (None: no accounting)."""
         ...
 
-    def throttle(self, array_id: str, limit: int) -> bool:
-        """Let this array run `limit` tasks at once from now on, whatever it depended on; False
-        when scontrol failed."""
+    def throttle(self, array_id: str, limit: int, *, clear_dependency: bool) -> bool:
+        """Let this array run `limit` tasks at once from now on (and, with `clear_dependency`,
+        whatever it depended on); False when scontrol failed."""
         ...
 
 
@@ -262,9 +262,10 @@ class SubmititSubmitter:
     def limits(self, slurm: SlurmSettings) -> AccountLimits | None:
         return read_limits(account=slurm.account, qos=slurm.qos, partition=slurm.partition)
 
-    def throttle(self, array_id: str, limit: int) -> bool:
-        argv = ["scontrol", "update", f"JobId={array_id}", f"ArrayTaskThrottle={limit}", "Dependency="]
-        return run_tool(argv) is not None
+    def throttle(self, array_id: str, limit: int, *, clear_dependency: bool) -> bool:
+        argv = ["scontrol", "update", f"JobId={array_id}", f"ArrayTaskThrottle={limit}"]
+        # One update: cleared first, the dependency would let the array run at its old `%`.
+        return run_tool(argv + ["Dependency="] if clear_dependency else argv) is not None
 
 
 def submitit_sbatch_text(folder: Path, params: dict[str, Any], n_trials: int) -> str:

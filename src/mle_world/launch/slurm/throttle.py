@@ -29,11 +29,15 @@ class ArrayLoad:
 
 @dataclass(frozen=True)
 class ThrottleUpdate:
-    """`scontrol update JobId=<array_id> ArrayTaskThrottle=<limit> Dependency=`: the array may run
-    `limit` tasks now, whatever array it waited for."""
+    """`scontrol update JobId=<array_id> ArrayTaskThrottle=<limit>` (and `Dependency=` when
+    `clear_dependency`): the array may run `limit` tasks now, whatever array it waited for."""
 
     array_id: str
     limit: int
+    clear_dependency: bool = False
+    """The array may still wait for its `afterany`: none of its tasks has started and this launcher
+    has not cleared it. Slurm refuses `Dependency=` (exit 1, "Job is no longer pending execution")
+    once a task of the array runs, and a refused update also leaves the array's throttle unchanged."""
 
 
 def array_loads(statuses: Iterable[TrialStatus], view: SlurmView) -> list[ArrayLoad]:
@@ -119,17 +123,18 @@ class ArrayThrottle:
             now = self.set_limits.get(load.array_id)
             # a `%` at or above the array's live tasks lets it run them all: the same as its share
             if now is None or min(now, load.live) != share:
-                out.append(ThrottleUpdate(load.array_id, share))
+                waits = now is None and load.pending == load.live
+                out.append(ThrottleUpdate(load.array_id, share, clear_dependency=waits))
         return out
 
     def applied(self, update: ThrottleUpdate) -> None:
         self.set_limits[update.array_id] = update.limit
 
-    def rebalance(self, apply: Callable[[str, int], bool], say: Callable[[str], None]) -> None:
+    def rebalance(self, apply: Callable[[ThrottleUpdate], bool], say: Callable[[str], None]) -> None:
         """Apply `updates` (`apply`: the Submitter's `throttle`, False when scontrol failed: tried
         again at the next poll) and say each."""
         for update in self.updates():
-            if apply(update.array_id, update.limit):
+            if apply(update):
                 self.applied(update)
                 say(
                     f"[launch] slurm: job {update.array_id} may run {update.limit} trial(s) at once now "
