@@ -668,6 +668,7 @@ def test_sweep_filters_do_not_combine_with_one_trial_mode(
         (["--parallelism", "0"], "--parallelism"),  # was a traceback (ArgumentTypeError raised by hand)
         (["--parallelism", "abc"], "--parallelism"),
         (["--overhead-s", "inf"], "--overhead-s"),
+        (["--handoff-s", "-1"], "--handoff-s"),
     ],
 )
 def test_bad_estimate_flags(cli: Cli, tmp_path: Path, extra: list[str], culprit: str) -> None:

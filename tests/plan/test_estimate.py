@@ -260,12 +260,18 @@ def test_cli_estimate_says_how_slurm_splits_a_large_sweep(
     from mle_world.cli import main
 
     cluster = tmp_path / "cluster.yaml"
-    cluster.write_text("slurm:\n  max_array_tasks: 2\n")
-    assert main(["estimate", "--regime", "gated", *SELECT, "--cluster-config", str(cluster)]) == 0
-    out = capsys.readouterr().out
+    cluster.write_text("slurm:\n  max_array_tasks: 2\n  query_interval_s: 5\n")
+    args = ["estimate", "--regime", "gated", *SELECT, "--cluster-config", str(cluster)]
+    assert main(args) == 0
+    out = " ".join(capsys.readouterr().out.split())
     assert (
         "On Slurm: 2 arrays of at most 2 trials (slurm.max_array_tasks) sharing one array_parallelism" in out
     )
+    # the launcher asks Slurm at its first 2 s status read 5 s after the last question: every 6 s
+    assert "simulated 3 s late (half the launcher's 6 s query period" in out
+    assert main([*args, "--handoff-s", "0"]) == 0
+    calibrated = " ".join(capsys.readouterr().out.split())
+    assert "simulated 0 s late (--handoff-s)" in calibrated
     assert main(["estimate", "--regime", "gated", *SELECT]) == 0
     assert "On Slurm" not in capsys.readouterr().out  # 3 trials: one array
 
@@ -281,3 +287,10 @@ def test_a_slot_goes_on_to_a_later_array_one_hand_on_late():
     assert makespan([1.0] * 4, 2, array_size=2, handoff_s=0.5) == 2.5
     est = estimate([1.0] * 4, 2, gpus_per_trial=1, usd_per_gpu_hour=None, array_size=2, handoff_s=0.5)
     assert est.makespan_s == 2.5 and est.gpu_hours == 4 / 3600
+
+
+def test_the_launchers_query_period_follows_its_status_reads():
+    """It asks Slurm at the first status read (every 2 s) at least query_interval_s after the last."""
+    from mle_world.launch.slurm.queries import query_period_s
+
+    assert [query_period_s(q) for q in (0.0, 1.0, 2.0, 5.0, 30.0)] == [2.0, 2.0, 2.0, 6.0, 30.0]

@@ -21,7 +21,7 @@ from mle_world.cli.options import (
     seed_list,
 )
 from mle_world.errors import UserError, not_a_dir
-from mle_world.launch.slurm.queries import DEFAULT_MAX_ARRAY_SIZE
+from mle_world.launch.slurm.queries import DEFAULT_MAX_ARRAY_SIZE, query_period_s
 from mle_world.plan.config import load_cluster_config, load_paper_config
 from mle_world.plan.estimate import (
     Estimate,
@@ -91,6 +91,13 @@ def add_estimate_flags(p: argparse.ArgumentParser) -> None:
         help="time before the first trial starts, e.g. the array's wait in the queue (s)",
     )
     p.add_argument(
+        "--handoff-s",
+        type=float,
+        default=None,
+        help="a sweep in several arrays: how late a slot one array frees goes to a later array's trial "
+        "(s; default: half the launcher's Slurm query period, its mean wait)",
+    )
+    p.add_argument(
         "--usd-per-gpu-hour",
         type=positive_float,
         help="GPU price (default: the price table's execution price)",
@@ -129,6 +136,9 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         raise UserError("--overhead-s: expected a number >= 0")
     if not (math.isfinite(args.startup_s) and args.startup_s >= 0):
         raise UserError("--startup-s: expected a number >= 0")
+    if args.handoff_s is not None and not (math.isfinite(args.handoff_s) and args.handoff_s >= 0):
+        raise UserError("--handoff-s: expected a number >= 0")
+    handoff_s = query_period_s(slurm.query_interval_s) / 2 if args.handoff_s is None else args.handoff_s
     levels = list(args.parallelism) if args.parallelism else None
     if (args.tasks, args.configs, args.seeds) != (None, None, None):
         from mle_world.cli.planning import check_seeds  # (what the launch checks: imported only here)
@@ -199,14 +209,14 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
             overhead_s=args.overhead_s,
             startup_s=args.startup_s,
             array_size=array_size,
-            handoff_s=slurm.query_interval_s / 2,
+            handoff_s=handoff_s,
         )
         cells = _cells(base)
         if savings is not None:
             saved = estimate(
                 with_savings(durations, savings), level, gpus_per_trial=gpus, usd_per_gpu_hour=price,
                 overhead_s=args.overhead_s, startup_s=args.startup_s,
-                array_size=array_size, handoff_s=slurm.query_interval_s / 2,
+                array_size=array_size, handoff_s=handoff_s,
             )  # fmt: skip
             cells += _cells(saved)[1:4]
         label = f"{level} (cluster.yaml)" if level == slurm.array_parallelism else str(level)
@@ -217,7 +227,12 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         console.print(
             f"On Slurm: {math.ceil(len(keys) / size)} arrays of at most {size} trials ({cap}) sharing one "
             "array_parallelism: a slot goes on to a later array at the launcher's next poll, simulated "
-            f"{slurm.query_interval_s / 2:g} s late (half of slurm.query_interval_s: the mean wait).",
+            + (
+                f"{handoff_s:g} s late (half the launcher's {query_period_s(slurm.query_interval_s):g} s "
+                "query period, from slurm.query_interval_s: the mean wait; --handoff-s sets it)."
+                if args.handoff_s is None
+                else f"{handoff_s:g} s late (--handoff-s)."
+            ),
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -30,6 +30,7 @@ from mle_world.launch.slurm.backend import (
 from mle_world.launch.slurm.intents import cancelled_since, reconcile, submit_arrays
 from mle_world.launch.slurm.queries import (
     ALIVE_STATES,
+    POLL_S,
     SlurmView,
     check_sbatch_available,
     ended_cause,
@@ -98,7 +99,7 @@ class SweepLauncher:
     post_trial: PostTrial | None
     display: Display
     submitter_factory: Callable[[Path], Submitter] = SubmititSubmitter
-    poll_s: float = 2.0
+    poll_s: float = POLL_S
     lost_after_s: float = 120.0
     """A job that squeue and sacct both answer they do not know, for this long, is declared lost."""
     check_launch: Callable[[], object] | None = None

@@ -40,7 +40,8 @@ def makespan(
     running now: `status`'s ETA of a sweep under way); the other slots are free after `startup_s`.
     `array_size`: the sweep goes in arrays of that many trials sharing the slots (launch/slurm/
     throttle.py); a slot an array's trial frees goes to a later array's trial only when the watching
-    launcher hands it on, `handoff_s` later (its poll: `slurm.query_interval_s`).
+    launcher hands it on, `handoff_s` later (its next question to Slurm, its `scontrol update` and
+    Slurm's next scheduling pass).
     """
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got {parallelism}")

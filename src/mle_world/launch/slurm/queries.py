@@ -75,6 +75,17 @@ class LiveTask:
 TOOL_TIMEOUT_S = 60.0
 """How long a Slurm tool may take before it counts as failed (the launcher's queries)."""
 
+POLL_S = 2.0
+"""How often a watching launcher reads its trials' status files; it asks Slurm at the first read at
+least `slurm.query_interval_s` after its last question."""
+
+
+def query_period_s(query_interval_s: float) -> float:
+    """How often a watching launcher asks Slurm (and so hands a freed slot on to a later array): at
+    its first status read, every `POLL_S`, at least `query_interval_s` after the last question."""
+    return max(POLL_S, math.ceil(query_interval_s / POLL_S) * POLL_S)
+
+
 QUEUE_TIMEOUT_S = 5.0
 """How long `status` waits for its one squeue. A controller that does not answer costs this once a
 poll: squeue's own retries (a connect a second for MessageTimeout, 10 s by default) took 18 s a call."""

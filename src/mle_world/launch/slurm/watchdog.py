@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from mle_world.launch.slurm.backend import Submitter
-from mle_world.launch.slurm.queries import ALIVE_STATES, SlurmView, ended_cause
+from mle_world.launch.slurm.queries import ALIVE_STATES, POLL_S, SlurmView, ended_cause
 from mle_world.launch.state import mark_failed_infra, read_status
 from mle_world.plan.sweep_plan import TrialCommand
 from mle_world.records import TrialStatus
@@ -24,7 +24,7 @@ def watch(
     submitter: Submitter,
     *,
     say: Callable[[str], None],
-    poll_s: float = 2.0,
+    poll_s: float = POLL_S,
     lost_after_s: float = 120.0,
     query_interval_s: float = 0.0,
     refill: Callable[[], bool] | None = None,
