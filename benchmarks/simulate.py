@@ -6,14 +6,19 @@ tasks) as a process (CPU and wall), and in process its steps: the trial keys thr
 `estimate` did before: every trial's spec, paths and hash; the baseline) and through `planned_keys`,
 and the simulation of four parallelism levels.
 
-Reads the repository (tests/launch/launchkit.py builds the plans); writes trial dirs under
---work-dir (a temp dir by default) and prints a table. Two sweeps of short synthetic trials run as
-submitit job arrays: the first (equal trials) calibrates the start-up (launch to the first trial's
-start, from status.json: the array's submission and first scheduling, paid once) and then the
-per-trial scheduler overhead, the
-second (mixed lengths, more trials) is predicted from its planned trial lengths and from its
-measured trial times, and compared with its measured makespan. Baseline in the same run: the
-ideal makespan (no overhead), i.e. what a simulator without the calibrated overhead would say.
+Reads the repository (tests/support/launchkit.py builds the plans); writes trial dirs under
+--work-dir (a temp dir by default) and prints tables. Without `--speed`, each of `--rounds` rounds
+runs sweeps of the fake agent's short trials on the local Slurm, as submitit job arrays:
+1. calibration: trials of 1-5 s in one array give the start-up (launch to the first trial's
+   start, from status.json: paid once), then the per-trial overhead (`--overhead-s`); 1.5 × as many in
+   arrays of 3 give the hand-on (`--handoff-s`: a slot going on to a later array waits for the
+   watching launcher's poll, its `scontrol update` and Slurm's next scheduling pass);
+2. the checked sweep (mixed 1-5 s trials) in one array, predicted from its planned lengths and
+   from its measured trial times;
+3. the same trials split into arrays of `--array-size`, predicted the same way.
+The measured makespan is launch to the last trial's end (status.json), what `estimate` predicts.
+Baseline in the same run: the ideal makespan (no overhead), what a simulator without the calibration
+would say. The last table gives each round's error and their median.
 
     flock /work/locks/slurm.lock python benchmarks/simulate.py [--parallelism 2]
     python benchmarks/simulate.py --speed
@@ -22,6 +27,8 @@ ideal makespan (no overhead), i.e. what a simulator without the calibrated overh
 from __future__ import annotations
 
 import argparse
+import os
+import random
 import re
 import resource
 import shlex
@@ -30,7 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
@@ -39,7 +47,7 @@ from launchkit import FAKE_AGENT, fast_cluster, make_plan  # noqa: E402
 
 from mle_world.launch import run_sweep  # noqa: E402
 from mle_world.launch.display import SilentDisplay  # noqa: E402
-from mle_world.launch.launcher import SweepLauncher  # noqa: E402
+from mle_world.launch.slurm.queries import query_period_s  # noqa: E402
 from mle_world.launch.state import read_status  # noqa: E402
 from mle_world.plan.config import load_paper_config  # noqa: E402
 from mle_world.plan.estimate import estimate, makespan, measured_times, planned_keys, trial_key  # noqa: E402
@@ -50,12 +58,30 @@ from mle_world.records import LaunchedTrial  # noqa: E402
 from mle_world.storage import write_model  # noqa: E402
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep run on the local Slurm, as its status.json files recorded it."""
+
+    plan: SweepPlan
+    makespan_s: float
+    """Launch to the last trial's end: what `estimate` predicts."""
+    returned_s: float
+    """Launch to `run_sweep`'s return: the makespan and the watching launcher's last poll."""
+    startup_s: float
+    """Launch to the first trial's start."""
+    times: list[float]
+    """Each trial's measured time (status.json), in plan order."""
+    arrays: int
+    planned: list[float]
+    """Each trial's planned length, in plan order."""
+    array_size: int | None
+
+
 def run(
     work: Path, name: str, seconds: list[float], parallelism: int, array_size: int | None = None
-) -> tuple[SweepPlan, float, float]:
-    """Run one sweep on the local Slurm (in arrays of `array_size`, slurm.max_array_tasks, when given):
-    its plan (with launch.json written), measured makespan, and the start-up time (launch to the first
-    trial's start, from status.json)."""
+) -> Sweep:
+    """Run one sweep of the fake agent's trials of `seconds` on the local Slurm (in arrays of
+    `array_size`, slurm.max_array_tasks, when given)."""
     out, data = work / name / "out", work / name / "data"
     cluster = fast_cluster(parallelism=parallelism)
     if array_size is not None:
@@ -81,12 +107,23 @@ def run(
     options = LaunchOptions(backend="slurm", n_workers=parallelism, gpu_devices=gpus, show_progress=False)
     t0, wall0 = time.monotonic(), time.time()
     code = run_sweep(plan, options, display=SilentDisplay())
-    span = time.monotonic() - t0
+    returned = time.monotonic() - t0
     if code != 0:
         raise SystemExit(f"{name}: sweep failed (exit {code})")
-    starts = [read_status(r.trial.trial_dir, r.trial.trial_id).started_at for r in plan.commands]
-    first = min(s.timestamp() for s in starts if s is not None)
-    return plan, span, max(0.0, first - wall0)
+    statuses = [read_status(r.trial.trial_dir, r.trial.trial_id) for r in plan.commands]
+    starts = [s.started_at.timestamp() for s in statuses if s.started_at is not None]
+    ends = [s.ended_at.timestamp() for s in statuses if s.ended_at is not None]
+    times = measured_times(plan.output_dir)
+    return Sweep(
+        plan=plan,
+        makespan_s=max(ends) - wall0,
+        returned_s=returned,
+        startup_s=max(0.0, min(starts) - wall0),
+        times=[times[trial_key(r.trial.trial_id)] for r in plan.commands],
+        arrays=len({s.slurm_array_id for s in statuses}),
+        planned=seconds,
+        array_size=array_size,
+    )
 
 
 def chained(
@@ -100,17 +137,79 @@ def chained(
     return end
 
 
-def calibrate(durations: list[float], parallelism: int, measured: float, startup_s: float) -> float:
-    """The per-trial overhead that makes the simulated makespan (after `startup_s`) equal the measured
-    one (bisection)."""
+def fit(simulate: Callable[[float], float], measured: float) -> float:
+    """The x ≥ 0 for which `simulate(x)` (non-decreasing) equals `measured` (bisection; 0 when even
+    x = 0 simulates more)."""
     lo, hi = 0.0, measured
     for _ in range(60):
         mid = (lo + hi) / 2
-        if makespan(durations, parallelism, overhead_s=mid, startup_s=startup_s) < measured:
+        if simulate(mid) < measured:
             lo = mid
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """`estimate`'s flags as calibration sweeps (never the checked ones) measured them."""
+
+    startup_s: float
+    """--startup-s: the mean of the sweeps' launch to first start."""
+    overhead_s: float
+    """--overhead-s: per trial beyond its planned length (the one-array sweeps)."""
+    gap_s: float
+    """The same beyond each trial's measured time: the scheduler's gap between one trial's end and
+    the next start (for predictions from measured times)."""
+    handoff_s: float
+    """--handoff-s: a slot's extra wait when it goes on to a later array (the split sweeps)."""
+
+    def flags(self) -> str:
+        return f"--startup-s {self.startup_s:.2f} --overhead-s {self.overhead_s:.2f} --handoff-s {self.handoff_s:.2f}"
+
+
+def calibration(ones: list[Sweep], splits: list[Sweep], p: int) -> Calibration:
+    """Fit the overhead and gap to the one-array sweeps and then the hand-on to the split ones, each
+    so that the simulated makespans (with each sweep's own start-up) add up to the measured ones."""
+    overhead = fit(
+        lambda x: sum(makespan(s.planned, p, overhead_s=x, startup_s=s.startup_s) for s in ones),
+        sum(s.makespan_s for s in ones),
+    )
+    gap = fit(
+        lambda x: sum(makespan(s.times, p, overhead_s=x, startup_s=s.startup_s) for s in ones),
+        sum(s.makespan_s for s in ones),
+    )
+    handoff = fit(
+        lambda x: sum(
+            makespan(
+                s.planned, p, overhead_s=overhead, startup_s=s.startup_s, array_size=s.array_size, handoff_s=x
+            )
+            for s in splits
+        ),
+        sum(s.makespan_s for s in splits),
+    )
+    startups = [s.startup_s for s in (*ones, *splits)]
+    return Calibration(sum(startups) / len(startups), overhead, gap, handoff)
+
+
+def lengths(n: int, seed: int) -> list[float]:
+    """`n` trial lengths of 1-5 s, drawn (with `seed`) to the hundredth of a second.
+
+    Not whole seconds: Slurm starts a freed slot's next task at its next scheduling pass (every 2 s
+    on the local cluster, `sched_interval` and `bf_interval`), so trials of whole seconds end at the
+    same phase of those passes, sweep after sweep. Calibrated on 2, 4 and 3 s trials the overhead
+    came out 0.68-0.70 s a trial where 1-5 s trials took 1.1-1.2 s: every prediction 4-11 % short.
+    Real trials end at any phase; so do these."""
+    rng = random.Random(seed)
+    return [round(rng.uniform(1.0, 5.0), 2) for _ in range(n)]
+
+
+def calibrate(work: Path, parallelism: int, trials: int, seed: int) -> tuple[Sweep, Sweep]:
+    """Run `trials` trials of 1-5 s as one array (start-up, overhead and gap) and 1.5 × as many in
+    arrays of 3 (hand-on: the launcher's poll, its scontrol update and Slurm's next pass)."""
+    one = run(work, "calibration", lengths(trials, seed + 1), parallelism)
+    split = run(work, "calibration-split", lengths(trials * 3 // 2, seed + 2), parallelism, 3)
+    return one, split
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,7 +270,7 @@ def speed() -> int:
             cpu = usage.ru_utime - usage0.ru_utime + usage.ru_stime - usage0.ru_stime
             runs.append((cpu, time.monotonic() - t0))
         cpu, wall = sorted(runs)[1]
-    load = ", ".join(f"{x:.1f}" for x in __import__("os").getloadavg())
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"estimate of {n} trials (configs/paper.yaml with 30 seeds), load average {load}")
     print()
     print("| step | CPU ms | vs keys through expand |")
@@ -188,9 +287,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--speed", action="store_true", help="time estimate at 3,570 trials (no Slurm)")
     ap.add_argument("--parallelism", type=int, default=2)
-    ap.add_argument("--calibration", type=int, default=6, help="trials of the calibration sweep")
+    ap.add_argument("--calibration", type=int, default=8, help="trials of the one-array calibration sweep")
     ap.add_argument("--trials", type=int, default=12, help="trials of the checked sweeps")
     ap.add_argument("--array-size", type=int, default=5, help="slurm.max_array_tasks of the split sweep")
+    ap.add_argument("--rounds", type=int, default=5, help="calibrate and predict this many times")
     ap.add_argument("--work-dir", type=Path, default=None)
     a = ap.parse_args()
     if a.speed:
@@ -200,100 +300,149 @@ def main() -> int:
         return 0
     work = a.work_dir or Path(tempfile.mkdtemp(prefix="mlew-bench-simulate-"))
     p = a.parallelism
+    rounds: list[Round] = []
     try:
-        calib_s = [3.0] * a.calibration
-        calib_plan, calib_span, startup = run(work, "calibration", calib_s, p)
-        overhead = calibrate(calib_s, p, calib_span, startup)
-        # The same calibration for predictions from measured trial times (status.json start to end):
-        # what remains per trial is the scheduler's gap between one trial's end and the next start.
-        calib_times = measured_times(calib_plan.output_dir)
-        calib_measured = [calib_times[trial_key(r.trial.trial_id)] for r in calib_plan.commands]
-        gap = calibrate(calib_measured, p, calib_span, startup)
-        mixed = [(1.0, 5.0, 2.0, 4.0, 3.0)[i % 5] for i in range(a.trials)]
-        plan, span, _ = run(work, "checked", mixed, p)
-        times = measured_times(plan.output_dir)
-        measured_trials = [times[trial_key(r.trial.trial_id)] for r in plan.commands]
-        rows = [
-            ("ideal: planned lengths, no overhead (baseline)", makespan(mixed, p)),
-            (
-                "simulated: planned lengths + calibrated start-up and overhead",
-                makespan(mixed, p, overhead_s=overhead, startup_s=startup),
-            ),
-            (
-                "simulated: measured trial times + calibrated start-up and scheduler gap",
-                makespan(measured_trials, p, overhead_s=gap, startup_s=startup),
-            ),
-        ]
-        # The same trials split into arrays of --array-size (as a MaxArraySize would split them),
-        # predicted as one pool of p slots: the arrays share one array_parallelism.
-        split_plan, split_span, _ = run(work, "split", mixed, p, a.array_size)
-        n_arrays = len(
-            {read_status(r.trial.trial_dir, r.trial.trial_id).slurm_array_id for r in split_plan.commands}
-        )
-        split_times = measured_times(split_plan.output_dir)
-        split_trials = [split_times[trial_key(r.trial.trial_id)] for r in split_plan.commands]
-        # (the launcher polls every SweepLauncher.poll_s: fast_cluster's query_interval_s is 0)
-        hand_on = SweepLauncher.poll_s / 2  # the mean wait for the watching launcher's next poll
-        split_rows = [
-            ("ideal: planned lengths, no overhead (baseline)", makespan(mixed, p)),
-            (
-                "simulated as one array: planned lengths + calibrated start-up and overhead",
-                makespan(mixed, p, overhead_s=overhead, startup_s=startup),
-            ),
-            (
-                f"simulated in arrays: planned lengths + start-up, overhead, {hand_on:g} s hand-on",
-                makespan(
-                    mixed,
-                    p,
-                    overhead_s=overhead,
-                    startup_s=startup,
-                    array_size=a.array_size,
-                    handoff_s=hand_on,
-                ),
-            ),
-            (
-                f"simulated in arrays: measured trial times + start-up, gap, {hand_on:g} s hand-on",
-                makespan(
-                    split_trials,
-                    p,
-                    overhead_s=gap,
-                    startup_s=startup,
-                    array_size=a.array_size,
-                    handoff_s=hand_on,
-                ),
-            ),
-            (
-                "arrays one after another (before), planned lengths + start-up and overhead",
-                chained(mixed, p, a.array_size, overhead, startup),
-            ),
-        ]
+        for n in range(1, a.rounds + 1):
+            rounds.append(one_round(work / f"round{n}", n, a))
     finally:
         if a.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"local Slurm, parallelism {p}; calibration: {a.calibration} × 3 s trials took {calib_span:.1f} s "
-          f"→ start-up {startup:.2f} s (launch to the first trial's start), then "
-          f"{overhead:.2f} s per trial beyond the planned length, "
-          f"{gap:.2f} s beyond the measured trial time")  # fmt: skip
-    print(
-        f"checked sweep: {a.trials} trials of 1-5 s (sum {sum(mixed):.0f} s), measured makespan {span:.1f} s"
-    )
-    print()
-    table(rows, span)
+    pooled = calibration([r.one for r in rounds], [r.split_cal for r in rounds], p)
+    print(f"## Errors of the predictions from planned lengths over {len(rounds)} round(s)")
     print()
     print(
-        f"split sweep: the same {a.trials} trials in {n_arrays} arrays of at most {a.array_size}, "
-        f"measured makespan {split_span:.1f} s"
+        "Each round's own calibration, and all rounds' calibration sweeps pooled (`estimate "
+        f"{pooled.flags()}`: a cluster calibrated once, with more than one sample)."
     )
     print()
-    table(split_rows, split_span)
+    print("| checked sweep, calibration | each round | median |")
+    print("|---|---|---:|")
+    for name, values in (
+        ("one array, the round's", [r.errors(r.calibration, p) for r in rounds]),
+        (f"arrays of at most {a.array_size}, the round's", [r.errors(r.calibration, p, split=True) for r in rounds]),
+        ("one array, pooled", [r.errors(pooled, p) for r in rounds]),
+        (f"arrays of at most {a.array_size}, pooled", [r.errors(pooled, p, split=True) for r in rounds]),
+    ):  # fmt: skip
+        print(f"| {name} | {', '.join(f'{v:+.1%}' for v in values)} | {median(values):+.1%} |")
     return 0
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@dataclass(frozen=True)
+class Round:
+    """A round's sweeps: two to calibrate, two to check."""
+
+    one: Sweep
+    split_cal: Sweep
+    checked: Sweep
+    split: Sweep
+    calibration: Calibration
+
+    def errors(self, cal: Calibration, p: int, *, split: bool = False) -> float:
+        """The signed error of the prediction from planned lengths with `cal`."""
+        sweep = self.split if split else self.checked
+        predicted = makespan(
+            sweep.planned, p, overhead_s=cal.overhead_s, startup_s=cal.startup_s,
+            array_size=sweep.array_size, handoff_s=cal.handoff_s,
+        )  # fmt: skip
+        return predicted / sweep.makespan_s - 1
+
+
+def one_round(work: Path, n: int, a: argparse.Namespace) -> Round:
+    """Calibrate, then run the checked sweeps and print their predictions."""
+    p = a.parallelism
+    # Each round draws its own lengths: the calibration's are never the checked sweeps'.
+    one, split_cal = calibrate(work, p, a.calibration, seed=10 * n)
+    cal = calibration([one], [split_cal], p)
+    mixed = lengths(a.trials, seed=10 * n)
+    checked = run(work, "checked", mixed, p)
+    rows = [
+        ("ideal: planned lengths, no overhead (baseline)", makespan(mixed, p)),
+        (
+            "simulated: planned lengths + calibrated start-up and overhead",
+            makespan(mixed, p, overhead_s=cal.overhead_s, startup_s=cal.startup_s),
+        ),
+        (
+            "simulated: measured trial times + calibrated start-up and scheduler gap",
+            makespan(checked.times, p, overhead_s=cal.gap_s, startup_s=cal.startup_s),
+        ),
+    ]
+    # The same trials split into arrays of --array-size (as a MaxArraySize would split them): one
+    # pool of p slots (the arrays share one array_parallelism), a slot handed on between arrays late.
+    split = run(work, "split", mixed, p, a.array_size)
+
+    def in_arrays(durations: list[float], overhead_s: float) -> float:
+        return makespan(
+            durations, p, overhead_s=overhead_s, startup_s=cal.startup_s,
+            array_size=a.array_size, handoff_s=cal.handoff_s,
+        )  # fmt: skip
+
+    split_rows = [
+        ("ideal: planned lengths, no overhead (baseline)", makespan(mixed, p)),
+        (
+            "simulated as one array: planned lengths + calibrated start-up and overhead",
+            makespan(mixed, p, overhead_s=cal.overhead_s, startup_s=cal.startup_s),
+        ),
+        (
+            "simulated in arrays: planned lengths + calibrated start-up, overhead and hand-on",
+            in_arrays(mixed, cal.overhead_s),
+        ),
+        (
+            "simulated in arrays: measured trial times + calibrated start-up, gap and hand-on",
+            in_arrays(split.times, cal.gap_s),
+        ),
+        (
+            f"simulated in arrays: planned lengths + start-up, overhead, half-poll hand-on "
+            f"({query_period_s(0) / 2:g} s: estimate's default at query_interval_s 0)",
+            makespan(
+                mixed,
+                p,
+                overhead_s=cal.overhead_s,
+                startup_s=cal.startup_s,
+                array_size=a.array_size,
+                handoff_s=query_period_s(0) / 2,
+            ),
+        ),  # fmt: skip
+        (
+            "arrays one after another (before), planned lengths + start-up and overhead",
+            chained(mixed, p, a.array_size, cal.overhead_s, cal.startup_s),
+        ),
+    ]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"## Round {n} (local Slurm, parallelism {p}, load average {load})")
+    print()
+    print(
+        f"calibration: {a.calibration} trials of 1-5 s in one array took {one.makespan_s:.1f} s, "
+        f"{len(split_cal.times)} in arrays of 3 took {split_cal.makespan_s:.1f} s (launch to the last "
+        f"end) → `estimate {cal.flags()}`; {cal.gap_s:.2f} s per trial beyond the measured trial time"
+    )
+    print(
+        f"checked sweep: {a.trials} trials of 1-5 s (sum {sum(mixed):.0f} s), measured makespan "
+        f"{checked.makespan_s:.1f} s (the watching launcher returned at {checked.returned_s:.1f} s)"
+    )
+    print()
+    table(rows, checked.makespan_s)
+    print()
+    print(
+        f"split sweep: the same {a.trials} trials in {split.arrays} arrays of at most {a.array_size}, "
+        f"measured makespan {split.makespan_s:.1f} s (returned at {split.returned_s:.1f} s)"
+    )
+    print()
+    table(split_rows, split.makespan_s)
+    print(flush=True)
+    return Round(one, split_cal, checked, split, cal)
 
 
 def table(rows: list[tuple[str, float]], span: float) -> None:
     print("| prediction | makespan s | vs measured | error |")
     print("|---|---:|---:|---:|")
     for name, value in rows:
-        print(f"| {name} | {value:.1f} | {value / span:.2f}x | {abs(value - span) / span:.1%} |")
+        print(f"| {name} | {value:.1f} | {value / span:.2f}x | {value / span - 1:+.1%} |")
 
 
 if __name__ == "__main__":
