@@ -457,10 +457,11 @@ def test_max_array_size_is_asked_again_when_scontrol_fails_once(
 def test_a_running_arrays_throttle_is_widened_without_touching_its_dependency(
     slurm_cluster: None, tmp_path: Path
 ) -> None:
-    """Slurm refuses `Dependency=` (exit 1: "Job is no longer pending execution") once a task of the
-    array runs, and with it the new throttle: the launcher tried again at every poll and a freed
-    slot stayed idle until Slurm's next scheduling pass. The submitter now clears the dependency
-    only when asked (ArrayThrottle asks while none of the array's tasks has started)."""
+    """Once a task of the array runs, Slurm answers `Dependency=` with exit 1 ("Job is no longer
+    pending execution") though it applies the throttle to the pending tasks: the launcher took each
+    such update for a failure, sent it again at every poll and never said it. The submitter now
+    clears the dependency only when asked (ArrayThrottle asks while none of the array's tasks has
+    started), and the update succeeds."""
     submitter = SubmititSubmitter(tmp_path)
 
     def sbatch(*args: str) -> str:
@@ -477,10 +478,11 @@ def test_a_running_arrays_throttle_is_widened_without_touching_its_dependency(
         assert "Dependency=afterany" in shown(later)
         assert submitter.throttle(later, 1, clear_dependency=True)
         wait_until(lambda: f"{later}_0 RUNNING" in squeue_states(later), 60, f"{later}_0 started")
-        # what the launcher sent before: refused as a whole
+        # what the launcher sent before: exit 1, the throttle applied all the same
         assert not submitter.throttle(later, 2, clear_dependency=True)
-        assert submitter.throttle(later, 2, clear_dependency=False)
         assert "ArrayTaskThrottle=2" in shown(later)
+        assert submitter.throttle(later, 3, clear_dependency=False)
+        assert "ArrayTaskThrottle=3" in shown(later)
         wait_until(lambda: f"{later}_1 RUNNING" in squeue_states(later), 60, f"{later}_1 started")
     finally:
         subprocess.run(["scancel", first, later], check=False)

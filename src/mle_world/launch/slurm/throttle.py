@@ -36,8 +36,9 @@ class ThrottleUpdate:
     limit: int
     clear_dependency: bool = False
     """The array may still wait for its `afterany`: none of its tasks has started and this launcher
-    has not cleared it. Slurm refuses `Dependency=` (exit 1, "Job is no longer pending execution")
-    once a task of the array runs, and a refused update also leaves the array's throttle unchanged."""
+    has not cleared it. Once a task of the array runs, Slurm answers `Dependency=` with exit 1 ("Job
+    is no longer pending execution"), though it applies the throttle to the pending tasks: sent every
+    time, the update looked failed and went again at every poll."""
 
 
 def array_loads(statuses: Iterable[TrialStatus], view: SlurmView) -> list[ArrayLoad]:
