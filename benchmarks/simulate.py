@@ -318,10 +318,10 @@ def main() -> int:
     print("| checked sweep, calibration | each round | median |")
     print("|---|---|---:|")
     for name, values in (
-        ("one array, the round's", [r.errors(r.calibration, p) for r in rounds]),
-        (f"arrays of at most {a.array_size}, the round's", [r.errors(r.calibration, p, split=True) for r in rounds]),
-        ("one array, pooled", [r.errors(pooled, p) for r in rounds]),
-        (f"arrays of at most {a.array_size}, pooled", [r.errors(pooled, p, split=True) for r in rounds]),
+        ("one array, the round's", [r.error(r.calibration, p) for r in rounds]),
+        (f"arrays of at most {a.array_size}, the round's", [r.error(r.calibration, p, split=True) for r in rounds]),
+        ("one array, pooled", [r.error(pooled, p) for r in rounds]),
+        (f"arrays of at most {a.array_size}, pooled", [r.error(pooled, p, split=True) for r in rounds]),
     ):  # fmt: skip
         print(f"| {name} | {', '.join(f'{v:+.1%}' for v in values)} | {median(values):+.1%} |")
     return 0
@@ -343,7 +343,7 @@ class Round:
     split: Sweep
     calibration: Calibration
 
-    def errors(self, cal: Calibration, p: int, *, split: bool = False) -> float:
+    def error(self, cal: Calibration, p: int, *, split: bool = False) -> float:
         """The signed error of the prediction from planned lengths with `cal`."""
         sweep = self.split if split else self.checked
         predicted = makespan(
